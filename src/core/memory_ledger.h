@@ -1,0 +1,71 @@
+// memory_ledger.h — one vGPU's memory account, shared by all its processes.
+//
+// The ledger is a region every process of the vGPU maps (see vgpu_layout.h).
+// Each process owns one slot and is the only writer of its slot's counters.
+// Charging is optimistic and lock-free:
+//   1. add the bytes to my slot                       (one atomic RMW)
+//   2. sum every slot's counter for that device       (plain atomic loads)
+//   3. over the limit? take my bytes back and refuse
+// With sequentially consistent operations, of any set of racing charges the
+// last one to add sees every other one, so the committed total never exceeds
+// the limit. Two racers near the limit may both back off; TryCharge retries a
+// bounded number of times when the obstacle has gone away.
+//
+// No lock exists, so none can be left held by a `kill -9`; a dead process's
+// counters are reclaimed by ReapDeadProcesses(), which any process or the
+// supervisor may run: a reaper takes the slot with a CAS on its owner word
+// before zeroing it, so two reapers never clear a newly claimed slot.
+//
+// Thread-safety: all methods may be called concurrently from any thread of any
+// process. TryCharge/Uncharge/UsedBytes make no syscall and never allocate.
+// Attach/Detach/ReapDeadProcesses are slow paths (they read /proc through the
+// probe).
+#ifndef GPUSLICE_CORE_MEMORY_LEDGER_H_
+#define GPUSLICE_CORE_MEMORY_LEDGER_H_
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "core/vgpu_layout.h"
+#include "port/process.h"
+
+namespace gpuslice::core {
+
+class MemoryLedger {
+ public:
+  // Both regions must outlive the ledger. `limits` is only ever read.
+  MemoryLedger(const Limits* limits, Ledger* ledger) : limits_(limits), ledger_(ledger) {}
+
+  // Claims a slot for `self`. Reaps dead processes first if the ledger is full.
+  Status Attach(const port::ProcessIdentity& self, const port::ProcessProbe& probe);
+  // Returns this process's usage to the pool and frees its slot.
+  void Detach();
+  // Forgets the slot without touching it: for a forked child, whose parent
+  // still owns the slot it inherited.
+  void ForgetSlotAfterFork() { mine_ = nullptr; }
+  bool attached() const { return mine_ != nullptr; }
+
+  // Adds `bytes` on `device` (an index into Limits::devices) if the vGPU's
+  // total stays within its limit. False means: refuse the allocation.
+  bool TryCharge(uint32_t device, uint64_t bytes);
+  // Returns bytes charged earlier by this process. Clamps at zero (and says
+  // so) rather than wrapping: an underflow must never turn into a false OOM.
+  void Uncharge(uint32_t device, uint64_t bytes);
+
+  uint64_t UsedBytes(uint32_t device) const;       // the whole vGPU
+  uint64_t MyUsedBytes(uint32_t device) const;     // this process
+  uint64_t LimitBytes(uint32_t device) const;      // kUnlimited when uncapped
+  uint32_t LiveProcessCount() const;
+
+  // Reclaims slots whose process is gone. Returns how many were reclaimed.
+  uint32_t ReapDeadProcesses(const port::ProcessProbe& probe);
+
+ private:
+  const Limits* limits_;
+  Ledger* ledger_;
+  ProcessSlot* mine_ = nullptr;
+};
+
+}  // namespace gpuslice::core
+
+#endif  // GPUSLICE_CORE_MEMORY_LEDGER_H_

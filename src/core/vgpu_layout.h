@@ -1,0 +1,97 @@
+// vgpu_layout.h — the on-disk (and in-memory) shape of one vGPU's shared state.
+//
+// A vGPU is a directory holding two fixed-size files, each mapped by every
+// process of the vGPU:
+//
+//   limits  What the vGPU may use. Written only by whoever created or resizes
+//           the vGPU (`gpuslice run`, the daemon). Applications open it O_RDONLY
+//           and map it PROT_READ, so no application can raise its own limit.
+//   ledger  What the vGPU uses. One slot per process; a process charges and
+//           uncharges only its own slot, so a `kill -9` can never leave a
+//           half-made update behind, and no lock exists to be left held.
+//
+// Both are plain-old-data with atomics, no pointers, and a magic/version/size
+// header checked on open. All fields are naturally aligned 64-bit or 32-bit
+// values so that lock-free std::atomic_ref operations are valid across
+// processes (x86-64 and aarch64 both guarantee address-free atomics for these).
+//
+// This header includes no CUDA header: the policy and accounting core never
+// sees driver types. Devices are identified by their 16-byte UUID.
+#ifndef GPUSLICE_CORE_VGPU_LAYOUT_H_
+#define GPUSLICE_CORE_VGPU_LAYOUT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gpuslice::core {
+
+inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 192 KiB at this size
+inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
+
+inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
+inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
+inline constexpr uint32_t kLayoutVersion = 1;
+
+// A memory limit of this value means "no limit": the device is visible but the
+// vGPU does not cap it.
+inline constexpr uint64_t kUnlimited = ~0ull;
+
+enum class Priority : uint32_t { kBestEffort = 0, kLatencyCritical = 1 };
+
+struct FileHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t size;  // sizeof the whole struct that begins with this header
+};
+
+struct DeviceLimit {
+  uint8_t uuid[16];             // the GPU's UUID as cuDeviceGetUuid/NVML report it
+  uint64_t memory_limit_bytes;  // atomic: live resize stores here
+  uint32_t compute_share_pct;   // 1..100 (issue "compute"); 100 = no share set
+  uint32_t compute_cap_pct;     // 0 = no hard cap
+  uint32_t priority;            // Priority
+  uint32_t flags;               // kDeviceFlag*
+};
+inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
+// Set by `gpuslice set --force` when the limit was shrunk below current use:
+// existing memory stays, new allocations are refused until usage drops.
+inline constexpr uint32_t kDeviceFlagShrunk = 1u << 1;
+
+struct Limits {
+  FileHeader header;
+  uint64_t generation;  // atomic: bumped after every change, so readers can notice
+  char name[kMaxNameLength + 1];
+  uint32_t device_count;
+  uint32_t reserved;
+  DeviceLimit devices[kMaxDevices];
+};
+
+// One process's share of the vGPU's usage. `owner` is the claim word:
+//   0                 free
+//   kSlotReaping      being reclaimed by a reaper
+//   anything else     (pid << 32) | claim_sequence (low 32 bits), live or dead
+struct alignas(64) ProcessSlot {
+  uint64_t owner;            // atomic
+  uint64_t start_time;       // /proc/<pid>/stat field 22, guards against pid reuse
+  uint64_t pid_namespace;    // inode of /proc/self/ns/pid; reapers judge only their own
+  uint64_t used_bytes[kMaxDevices];  // atomic; indexed like Limits::devices
+};
+inline constexpr uint64_t kSlotReaping = ~0ull;
+
+struct Ledger {
+  FileHeader header;
+  uint32_t slot_high_water;  // atomic: slots [0, high_water) may be in use
+  uint32_t claim_sequence;   // atomic: feeds ProcessSlot::owner's low bits
+  uint64_t reaped_processes; // atomic counter, for metrics and tests
+  uint8_t pad[32];
+  ProcessSlot slots[kMaxProcesses];
+};
+
+static_assert(sizeof(ProcessSlot) == 192);
+static_assert(offsetof(Ledger, slots) % 64 == 0);
+static_assert(sizeof(Limits) < 4096, "limits must fit one page");
+
+}  // namespace gpuslice::core
+
+#endif  // GPUSLICE_CORE_VGPU_LAYOUT_H_

@@ -1,0 +1,263 @@
+#include "core/vgpu_store.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "core/byte_size.h"
+#include "core/memory_ledger.h"
+
+namespace gpuslice::core {
+namespace {
+
+std::string Errno(const std::string& what) { return what + ": " + strerror(errno); }
+
+// flock on a file, released when the descriptor closes or its holder dies.
+class FileLock {
+ public:
+  static StatusOr<FileLock> Acquire(const std::string& path, int operation) {
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return Status::Error(Errno("cannot open lock " + path));
+    if (flock(fd, operation) != 0) {
+      const Status s = Status::Error(Errno("cannot lock " + path));
+      close(fd);
+      return s;
+    }
+    FileLock lock;
+    lock.fd_ = fd;
+    return lock;
+  }
+  FileLock() = default;
+  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  FileLock& operator=(FileLock&&) = delete;
+  ~FileLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+Status WriteFile(const std::string& path, const void* data, size_t size, mode_t mode) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Error(Errno("cannot create " + path));
+  const char* p = static_cast<const char*>(data);
+  size_t left = size;
+  while (left > 0) {
+    const ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const Status s = Status::Error(Errno("cannot write " + path));
+      close(fd);
+      return s;
+    }
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (fchmod(fd, mode) != 0 || close(fd) != 0) return Status::Error(Errno("cannot finish " + path));
+  return Status::Ok();
+}
+
+std::string Corrupted(const std::string& dir, const std::string& file, const std::string& why) {
+  return "vGPU state at " + dir + " is corrupted (" + file + ": " + why +
+         "); stop the processes using it, delete " + dir + ", and start again";
+}
+
+bool SameDevices(const Limits& existing, const VgpuSpec& spec) {
+  if (existing.device_count != spec.devices.size()) return false;
+  for (size_t i = 0; i < spec.devices.size(); ++i) {
+    const DeviceLimit& d = existing.devices[i];
+    if (memcmp(d.uuid, spec.devices[i].uuid.data(), 16) != 0) return false;
+    if (d.memory_limit_bytes != spec.devices[i].memory_limit_bytes) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ValidateLimits(const Limits& limits, const std::string& dir) {
+  if (limits.header.magic != kLimitsMagic) return Status::Error(Corrupted(dir, "limits", "bad magic"));
+  if (limits.header.version != kLayoutVersion) {
+    return Status::Error("vGPU state at " + dir + " has layout version " +
+                         std::to_string(limits.header.version) + ", this gpuslice reads version " +
+                         std::to_string(kLayoutVersion) + "; use the gpuslice that created it");
+  }
+  if (limits.header.size != sizeof(Limits)) return Status::Error(Corrupted(dir, "limits", "wrong size"));
+  if (limits.device_count > kMaxDevices) return Status::Error(Corrupted(dir, "limits", "too many devices"));
+  if (memchr(limits.name, '\0', sizeof limits.name) == nullptr) {
+    return Status::Error(Corrupted(dir, "limits", "unterminated name"));
+  }
+  return Status::Ok();
+}
+
+Status ValidateLedger(const Ledger& ledger, const std::string& dir) {
+  if (ledger.header.magic != kLedgerMagic) return Status::Error(Corrupted(dir, "ledger", "bad magic"));
+  if (ledger.header.version != kLayoutVersion || ledger.header.size != sizeof(Ledger)) {
+    return Status::Error(Corrupted(dir, "ledger", "wrong version or size"));
+  }
+  if (ledger.slot_high_water > kMaxProcesses) {
+    return Status::Error(Corrupted(dir, "ledger", "slot count out of range"));
+  }
+  return Status::Ok();
+}
+
+StatusOr<VgpuHandle> VgpuHandle::Open(const std::string& dir, port::MappedFile::Access limits_access) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::Error("no vGPU state at " + dir + "; create the vGPU with `gpuslice run` first");
+  }
+  auto limits = port::MappedFile::Open(dir + "/limits", sizeof(Limits), limits_access);
+  if (!limits.ok()) return Status::Error(Corrupted(dir, "limits", limits.status().message()));
+  auto ledger = port::MappedFile::Open(dir + "/ledger", sizeof(Ledger), port::MappedFile::Access::kReadWrite);
+  if (!ledger.ok()) return Status::Error(Corrupted(dir, "ledger", ledger.status().message()));
+  VgpuHandle handle;
+  handle.limits_ = std::move(limits.value());
+  handle.ledger_ = std::move(ledger.value());
+  handle.dir_ = dir;
+  if (Status s = ValidateLimits(handle.limits(), dir); !s.ok()) return s;
+  if (Status s = ValidateLedger(handle.ledger(), dir); !s.ok()) return s;
+  return handle;
+}
+
+std::string VgpuStore::DefaultRoot() {
+  if (const char* dir = getenv("GPUSLICE_STATE_DIR"); dir != nullptr && *dir != '\0') return dir;
+  if (const char* xdg = getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
+    return std::string(xdg) + "/gpuslice";
+  }
+  return "/run/gpuslice";
+}
+
+Status VgpuStore::ValidateName(const std::string& name) {
+  if (name.empty() || name.size() > kMaxNameLength) {
+    return Status::Error("invalid vGPU name '" + name + "': use 1 to " + std::to_string(kMaxNameLength) +
+                         " characters");
+  }
+  if (name[0] == '.') return Status::Error("invalid vGPU name '" + name + "': it may not start with '.'");
+  for (char c : name) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return Status::Error("invalid vGPU name '" + name + "': use only letters, digits, '-', '_' and '.'");
+    }
+  }
+  return Status::Ok();
+}
+
+Status VgpuStore::EnsureRoot() const {
+  std::error_code ec;
+  std::filesystem::create_directories(root_ + "/vgpus", ec);
+  if (ec) {
+    return Status::Error("cannot create state directory " + root_ + ": " + ec.message() +
+                         "; set GPUSLICE_STATE_DIR to a writable directory");
+  }
+  chmod(root_.c_str(), 0700);
+  return Status::Ok();
+}
+
+StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is_explicit, bool* created) {
+  *created = false;
+  if (Status s = ValidateName(spec.name); !s.ok()) return s;
+  if (spec.devices.empty() || spec.devices.size() > kMaxDevices) {
+    return Status::Error("a vGPU needs 1 to " + std::to_string(kMaxDevices) + " devices");
+  }
+  if (Status s = EnsureRoot(); !s.ok()) return s;
+  auto lock = FileLock::Acquire(root_ + "/.lock", LOCK_EX);
+  if (!lock.ok()) return lock.status();
+
+  const std::string dir = DirOf(spec.name);
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    auto existing = VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+    if (!existing.ok()) return existing.status();
+    if (spec_is_explicit && !SameDevices(existing->limits(), spec)) {
+      const DeviceLimit& d = existing->limits().devices[0];
+      return Status::Error("vGPU '" + spec.name + "' already exists with a " +
+                           (d.memory_limit_bytes == kUnlimited ? std::string("unlimited")
+                                                               : FormatByteSize(d.memory_limit_bytes)) +
+                           " limit on its own GPUs; join it without --memory/--gpu, or pick another --name");
+    }
+    return dir;
+  }
+
+  Limits limits{};
+  limits.header = {kLimitsMagic, kLayoutVersion, sizeof(Limits)};
+  limits.generation = 1;
+  snprintf(limits.name, sizeof limits.name, "%s", spec.name.c_str());
+  limits.device_count = static_cast<uint32_t>(spec.devices.size());
+  for (size_t i = 0; i < spec.devices.size(); ++i) {
+    DeviceLimit& d = limits.devices[i];
+    memcpy(d.uuid, spec.devices[i].uuid.data(), 16);
+    d.memory_limit_bytes = spec.devices[i].memory_limit_bytes;
+    d.compute_share_pct = spec.devices[i].compute_share_pct;
+    d.compute_cap_pct = spec.devices[i].compute_cap_pct;
+    d.priority = static_cast<uint32_t>(spec.devices[i].priority);
+    d.flags = kDeviceFlagPresent;
+  }
+  auto ledger = std::make_unique<Ledger>();
+  memset(ledger.get(), 0, sizeof(Ledger));
+  ledger->header = {kLedgerMagic, kLayoutVersion, sizeof(Ledger)};
+
+  const std::string tmp = root_ + "/vgpus/.new-" + spec.name + "-" + std::to_string(getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  if (mkdir(tmp.c_str(), 0700) != 0) return Status::Error(Errno("cannot create " + tmp));
+  Status s = WriteFile(tmp + "/limits", &limits, sizeof limits, 0444);
+  if (s.ok()) s = WriteFile(tmp + "/ledger", ledger.get(), sizeof(Ledger), 0600);
+  if (s.ok()) s = WriteFile(tmp + "/members", "", 0, 0600);
+  if (s.ok() && rename(tmp.c_str(), dir.c_str()) != 0) s = Status::Error(Errno("cannot create " + dir));
+  if (!s.ok()) {
+    std::filesystem::remove_all(tmp, ec);
+    return s;
+  }
+  *created = true;
+  return dir;
+}
+
+StatusOr<int> VgpuStore::HoldMembership(const std::string& name) {
+  auto lock = FileLock::Acquire(DirOf(name) + "/members", LOCK_SH);
+  if (!lock.ok()) return lock.status();
+  return lock->release();
+}
+
+StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name) {
+  auto store_lock = FileLock::Acquire(root_ + "/.lock", LOCK_EX);
+  if (!store_lock.ok()) return store_lock.status();
+  const std::string dir = DirOf(name);
+  auto members = FileLock::Acquire(dir + "/members", LOCK_EX | LOCK_NB);
+  if (!members.ok()) return false;  // someone still holds it
+  auto handle = VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  if (handle.ok()) {
+    MemoryLedger ledger(&handle->limits(), &handle->ledger());
+    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    if (ledger.LiveProcessCount() > 0) return false;
+  }
+  const std::string trash = root_ + "/vgpus/.old-" + name + "-" + std::to_string(getpid());
+  if (rename(dir.c_str(), trash.c_str()) != 0) return Status::Error(Errno("cannot remove " + dir));
+  std::error_code ec;
+  std::filesystem::remove_all(trash, ec);
+  return true;
+}
+
+std::vector<std::string> VgpuStore::List() const {
+  std::vector<std::string> names;
+  DIR* d = opendir((root_ + "/vgpus").c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace gpuslice::core

@@ -1,0 +1,97 @@
+// vgpu_store.h — the node's state directory, where vGPUs live.
+//
+// Layout (see docs/design.md):
+//   <root>/                 0700; $GPUSLICE_STATE_DIR, else $XDG_RUNTIME_DIR/gpuslice,
+//                           else /run/gpuslice
+//   <root>/.lock            flock'd while a vGPU is created, joined or removed
+//   <root>/vgpus/<name>/limits   0444, struct Limits (vgpu_layout.h)
+//   <root>/vgpus/<name>/ledger   0600, struct Ledger
+//   <root>/vgpus/<name>/members  flock'd shared by every `gpuslice run` using it
+//
+// A vGPU is created complete in a temporary directory and renamed into place,
+// so readers never see a half-written one. All locks are flock(2) locks, which
+// the kernel drops when their holder dies: no `kill -9` can leave one held.
+//
+// Used by the CLI and the daemon (never by the interposer, which only maps an
+// existing vGPU through VgpuHandle). Methods block on the store lock for at
+// most the duration of another create/remove; they allocate and make syscalls.
+#ifndef GPUSLICE_CORE_VGPU_STORE_H_
+#define GPUSLICE_CORE_VGPU_STORE_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/vgpu_layout.h"
+#include "port/mapped_file.h"
+
+namespace gpuslice::core {
+
+struct DeviceSpec {
+  std::array<uint8_t, 16> uuid{};
+  uint64_t memory_limit_bytes = kUnlimited;
+  uint32_t compute_share_pct = 100;
+  uint32_t compute_cap_pct = 0;
+  Priority priority = Priority::kBestEffort;
+};
+
+struct VgpuSpec {
+  std::string name;
+  std::vector<DeviceSpec> devices;
+};
+
+// Checks both files' headers; the message names the file and the fix.
+Status ValidateLimits(const Limits& limits, const std::string& dir);
+Status ValidateLedger(const Ledger& ledger, const std::string& dir);
+
+// An open vGPU: both regions mapped. Limits are mapped read-only unless the
+// caller is the vGPU's manager (creator, resizer).
+class VgpuHandle {
+ public:
+  static StatusOr<VgpuHandle> Open(const std::string& dir, port::MappedFile::Access limits_access);
+
+  const Limits& limits() const { return *static_cast<const Limits*>(limits_.data()); }
+  Limits& mutable_limits() { return *static_cast<Limits*>(limits_.data()); }
+  Ledger& ledger() const { return *static_cast<Ledger*>(ledger_.data()); }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  port::MappedFile limits_;
+  port::MappedFile ledger_;
+  std::string dir_;
+};
+
+class VgpuStore {
+ public:
+  static std::string DefaultRoot();
+  explicit VgpuStore(std::string root) : root_(std::move(root)) {}
+
+  static Status ValidateName(const std::string& name);
+  std::string DirOf(const std::string& name) const { return root_ + "/vgpus/" + name; }
+  const std::string& root() const { return root_; }
+
+  // Creates the vGPU, or joins it if it exists. When joining and
+  // `spec_is_explicit`, the existing devices and limits must match `spec`.
+  // Returns the vGPU directory.
+  StatusOr<std::string> CreateOrJoin(const VgpuSpec& spec, bool spec_is_explicit, bool* created);
+
+  // Holds a shared lock on the vGPU's members file until the returned
+  // descriptor is closed (or the holder dies). Returns the descriptor.
+  StatusOr<int> HoldMembership(const std::string& name);
+
+  // Removes the vGPU if no member holds it and no live process uses it.
+  // Returns true when it was removed.
+  StatusOr<bool> RemoveIfUnused(const std::string& name);
+
+  std::vector<std::string> List() const;
+
+ private:
+  Status EnsureRoot() const;
+  std::string root_;
+};
+
+}  // namespace gpuslice::core
+
+#endif  // GPUSLICE_CORE_VGPU_STORE_H_
