@@ -22,6 +22,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include "core/status.h"
 
 namespace gpuslice::core {
 
@@ -91,6 +94,12 @@ struct Ledger {
 static_assert(sizeof(ProcessSlot) == 192);
 static_assert(offsetof(Ledger, slots) % 64 == 0);
 static_assert(sizeof(Limits) < 4096, "limits must fit one page");
+
+// Checks a mapped file's header and ranges; the message names the file and
+// the fix. Slow path (allocates the message on error).
+Status ValidateLimits(const Limits& limits, const std::string& dir);
+Status ValidateLedger(const Ledger& ledger, const std::string& dir);
+std::string CorruptedStateMessage(const std::string& dir, const std::string& file, const std::string& why);
 
 }  // namespace gpuslice::core
 

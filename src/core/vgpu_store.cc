@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -70,11 +71,6 @@ Status WriteFile(const std::string& path, const void* data, size_t size, mode_t 
   return Status::Ok();
 }
 
-std::string Corrupted(const std::string& dir, const std::string& file, const std::string& why) {
-  return "vGPU state at " + dir + " is corrupted (" + file + ": " + why +
-         "); stop the processes using it, delete " + dir + ", and start again";
-}
-
 bool SameDevices(const Limits& existing, const VgpuSpec& spec) {
   if (existing.device_count != spec.devices.size()) return false;
   for (size_t i = 0; i < spec.devices.size(); ++i) {
@@ -87,41 +83,15 @@ bool SameDevices(const Limits& existing, const VgpuSpec& spec) {
 
 }  // namespace
 
-Status ValidateLimits(const Limits& limits, const std::string& dir) {
-  if (limits.header.magic != kLimitsMagic) return Status::Error(Corrupted(dir, "limits", "bad magic"));
-  if (limits.header.version != kLayoutVersion) {
-    return Status::Error("vGPU state at " + dir + " has layout version " +
-                         std::to_string(limits.header.version) + ", this gpuslice reads version " +
-                         std::to_string(kLayoutVersion) + "; use the gpuslice that created it");
-  }
-  if (limits.header.size != sizeof(Limits)) return Status::Error(Corrupted(dir, "limits", "wrong size"));
-  if (limits.device_count > kMaxDevices) return Status::Error(Corrupted(dir, "limits", "too many devices"));
-  if (memchr(limits.name, '\0', sizeof limits.name) == nullptr) {
-    return Status::Error(Corrupted(dir, "limits", "unterminated name"));
-  }
-  return Status::Ok();
-}
-
-Status ValidateLedger(const Ledger& ledger, const std::string& dir) {
-  if (ledger.header.magic != kLedgerMagic) return Status::Error(Corrupted(dir, "ledger", "bad magic"));
-  if (ledger.header.version != kLayoutVersion || ledger.header.size != sizeof(Ledger)) {
-    return Status::Error(Corrupted(dir, "ledger", "wrong version or size"));
-  }
-  if (ledger.slot_high_water > kMaxProcesses) {
-    return Status::Error(Corrupted(dir, "ledger", "slot count out of range"));
-  }
-  return Status::Ok();
-}
-
 StatusOr<VgpuHandle> VgpuHandle::Open(const std::string& dir, port::MappedFile::Access limits_access) {
   struct stat st;
   if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return Status::Error("no vGPU state at " + dir + "; create the vGPU with `gpuslice run` first");
   }
   auto limits = port::MappedFile::Open(dir + "/limits", sizeof(Limits), limits_access);
-  if (!limits.ok()) return Status::Error(Corrupted(dir, "limits", limits.status().message()));
+  if (!limits.ok()) return Status::Error(CorruptedStateMessage(dir, "limits", limits.status().message()));
   auto ledger = port::MappedFile::Open(dir + "/ledger", sizeof(Ledger), port::MappedFile::Access::kReadWrite);
-  if (!ledger.ok()) return Status::Error(Corrupted(dir, "ledger", ledger.status().message()));
+  if (!ledger.ok()) return Status::Error(CorruptedStateMessage(dir, "ledger", ledger.status().message()));
   VgpuHandle handle;
   handle.limits_ = std::move(limits.value());
   handle.ledger_ = std::move(ledger.value());

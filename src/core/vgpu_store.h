@@ -42,10 +42,6 @@ struct VgpuSpec {
   std::vector<DeviceSpec> devices;
 };
 
-// Checks both files' headers; the message names the file and the fix.
-Status ValidateLimits(const Limits& limits, const std::string& dir);
-Status ValidateLedger(const Ledger& ledger, const std::string& dir);
-
 // An open vGPU: both regions mapped. Limits are mapped read-only unless the
 // caller is the vGPU's manager (creator, resizer).
 class VgpuHandle {

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 
+#include "interposer/real_dlsym.h"
 #include "port/driver_locator.h"
 #include "port/log.h"
 
@@ -54,7 +55,7 @@ void ResolveOnce() {
   g_handle = handle;
   uint32_t missing = 0;
   for (uint32_t i = 0; i < kDriverSymbolCount; ++i) {
-    void* p = dlsym(handle, kSymbolNames[i]);
+    void* p = RealDlsym(handle, kSymbolNames[i]);
     if (p == nullptr) {
       p = reinterpret_cast<void*>(&gpuslice_missing_symbol);
       ++missing;

@@ -1,0 +1,105 @@
+#include "interposer/allocation_table.h"
+
+#include <sys/mman.h>
+
+
+namespace gpuslice::interposer {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  // splitmix64's finaliser: device pointers share their high bits.
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+uint64_t Pack(const AllocationRecord& r) {
+  return (r.bytes << 16) | (static_cast<uint64_t>(r.device & 0xff) << 8) | (r.kind & 0xff);
+}
+
+AllocationRecord Unpack(uint64_t v) {
+  AllocationRecord r;
+  r.bytes = v >> 16;
+  r.device = static_cast<uint32_t>((v >> 8) & 0xff);
+  r.kind = static_cast<uint32_t>(v & 0xff);
+  return r;
+}
+
+}  // namespace
+
+bool AllocationTable::Init() {
+  const size_t bytes = sizeof(Entry) << kCapacityLog2;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  entries_ = static_cast<Entry*>(p);  // zero-filled: every entry is empty
+  return true;
+}
+
+uint64_t AllocationTable::TaggedKey(uint64_t key, AllocationKind kind) {
+  // Pointers and handles of different kinds may collide numerically; the kind
+  // lives in the top byte, which no x86-64 user address or driver handle uses.
+  const uint64_t tagged = (key & 0x00ffffffffffffffull) | (static_cast<uint64_t>(kind) << 56);
+  return tagged == 0 || tagged == kTombstone ? tagged ^ 1 : tagged;
+}
+
+bool AllocationTable::Insert(uint64_t key, AllocationKind kind, const AllocationRecord& record) {
+  if (entries_ == nullptr || record.bytes >= (1ull << 48)) return false;
+  const uint64_t k = TaggedKey(key, kind);
+  uint64_t i = Mix(k) & kMask;
+  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+    Entry& e = entries_[i];
+    uint64_t cur = e.key.load(std::memory_order_acquire);
+    if (cur != 0 && cur != kTombstone) continue;
+    if (!e.key.compare_exchange_strong(cur, k, std::memory_order_acq_rel)) continue;
+    AllocationRecord r = record;
+    r.kind = static_cast<uint32_t>(kind);
+    e.value.store(Pack(r), std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+bool AllocationTable::Erase(uint64_t key, AllocationKind kind, AllocationRecord* record) {
+  if (entries_ == nullptr) return false;
+  const uint64_t k = TaggedKey(key, kind);
+  uint64_t i = Mix(k) & kMask;
+  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+    Entry& e = entries_[i];
+    uint64_t cur = e.key.load(std::memory_order_acquire);
+    if (cur == 0) return false;
+    if (cur != k) continue;
+    const uint64_t value = e.value.load(std::memory_order_acquire);
+    // Only one eraser of a key can win; a double free of the same pointer
+    // by the app uncharges once.
+    if (!e.key.compare_exchange_strong(cur, kTombstone, std::memory_order_acq_rel)) return false;
+    *record = Unpack(value);
+    return true;
+  }
+  return false;
+}
+
+bool AllocationTable::Find(uint64_t key, AllocationKind kind, AllocationRecord* record) const {
+  if (entries_ == nullptr) return false;
+  const uint64_t k = TaggedKey(key, kind);
+  uint64_t i = Mix(k) & kMask;
+  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+    const Entry& e = entries_[i];
+    const uint64_t cur = e.key.load(std::memory_order_acquire);
+    if (cur == 0) return false;
+    if (cur != k) continue;
+    *record = Unpack(e.value.load(std::memory_order_acquire));
+    return true;
+  }
+  return false;
+}
+
+void AllocationTable::Clear() {
+  // Dropping private anonymous pages zero-fills them on next touch, without
+  // making the whole table resident as a memset would.
+  if (entries_ != nullptr) madvise(entries_, sizeof(Entry) << kCapacityLog2, MADV_DONTNEED);
+}
+
+}  // namespace gpuslice::interposer

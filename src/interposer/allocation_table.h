@@ -1,0 +1,72 @@
+// allocation_table.h — what this process has allocated, so a free knows what
+// to uncharge.
+//
+// A fixed-capacity open-addressing hash map from an allocation's key (device
+// pointer, VMM handle, array handle, pool…) to its charged size and ledger
+// device slot. The storage is one anonymous mapping made once at start-up, so
+// inserts and erases never allocate, lock or make a syscall.
+//
+// Concurrency: lock-free. A key is claimed with a CAS on the key word; the
+// value is published with a release store. Keys are unique while live (the
+// driver does not hand out a pointer or handle twice before it is freed), and
+// a key is erased only after its insert has returned, so an erase never races
+// the insert of the same key. Erased entries become tombstones that later
+// inserts reuse.
+//
+// Capacity: 2^20 entries (16 MiB of address space, touched only as used). A
+// full table makes Insert return false; the caller then refuses the
+// allocation rather than lose track of memory.
+#ifndef GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_
+#define GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpuslice::interposer {
+
+struct AllocationRecord {
+  uint64_t bytes = 0;     // what was charged to the ledger
+  uint32_t device = 0;    // ledger device slot
+  uint32_t kind = 0;      // AllocationKind
+};
+
+enum class AllocationKind : uint32_t {
+  kDevice = 1,
+  kManaged,
+  kVmmHandle,
+  kVmmRetain,  // extra references from cuMemRetainAllocationHandle; bytes = count
+  kArray,
+  kMipmappedArray,
+  kGraphExec,  // bytes = what the graph's memory nodes allocate per launch
+};
+
+class AllocationTable {
+ public:
+  static constexpr uint32_t kCapacityLog2 = 20;
+
+  // Maps the storage. Returns false (and the table stays unusable) on failure.
+  bool Init();
+
+  bool Insert(uint64_t key, AllocationKind kind, const AllocationRecord& record);
+  // Removes and returns the record; false when the key is unknown to us.
+  bool Erase(uint64_t key, AllocationKind kind, AllocationRecord* record);
+  bool Find(uint64_t key, AllocationKind kind, AllocationRecord* record) const;
+  // Forgets everything: a forked child must not free its parent's memory.
+  void Clear();
+
+ private:
+  struct Entry {
+    std::atomic<uint64_t> key;    // 0 empty, kTombstone erased, else (key mixed with kind)
+    std::atomic<uint64_t> value;  // bytes << 16 | device << 8 | kind
+  };
+  static constexpr uint64_t kTombstone = ~0ull;
+  static constexpr uint64_t kMask = (1ull << kCapacityLog2) - 1;
+  static constexpr uint32_t kMaxProbe = 4096;
+
+  static uint64_t TaggedKey(uint64_t key, AllocationKind kind);
+  Entry* entries_ = nullptr;
+};
+
+}  // namespace gpuslice::interposer
+
+#endif  // GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_

@@ -1,0 +1,38 @@
+// charge.h — the few steps every allocation hook shares.
+//
+// Called by the hooks in hooks_memory.cc, hooks_pools.cc and hooks_graphs.cc on
+// the application's own threads. ChargeOrRefuse is the hot path (no lock, no
+// syscall) unless the vGPU is full, when it first reclaims dead processes'
+// usage and the process's stale pool reservations (slow path) and tries once
+// more. Never allocates.
+#ifndef GPUSLICE_INTERPOSER_CHARGE_H_
+#define GPUSLICE_INTERPOSER_CHARGE_H_
+
+#include <cstdint>
+
+#include "interposer/vgpu_runtime.h"
+
+namespace gpuslice::interposer {
+
+inline constexpr uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// The driver hands out device memory in 512-byte-aligned blocks (cuMemAlloc's
+// documented alignment is 256; observed blocks are 512). Charging the rounded
+// size keeps many small allocations from adding up unseen.
+inline constexpr uint64_t kDeviceAllocationGranule = 512;
+
+// True when `bytes` were charged to `slot`; false means the caller must
+// return CUDA_ERROR_OUT_OF_MEMORY without calling the driver.
+bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes);
+
+// Brings a charge from `charged` to `actual` once the driver has said what an
+// object really occupies. False when growing it would pass the limit (the
+// original charge is then kept; the caller undoes the allocation).
+bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t actual);
+
+// Re-reads this process's pool reservations (hooks_pools.cc).
+void SettleAllPools(VgpuRuntime& runtime);
+
+}  // namespace gpuslice::interposer
+
+#endif  // GPUSLICE_INTERPOSER_CHARGE_H_

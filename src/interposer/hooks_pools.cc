@@ -1,0 +1,202 @@
+// hooks_pools.cc — stream-ordered allocation (cuMemAllocAsync and pools).
+//
+// Pools are charged by reservation (pool_accounts.h). An allocation that will
+// make its pool grow charges the growth before the driver is called, rounded
+// up to the 2 MiB granule pools grow by, then settles to the reservation the
+// driver reports. If the pool grew by more than that and the rest does not
+// fit, the allocation is undone (freed, its stream synchronised, the pool
+// trimmed) and refused.
+//
+// Allocations recorded into a graph during stream capture make no memory
+// until the graph is launched (hooks_graphs.cc); they pass through.
+#include <cuda.h>
+
+#include "interposer/charge.h"
+
+// cuda.h declares the per-thread-default-stream variants only when
+// CUDA_API_PER_THREAD_DEFAULT_STREAM renames the plain ones; they have the
+// plain ones' types.
+extern "C" {
+decltype(cuMemAllocAsync) cuMemAllocAsync_ptsz;
+decltype(cuMemFreeAsync) cuMemFreeAsync_ptsz;
+decltype(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
+}
+#include "interposer/driver_table.h"
+#include "interposer/export.h"
+#include "interposer/vgpu_runtime.h"
+
+namespace gpuslice::interposer {
+namespace {
+
+constexpr uint64_t kPoolGrowthGranule = 2ull << 20;
+
+uint64_t PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, bool* ok) {
+  cuuint64_t value = 0;
+  *ok = GPUSLICE_REAL(cuMemPoolGetAttribute)(pool, attr, &value) == CUDA_SUCCESS;
+  return value;
+}
+
+// Moves the account to the pool's current reservation. `precharged` bytes
+// already in the ledger ahead of this allocation are folded in. When growth
+// cannot be charged, the account keeps what the ledger holds and this
+// returns false.
+bool SettlePool(VgpuRuntime& rt, PoolAccount& account, uint64_t precharged, bool may_reclaim) {
+  bool ok = false;
+  const uint64_t reserved =
+      PoolAttribute(reinterpret_cast<CUmemoryPool>(account.pool.load()), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok);
+  if (!ok) {
+    account.charged.fetch_add(precharged);
+    return true;
+  }
+  const uint64_t before = account.charged.exchange(reserved);
+  const uint32_t slot = static_cast<uint32_t>(account.slot.load());
+  const uint64_t held = before + precharged;  // what the ledger has for this pool
+  if (reserved <= held) {
+    rt.ledger().Uncharge(slot, held - reserved);
+    return true;
+  }
+  const uint64_t growth = reserved - held;
+  const bool charged = may_reclaim ? ChargeOrRefuse(rt, static_cast<int>(slot), growth)
+                                   : rt.ledger().TryCharge(slot, growth);
+  if (!charged) account.charged.fetch_sub(growth);
+  return charged;
+}
+
+template <typename RealAlloc, typename RealFree>
+CUresult AllocFromPool(VgpuRuntime& rt, PoolAccount& account, CUdeviceptr* dptr, size_t bytesize,
+                       CUstream stream, RealAlloc alloc, RealFree free_async) {
+  bool ok_used = false, ok_reserved = false;
+  const CUmemoryPool pool = reinterpret_cast<CUmemoryPool>(account.pool.load());
+  const uint64_t used = PoolAttribute(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &ok_used);
+  const uint64_t reserved = PoolAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok_reserved);
+  const int slot = account.slot.load();
+  uint64_t precharge = 0;
+  if (!ok_used || !ok_reserved || used + bytesize > reserved) {
+    const uint64_t needed = ok_used && ok_reserved ? used + bytesize - reserved : bytesize;
+    precharge = RoundUp(needed, kPoolGrowthGranule);
+    if (!ChargeOrRefuse(rt, slot, precharge)) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = alloc(dptr, bytesize, stream);
+  if (r != CUDA_SUCCESS) {
+    SettlePool(rt, account, precharge, /*may_reclaim=*/false);
+    return r;
+  }
+  if (SettlePool(rt, account, precharge, /*may_reclaim=*/true)) return r;
+  // The pool grew past what the vGPU has room for: undo, release, refuse.
+  free_async(*dptr, stream);
+  GPUSLICE_REAL(cuStreamSynchronize)(stream);
+  GPUSLICE_REAL(cuMemPoolTrimTo)(pool, 0);
+  SettlePool(rt, account, 0, /*may_reclaim=*/false);
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+bool Capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return GPUSLICE_REAL(cuStreamIsCapturing)(stream, &status) == CUDA_SUCCESS &&
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+template <typename RealAlloc, typename RealFree>
+CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream, RealAlloc alloc, RealFree free_async) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr || bytesize == 0 || Capturing(stream)) return alloc(dptr, bytesize, stream);
+  CUdevice dev = 0;
+  const int slot = rt->CurrentDeviceSlot(&dev);
+  CUmemoryPool pool = nullptr;
+  if (slot == VgpuRuntime::kUncapped || GPUSLICE_REAL(cuDeviceGetMemPool)(&pool, dev) != CUDA_SUCCESS) {
+    return alloc(dptr, bytesize, stream);
+  }
+  PoolAccount* account = rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(pool), slot);
+  if (account == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  return AllocFromPool(*rt, *account, dptr, bytesize, stream, alloc, free_async);
+}
+
+template <typename RealAlloc, typename RealFree>
+CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool, CUstream stream,
+                            RealAlloc alloc, RealFree free_async) {
+  auto with_pool = [&](CUdeviceptr* p, size_t n, CUstream s) { return alloc(p, n, pool, s); };
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr || bytesize == 0 || Capturing(stream)) return with_pool(dptr, bytesize, stream);
+  PoolAccount* account = rt->pools().Find(reinterpret_cast<uint64_t>(pool));
+  if (account == nullptr) {
+    // A pool made before we could see it (or a device's default pool): it
+    // lives on the current device.
+    const int slot = rt->CurrentDeviceSlot();
+    if (slot == VgpuRuntime::kUncapped) return with_pool(dptr, bytesize, stream);
+    account = rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(pool), slot);
+    if (account == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (account->slot.load() == VgpuRuntime::kUncapped) return with_pool(dptr, bytesize, stream);
+  return AllocFromPool(*rt, *account, dptr, bytesize, stream, with_pool, free_async);
+}
+
+}  // namespace
+
+void SettleAllPools(VgpuRuntime& rt) {
+  rt.pools().ForEach([&](PoolAccount& a) {
+    if (a.slot.load() != VgpuRuntime::kUncapped) SettlePool(rt, a, 0, /*may_reclaim=*/false);
+  });
+}
+
+}  // namespace gpuslice::interposer
+
+using gpuslice::interposer::PoolAccount;
+using gpuslice::interposer::VgpuRuntime;
+namespace gi = gpuslice::interposer;
+
+GPUSLICE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  return gi::AllocAsync(dptr, bytesize, stream, GPUSLICE_REAL(cuMemAllocAsync), GPUSLICE_REAL(cuMemFreeAsync));
+}
+
+GPUSLICE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream stream) {
+  return gi::AllocAsync(dptr, bytesize, stream, GPUSLICE_REAL(cuMemAllocAsync_ptsz),
+                        GPUSLICE_REAL(cuMemFreeAsync_ptsz));
+}
+
+GPUSLICE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                 CUstream stream) {
+  return gi::AllocFromPoolAsync(dptr, bytesize, pool, stream, GPUSLICE_REAL(cuMemAllocFromPoolAsync),
+                                GPUSLICE_REAL(cuMemFreeAsync));
+}
+
+GPUSLICE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool pool,
+                                                      CUstream stream) {
+  return gi::AllocFromPoolAsync(dptr, bytesize, pool, stream, GPUSLICE_REAL(cuMemAllocFromPoolAsync_ptsz),
+                                GPUSLICE_REAL(cuMemFreeAsync_ptsz));
+}
+
+GPUSLICE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  const CUresult r = GPUSLICE_REAL(cuMemPoolCreate)(pool, props);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (r != CUDA_SUCCESS || rt == nullptr || props == nullptr) return r;
+  if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return r;  // host pools hold no device memory
+  const int slot = rt->DeviceSlot(props->location.id);
+  if (slot == VgpuRuntime::kUncapped) return r;
+  if (rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(*pool), slot) == nullptr) {
+    // Untracked pools would escape the limit: refuse the 257th.
+    GPUSLICE_REAL(cuMemPoolDestroy)(*pool);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return r;
+}
+
+GPUSLICE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+  const CUresult r = GPUSLICE_REAL(cuMemPoolDestroy)(pool);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (r != CUDA_SUCCESS || rt == nullptr) return r;
+  if (PoolAccount* a = rt->pools().Find(reinterpret_cast<uint64_t>(pool))) {
+    if (a->slot.load() != VgpuRuntime::kUncapped) rt->ledger().Uncharge(a->slot.load(), a->charged.load());
+    rt->pools().Remove(a);
+  }
+  return r;
+}
+
+GPUSLICE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t min_bytes_to_keep) {
+  const CUresult r = GPUSLICE_REAL(cuMemPoolTrimTo)(pool, min_bytes_to_keep);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (r != CUDA_SUCCESS || rt == nullptr) return r;
+  if (PoolAccount* a = rt->pools().Find(reinterpret_cast<uint64_t>(pool))) {
+    if (a->slot.load() != VgpuRuntime::kUncapped) gi::SettlePool(*rt, *a, 0, /*may_reclaim=*/false);
+  }
+  return r;
+}

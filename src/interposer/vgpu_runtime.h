@@ -1,0 +1,82 @@
+// vgpu_runtime.h — this process's membership in its vGPU, as the hooks see it.
+//
+// Built lazily on the first hook that needs it, never at load time: it reads
+// GPUSLICE_VGPU_DIR, maps the vGPU's limits read-only and its ledger
+// read-write, claims a ledger slot, and maps CUDA device ordinals to the
+// vGPU's device slots by UUID. A process with no GPUSLICE_VGPU_DIR is in no
+// vGPU: Get() returns nullptr and every hook passes straight through.
+//
+// Failure policy (docs/design.md, "failing open"): if the limits cannot be
+// read, the process runs unlimited and says so loudly on stderr; if only the
+// shared ledger is unusable, limits are still enforced against a private,
+// per-process ledger, so a process cannot lift its limit by corrupting the
+// shared ledger.
+//
+// Thread-safety: Get() is safe from any thread; after the first call it is a
+// single acquire load. DeviceSlot() is one array read once devices are mapped.
+#ifndef GPUSLICE_INTERPOSER_VGPU_RUNTIME_H_
+#define GPUSLICE_INTERPOSER_VGPU_RUNTIME_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/memory_ledger.h"
+#include "interposer/allocation_table.h"
+#include "interposer/pool_accounts.h"
+
+namespace gpuslice::interposer {
+
+class VgpuRuntime {
+ public:
+  static constexpr int kMaxCudaDevices = 64;
+  static constexpr int kUncapped = -1;
+
+  // The process's runtime, or nullptr when it belongs to no vGPU.
+  static VgpuRuntime* Get() {
+    VgpuRuntime* r = instance_.load(std::memory_order_acquire);
+    return __builtin_expect(r != nullptr, 1) ? (r == Disabled() ? nullptr : r) : Create();
+  }
+
+  core::MemoryLedger& ledger() { return ledger_; }
+  AllocationTable& allocations() { return allocations_; }
+  PoolAccounts& pools() { return pools_; }
+  const core::Limits& limits() const { return *limits_; }
+
+  // The vGPU device slot of a CUDA device ordinal, or kUncapped.
+  int DeviceSlot(CUdevice device) {
+    if (__builtin_expect(!devices_mapped_.load(std::memory_order_acquire), 0)) MapDevices();
+    return device >= 0 && device < kMaxCudaDevices ? device_slot_[device] : kUncapped;
+  }
+  // The slot of the calling thread's current context's device.
+  int CurrentDeviceSlot(CUdevice* device_out = nullptr);
+
+  // Slow path: reclaim dead processes' usage; rate-limited to one scan per
+  // 100 ms unless `force`.
+  void ReapDeadProcesses(bool force);
+
+ private:
+  VgpuRuntime() = default;
+  static VgpuRuntime* Create();
+  static VgpuRuntime* Disabled() { return reinterpret_cast<VgpuRuntime*>(uintptr_t{1}); }
+  bool Attach(const char* dir);
+  void MapDevices();
+  static void DetachAtExit();
+  static void ForkChild();
+
+  static std::atomic<VgpuRuntime*> instance_;
+
+  const core::Limits* limits_ = nullptr;
+  core::Ledger* ledger_region_ = nullptr;
+  core::MemoryLedger ledger_{nullptr, nullptr};
+  AllocationTable allocations_;
+  PoolAccounts pools_;
+  std::atomic<bool> devices_mapped_{false};
+  int8_t device_slot_[kMaxCudaDevices] = {};
+  std::atomic<uint64_t> last_reap_ns_{0};
+};
+
+}  // namespace gpuslice::interposer
+
+#endif  // GPUSLICE_INTERPOSER_VGPU_RUNTIME_H_
