@@ -1,0 +1,38 @@
+// child_process.h — running the user's command and standing by it.
+//
+// Spawn() forks and execs the command with the given environment. Supervise()
+// waits for it while forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2
+// to it, and calls `tick` every `tick_ms` meanwhile (the vGPU's dead-process
+// reaper runs there). It returns the exit code a shell would give:
+// the command's own status, or 128 + the signal that killed it.
+//
+// Called from the CLI's main thread only. Blocks until the child exits.
+#ifndef GPUSLICE_CLI_CHILD_PROCESS_H_
+#define GPUSLICE_CLI_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gpuslice::cli {
+
+class ChildProcess {
+ public:
+  // `env` entries are "NAME=value". Signals are blocked in the parent from
+  // here on, so none is lost between spawn and supervision.
+  static StatusOr<ChildProcess> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+  int Supervise(int tick_ms, const std::function<void()>& tick);
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace gpuslice::cli
+
+#endif  // GPUSLICE_CLI_CHILD_PROCESS_H_

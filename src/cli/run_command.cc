@@ -1,0 +1,182 @@
+#include "cli/run_command.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <optional>
+
+#include "cli/child_process.h"
+#include "core/byte_size.h"
+#include "core/memory_ledger.h"
+#include "core/vgpu_store.h"
+#include "port/driver_locator.h"
+#include "port/nvml_library.h"
+#include "port/process.h"
+
+extern char** environ;
+
+namespace gpuslice::cli {
+namespace {
+
+constexpr int kGpusliceError = 2;
+constexpr int kReapIntervalMs = 200;  // dead processes' memory is back within 1 s
+
+int Fail(const std::string& message) {
+  std::cerr << "gpuslice: " << message << "\n";
+  return kGpusliceError;
+}
+
+// Where libgpuslice-cuda.so lives: $GPUSLICE_LIBRARY_DIR, else ../lib next
+// to this executable (the build tree and `make install` layout alike).
+std::string LibraryDir() {
+  if (const char* dir = getenv("GPUSLICE_LIBRARY_DIR"); dir != nullptr && *dir != '\0') return dir;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return "";
+  exe[n] = '\0';
+  std::string path(exe);
+  path = path.substr(0, path.rfind('/'));  // .../bin
+  return path.substr(0, path.rfind('/')) + "/lib";
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+StatusOr<std::vector<port::GpuInfo>> SelectGpus(const std::vector<port::GpuInfo>& all,
+                                                const std::vector<std::string>& wanted) {
+  if (all.empty()) return Status::Error("the NVIDIA driver reports no GPUs; check nvidia-smi");
+  if (wanted.empty()) return all;
+  std::string have;
+  for (const auto& g : all) have += (have.empty() ? "" : ", ") + std::to_string(g.index);
+  std::vector<port::GpuInfo> chosen;
+  for (const std::string& w : wanted) {
+    std::optional<port::GpuInfo> match;
+    for (const auto& g : all) {
+      if (w == std::to_string(g.index) || w == g.uuid_text) match = g;
+    }
+    if (!match) {
+      return Status::Error("no GPU '" + w + "' on this machine (it has " + have +
+                           "); pass --gpu with one of those indices or a GPU UUID");
+    }
+    for (const auto& c : chosen) {
+      if (c.index == match->index) return Status::Error("GPU '" + w + "' is listed twice in --gpu");
+    }
+    chosen.push_back(*match);
+  }
+  return chosen;
+}
+
+// The child's environment: ours, with the vGPU and the library added.
+std::vector<std::string> ChildEnvironment(const RunOptions& options, const std::string& vgpu_dir,
+                                          const std::string& library, const std::string& real_driver,
+                                          const std::string& real_nvml, const std::vector<port::GpuInfo>& gpus) {
+  std::vector<std::string> env;
+  std::string preload, library_path;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string key = entry.substr(0, entry.find('='));
+    const std::string value = entry.substr(entry.find('=') + 1);
+    if (key == "LD_PRELOAD") preload = value;
+    else if (key == "LD_LIBRARY_PATH") library_path = value;
+    else if (key == "GPUSLICE_VGPU_DIR" || key == "GPUSLICE_REAL_DRIVER" || key == "GPUSLICE_REAL_NVML") continue;
+    else if (key == "CUDA_VISIBLE_DEVICES" && !options.gpus.empty()) continue;
+    else env.push_back(entry);
+  }
+  env.push_back("GPUSLICE_VGPU_DIR=" + vgpu_dir);
+  env.push_back("GPUSLICE_REAL_DRIVER=" + real_driver);
+  if (!real_nvml.empty()) env.push_back("GPUSLICE_REAL_NVML=" + real_nvml);
+  if (!options.gpus.empty()) {
+    // UUIDs, not indices: CUDA's default device order need not be NVML's.
+    std::string visible;
+    for (const auto& g : gpus) visible += (visible.empty() ? "" : ",") + g.uuid_text;
+    env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  }
+  if (options.inject == InjectMode::kPreload) {
+    preload = library + "/libgpuslice-cuda.so" + (preload.empty() ? "" : ":" + preload);
+  } else {
+    library_path = library + "/shim" + (library_path.empty() ? "" : ":" + library_path);
+  }
+  if (!preload.empty()) env.push_back("LD_PRELOAD=" + preload);
+  if (!library_path.empty()) env.push_back("LD_LIBRARY_PATH=" + library_path);
+  return env;
+}
+
+}  // namespace
+
+int RunCommand(const RunOptions& options, const char* /*argv0*/) {
+  if (options.command.empty()) {
+    return Fail("no command given; write it after --, e.g. gpuslice run --memory 4GiB -- python3 train.py");
+  }
+  uint64_t memory_limit = core::kUnlimited;
+  if (!options.memory.empty()) {
+    auto parsed = core::ParseByteSize(options.memory);
+    if (!parsed.ok()) return Fail("--memory: " + parsed.status().message());
+    memory_limit = parsed.value();
+  }
+  const std::string name = options.name.empty() ? "run-" + std::to_string(getpid()) : options.name;
+  if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return Fail("--name: " + s.message());
+
+  const std::string library = LibraryDir();
+  const std::string library_file =
+      library + (options.inject == InjectMode::kPreload ? "/libgpuslice-cuda.so" : "/shim/libcuda.so.1");
+  if (!IsFile(library_file)) {
+    return Fail("the gpuslice library is missing at " + library_file +
+                "; reinstall gpuslice or set GPUSLICE_LIBRARY_DIR to the directory holding libgpuslice-cuda.so");
+  }
+  const std::string real_driver = port::LocateRealCudaDriver(nullptr);
+  if (real_driver.empty()) {
+    return Fail("no NVIDIA driver found (libcuda.so.1 is not installed); install the NVIDIA driver, "
+                "or set GPUSLICE_REAL_DRIVER to its libcuda.so.1");
+  }
+  auto nvml = port::NvmlLibrary::Open();
+  if (!nvml.ok()) return Fail(nvml.status().message());
+  auto all_gpus = nvml.value()->ListGpus();
+  if (!all_gpus.ok()) return Fail(all_gpus.status().message());
+  auto gpus = SelectGpus(all_gpus.value(), options.gpus);
+  if (!gpus.ok()) return Fail(gpus.status().message());
+
+  core::VgpuSpec spec;
+  spec.name = name;
+  for (const auto& g : gpus.value()) {
+    core::DeviceSpec d;
+    d.uuid = g.uuid;
+    d.memory_limit_bytes = memory_limit;
+    spec.devices.push_back(d);
+  }
+  core::VgpuStore store(options.state_dir.empty() ? core::VgpuStore::DefaultRoot() : options.state_dir);
+  const bool spec_is_explicit = !options.memory.empty() || !options.gpus.empty();
+  bool created = false;
+  auto dir = store.CreateOrJoin(spec, spec_is_explicit, &created);
+  if (!dir.ok()) return Fail(dir.status().message());
+  auto membership = store.HoldMembership(name);
+  if (!membership.ok()) return Fail(membership.status().message());
+  auto handle = core::VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly);
+  if (!handle.ok()) return Fail(handle.status().message());
+
+  const std::vector<port::GpuInfo> vgpu_gpus = gpus.value();
+  const std::string real_nvml = port::LocateRealNvml(nullptr);
+  nvml.value().reset();  // NVML stays out of the child and of the wait
+  auto child = ChildProcess::Spawn(
+      options.command, ChildEnvironment(options, dir.value(), library, real_driver, real_nvml, vgpu_gpus));
+  if (!child.ok()) {
+    close(membership.value());
+    auto removed = store.RemoveIfUnused(name);
+    (void)removed;
+    std::cerr << "gpuslice: " << child.status().message() << "\n";
+    return 127;
+  }
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  const int status = child->Supervise(kReapIntervalMs, [&] { ledger.ReapDeadProcesses(port::SystemProcessProbe()); });
+  ledger.ReapDeadProcesses(port::SystemProcessProbe());
+  close(membership.value());
+  auto removed = store.RemoveIfUnused(name);
+  if (!removed.ok()) std::cerr << "gpuslice: warning: " << removed.status().message() << "\n";
+  return status;
+}
+
+}  // namespace gpuslice::cli
