@@ -1,0 +1,299 @@
+// cuda_app — a scriptable CUDA application for integration tests.
+//
+// It reaches the driver the ways real programs do, chosen by --lookup:
+//   link        calls the functions it was linked against (cuda_app_linked)
+//   dlsym       dlopen("libcuda.so.1") + dlsym, as frameworks do
+//   procaddress dlopen + cuGetProcAddress_v2, as the CUDA 12/13 runtime does
+//   ptds        the same with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+// then runs commands from argv, printing one line per command:
+//   init [DEV]          cuInit, retain DEV's primary context, make it current
+//   alloc SIZE          cuMemAlloc            -> "alloc ok" | "alloc oom" | "alloc err N"
+//   free                frees the newest allocation of any kind
+//   pitch W H | managed SIZE | vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS
+//   async SIZE          cuMemAllocAsync on the default pool
+//   pool                cuMemPoolCreate on the current device (then poolalloc uses it)
+//   poolalloc SIZE      cuMemAllocFromPoolAsync
+//   sync | trim         cuStreamSynchronize(0) | cuMemPoolTrimTo(pool, 0) on every pool
+//   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
+//   meminfo             -> "meminfo FREE TOTAL"
+//   totalmem            -> "totalmem BYTES"
+//   physical            -> "physical BYTES" (what the fake GPU really holds)
+//   nvml                -> "nvml TOTAL USED" (nvmlDeviceGetMemoryInfo of GPU 0)
+//   ready PATH          write our pid to PATH (tells the test we got here)
+//   await PATH          wait until PATH exists
+//   hold                wait forever (to be killed)
+// Sizes take K/M/G suffixes (powers of 1024).
+#include <cuda.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string g_lookup = "dlsym";
+void* g_driver = nullptr;
+
+#ifdef CUDA_APP_LINKED
+template <typename Fn>
+Fn Resolve(const char*, Fn linked) {
+  return linked;
+}
+#define DRIVER(name) Resolve(#name, &::name)
+#else
+template <typename Fn>
+Fn Resolve(const char* name, Fn) {
+  if (g_driver == nullptr) {
+    g_driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (g_driver == nullptr) {
+      fprintf(stderr, "cuda_app: %s\n", dlerror());
+      exit(3);
+    }
+  }
+  if (g_lookup == "dlsym") return reinterpret_cast<Fn>(dlsym(g_driver, name));
+  static auto get_proc = reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(g_driver, "cuGetProcAddress_v2"));
+  // The runtime asks by base name: strip the version suffix we were given.
+  std::string base(name);
+  for (const char* suffix : {"_v2", "_v3"}) {
+    if (base.size() > 3 && base.compare(base.size() - 3, 3, suffix) == 0) base.resize(base.size() - 3);
+  }
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult status;
+  const cuuint64_t flags = g_lookup == "ptds" ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0;
+  if (get_proc(base.c_str(), &fn, 13000, flags, &status) != CUDA_SUCCESS) return nullptr;
+  return reinterpret_cast<Fn>(fn);
+}
+#define DRIVER(name) Resolve(#name, &::name)
+#endif
+
+uint64_t ParseSize(const char* s) {
+  char* end = nullptr;
+  uint64_t v = strtoull(s, &end, 10);
+  switch (*end) {
+    case 'K': return v << 10;
+    case 'M': return v << 20;
+    case 'G': return v << 30;
+    default: return v;
+  }
+}
+
+struct Allocation {
+  enum Kind { kDevice, kVmm, kArray, kMipmap, kAsync } kind;
+  uint64_t handle;
+};
+std::vector<Allocation> g_allocations;
+std::vector<CUmemoryPool> g_pools;
+
+void Report(const char* what, CUresult r, const char* extra = "") {
+  if (r == CUDA_SUCCESS) printf("%s ok%s\n", what, extra);
+  else if (r == CUDA_ERROR_OUT_OF_MEMORY) printf("%s oom\n", what);
+  else printf("%s err %d\n", what, static_cast<int>(r));
+}
+
+void Await(const char* path) {
+  struct stat st;
+  const timespec pause = {0, 1000000};
+  while (stat(path, &st) != 0) nanosleep(&pause, nullptr);
+}
+
+CUdevice CurrentDevice() {
+  CUdevice dev = 0;
+  DRIVER(cuCtxGetDevice)(&dev);
+  return dev;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  int i = 1;
+  if (i < argc && strncmp(argv[i], "--lookup=", 9) == 0) g_lookup = argv[i++] + 9;
+  for (; i < argc; ++i) {
+    const std::string cmd = argv[i];
+    auto arg = [&](int k) { return i + k < argc ? argv[i + k] : "0"; };
+    if (cmd == "init") {
+      const int dev = atoi(arg(1));
+      if (i + 1 < argc && isdigit(argv[i + 1][0])) ++i;
+      CUresult r = DRIVER(cuInit)(0);
+      CUcontext ctx = nullptr;
+      if (r == CUDA_SUCCESS) r = DRIVER(cuDevicePrimaryCtxRetain)(&ctx, dev);
+      if (r == CUDA_SUCCESS) r = DRIVER(cuCtxSetCurrent)(ctx);
+      Report("init", r);
+    } else if (cmd == "alloc") {
+      CUdeviceptr p = 0;
+      const CUresult r = DRIVER(cuMemAlloc_v2)(&p, ParseSize(arg(1)));
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kDevice, p});
+      Report("alloc", r);
+      ++i;
+    } else if (cmd == "pitch") {
+      CUdeviceptr p = 0;
+      size_t pitch = 0;
+      const CUresult r = DRIVER(cuMemAllocPitch_v2)(&p, &pitch, ParseSize(arg(1)), ParseSize(arg(2)), 4);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kDevice, p});
+      Report("pitch", r);
+      i += 2;
+    } else if (cmd == "managed") {
+      CUdeviceptr p = 0;
+      const CUresult r = DRIVER(cuMemAllocManaged)(&p, ParseSize(arg(1)), CU_MEM_ATTACH_GLOBAL);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kDevice, p});
+      Report("managed", r);
+      ++i;
+    } else if (cmd == "vmm") {
+      CUmemAllocationProp prop{};
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.location.id = CurrentDevice();
+      CUmemGenericAllocationHandle h = 0;
+      const CUresult r = DRIVER(cuMemCreate)(&h, ParseSize(arg(1)), &prop, 0);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kVmm, h});
+      Report("vmm", r);
+      ++i;
+    } else if (cmd == "array" || cmd == "array3d" || cmd == "mipmap") {
+      CUDA_ARRAY3D_DESCRIPTOR d{};
+      d.Width = ParseSize(arg(1));
+      d.Height = ParseSize(arg(2));
+      d.Format = CU_AD_FORMAT_FLOAT;
+      d.NumChannels = 4;
+      CUresult r;
+      if (cmd == "array") {
+        CUDA_ARRAY_DESCRIPTOR d2{d.Width, d.Height, d.Format, d.NumChannels};
+        CUarray a = nullptr;
+        r = DRIVER(cuArrayCreate_v2)(&a, &d2);
+        if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kArray, reinterpret_cast<uint64_t>(a)});
+        i += 2;
+      } else if (cmd == "array3d") {
+        d.Depth = ParseSize(arg(3));
+        CUarray a = nullptr;
+        r = DRIVER(cuArray3DCreate_v2)(&a, &d);
+        if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kArray, reinterpret_cast<uint64_t>(a)});
+        i += 3;
+      } else {
+        CUmipmappedArray m = nullptr;
+        r = DRIVER(cuMipmappedArrayCreate)(&m, &d, static_cast<unsigned>(ParseSize(arg(3))));
+        if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kMipmap, reinterpret_cast<uint64_t>(m)});
+        i += 3;
+      }
+      Report(cmd.c_str(), r);
+    } else if (cmd == "async") {
+      CUdeviceptr p = 0;
+      const CUresult r = DRIVER(cuMemAllocAsync)(&p, ParseSize(arg(1)), nullptr);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kAsync, p});
+      Report("async", r);
+      ++i;
+    } else if (cmd == "pool") {
+      CUmemPoolProps props{};
+      props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      props.location.id = CurrentDevice();
+      CUmemoryPool pool = nullptr;
+      const CUresult r = DRIVER(cuMemPoolCreate)(&pool, &props);
+      if (r == CUDA_SUCCESS) g_pools.push_back(pool);
+      Report("pool", r);
+    } else if (cmd == "poolalloc") {
+      CUdeviceptr p = 0;
+      const CUresult r = g_pools.empty() ? CUDA_ERROR_INVALID_VALUE
+                                         : DRIVER(cuMemAllocFromPoolAsync)(&p, ParseSize(arg(1)), g_pools.back(), nullptr);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kAsync, p});
+      Report("poolalloc", r);
+      ++i;
+    } else if (cmd == "sync") {
+      Report("sync", DRIVER(cuStreamSynchronize)(nullptr));
+    } else if (cmd == "trim") {
+      CUresult r = CUDA_SUCCESS;
+      CUmemoryPool def = nullptr;
+      if (DRIVER(cuDeviceGetMemPool)(&def, CurrentDevice()) == CUDA_SUCCESS) r = DRIVER(cuMemPoolTrimTo)(def, 0);
+      for (CUmemoryPool p : g_pools) {
+        if (r == CUDA_SUCCESS) r = DRIVER(cuMemPoolTrimTo)(p, 0);
+      }
+      Report("trim", r);
+    } else if (cmd == "free") {
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (!g_allocations.empty()) {
+        const Allocation a = g_allocations.back();
+        g_allocations.pop_back();
+        switch (a.kind) {
+          case Allocation::kDevice: r = DRIVER(cuMemFree_v2)(a.handle); break;
+          case Allocation::kVmm: r = DRIVER(cuMemRelease)(a.handle); break;
+          case Allocation::kArray: r = DRIVER(cuArrayDestroy)(reinterpret_cast<CUarray>(a.handle)); break;
+          case Allocation::kMipmap:
+            r = DRIVER(cuMipmappedArrayDestroy)(reinterpret_cast<CUmipmappedArray>(a.handle));
+            break;
+          case Allocation::kAsync: r = DRIVER(cuMemFreeAsync)(a.handle, nullptr); break;
+        }
+      }
+      Report("free", r);
+    } else if (cmd == "fill") {
+      const uint64_t chunk = ParseSize(arg(1));
+      uint64_t total = 0;
+      CUdeviceptr p = 0;
+      while (DRIVER(cuMemAlloc_v2)(&p, chunk) == CUDA_SUCCESS) {
+        g_allocations.push_back({Allocation::kDevice, p});
+        total += chunk;
+      }
+      printf("fill %llu\n", static_cast<unsigned long long>(total));
+      ++i;
+    } else if (cmd == "meminfo") {
+      size_t free_b = 0, total_b = 0;
+      const CUresult r = DRIVER(cuMemGetInfo_v2)(&free_b, &total_b);
+      if (r == CUDA_SUCCESS) printf("meminfo %zu %zu\n", free_b, total_b);
+      else Report("meminfo", r);
+    } else if (cmd == "totalmem") {
+      size_t bytes = 0;
+      const CUresult r = DRIVER(cuDeviceTotalMem_v2)(&bytes, CurrentDevice());
+      if (r == CUDA_SUCCESS) printf("totalmem %zu\n", bytes);
+      else Report("totalmem", r);
+    } else if (cmd == "physical") {
+      // The fake driver's test API, from the real (fake) driver itself.
+      const char* path = getenv("GPUSLICE_REAL_DRIVER");
+      void* fake = dlopen(path != nullptr ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+      auto used = fake ? reinterpret_cast<uint64_t (*)(int)>(dlsym(fake, "fake_cuda_physical_used")) : nullptr;
+      printf("physical %llu\n", used ? static_cast<unsigned long long>(used(CurrentDevice())) : 0ull);
+    } else if (cmd == "nvml") {
+      void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+      struct Memory {
+        unsigned long long total, free, used;
+      } m{};
+      int r = -1;
+      if (nvml != nullptr) {
+        using Init = int (*)();
+        using Handle = int (*)(unsigned, void**);
+        using Info = int (*)(void*, Memory*);
+        void* device = nullptr;
+        r = reinterpret_cast<Init>(dlsym(nvml, "nvmlInit_v2"))();
+        if (r == 0) r = reinterpret_cast<Handle>(dlsym(nvml, "nvmlDeviceGetHandleByIndex_v2"))(0, &device);
+        if (r == 0) r = reinterpret_cast<Info>(dlsym(nvml, "nvmlDeviceGetMemoryInfo"))(device, &m);
+      }
+      if (r == 0) printf("nvml %llu %llu\n", m.total, m.used);
+      else printf("nvml err %d\n", r);
+    } else if (cmd == "ready") {
+      // Written to a temporary name and renamed, so a reader sees the pid whole.
+      const std::string tmp = std::string(arg(1)) + ".tmp";
+      FILE* f = fopen(tmp.c_str(), "w");
+      if (f != nullptr) {
+        fprintf(f, "%d\n", static_cast<int>(getpid()));
+        fclose(f);
+        rename(tmp.c_str(), arg(1));
+      }
+      printf("ready\n");
+      ++i;
+    } else if (cmd == "await") {
+      Await(arg(1));
+      ++i;
+    } else if (cmd == "hold") {
+      printf("holding\n");
+      for (;;) pause();
+    } else {
+      fprintf(stderr, "cuda_app: unknown command '%s'\n", cmd.c_str());
+      return 2;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,79 @@
+"""Bad input gets one line naming the problem and its fix, and a non-zero exit."""
+import os
+
+from conftest import CUDA_APP
+
+
+def one_line_error(result, *needles):
+    assert result.returncode != 0
+    err = result.stderr.strip().splitlines()
+    assert len(err) == 1, result.stderr
+    assert err[0].startswith("gpuslice: ")
+    for n in needles:
+        assert n in err[0], err[0]
+
+
+def test_malformed_memory(world):
+    for bad in ["4XB", "lots", "0", "-1G"]:
+        one_line_error(world.gpuslice("run", "--memory", bad, "--", "true"), "--memory", "for example 4GiB")
+
+
+def test_unknown_gpu(world):
+    one_line_error(world.gpuslice("run", "--gpu", "7", "--", "true"), "no GPU '7'", "it has 0")
+    one_line_error(world.gpuslice("run", "--gpu", "GPU-nope", "--", "true"), "no GPU 'GPU-nope'")
+
+
+def test_missing_driver(world):
+    r = world.gpuslice("run", "--", "true", env={"GPUSLICE_REAL_DRIVER": "/nonexistent/libcuda.so.1"})
+    one_line_error(r, "no NVIDIA driver found", "GPUSLICE_REAL_DRIVER")
+    r = world.gpuslice("run", "--", "true", env={"GPUSLICE_REAL_NVML": "/nonexistent/libnvidia-ml.so.1"})
+    one_line_error(r, "no NVIDIA driver found")
+
+
+def test_corrupted_state_directory(world):
+    assert world.gpuslice("run", "--name", "c", "--", "true").returncode == 0
+    vgpu = os.path.join(world.env["GPUSLICE_STATE_DIR"], "vgpus", "c")
+    os.makedirs(vgpu)
+    for name in ("limits", "ledger", "members"):
+        with open(os.path.join(vgpu, name), "wb") as f:
+            f.write(b"\xff" * 100)
+    one_line_error(world.gpuslice("run", "--name", "c", "--", "true"), "corrupted", "delete " + vgpu)
+
+
+def test_bad_name_and_missing_command(world):
+    one_line_error(world.gpuslice("run", "--name", "../etc", "--", "true"), "--name")
+    one_line_error(world.gpuslice("run", "--memory", "1GiB"), "command")
+
+
+def test_unrunnable_command(world):
+    r = world.gpuslice("run", "--", "/nonexistent/program")
+    assert r.returncode == 127
+    assert "cannot run '/nonexistent/program'" in r.stderr
+
+
+def test_exit_status_and_signals_pass_through(world):
+    assert world.gpuslice("run", "--", "sh", "-c", "exit 7").returncode == 7
+    assert world.gpuslice("run", "--", "sh", "-c", "kill -TERM $$").returncode == 128 + 15
+
+
+def test_joining_with_conflicting_limits(world):
+    ready, done = world.path("ready"), world.path("done")
+    holder = world.start("run", "--name", "j", "--memory", "64MiB", "--", CUDA_APP, "ready", ready, "await", done)
+    world.wait_for_file(ready)
+    r = world.gpuslice("run", "--name", "j", "--memory", "128MiB", "--", "true")
+    open(done, "w").close()
+    holder.communicate(timeout=30)
+    one_line_error(r, "already exists", "join it without --memory")
+
+
+def test_the_library_fails_open_loudly_on_unreadable_limits(world, tmp_path):
+    """An application is never broken by gpuslice's own failure."""
+    from conftest import FAKE_DIR
+    env = dict(world.env)
+    env.update({"GPUSLICE_VGPU_DIR": str(tmp_path / "missing"), "LD_PRELOAD": os.path.join(
+        os.path.dirname(CUDA_APP), "..", "lib", "libgpuslice-cuda.so"), "LD_LIBRARY_PATH": FAKE_DIR})
+    import subprocess
+    r = subprocess.run([CUDA_APP, "init", "alloc", "512M"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0
+    assert "alloc ok" in r.stdout
+    assert "NO MEMORY LIMIT IS ENFORCED" in r.stderr
