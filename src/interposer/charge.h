@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "interposer/pool_accounts.h"
 #include "interposer/vgpu_runtime.h"
 
 namespace gpuslice::interposer {
@@ -30,7 +31,13 @@ bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes);
 // original charge is then kept; the caller undoes the allocation).
 bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t actual);
 
-// Re-reads this process's pool reservations (hooks_pools.cc).
+// Moves a pool account to the pool's current reservation (hooks_pools.cc).
+// `precharged` bytes already in the ledger ahead of an allocation are folded
+// in. When growth cannot be charged, the account keeps what the ledger holds
+// and this returns false. `may_reclaim` allows the vGPU-full slow path.
+bool SettlePool(VgpuRuntime& runtime, PoolAccount& account, uint64_t precharged, bool may_reclaim);
+
+// Re-reads this process's pool reservations, graph pools included.
 void SettleAllPools(VgpuRuntime& runtime);
 
 }  // namespace gpuslice::interposer

@@ -3,23 +3,11 @@
 #include <cstring>
 
 #include "interposer/driver_table.h"
+#include "interposer/hook_list.h"
 
-// Every hooked entry point. This file deliberately includes no cuda.h: the
-// hooks are only named here, so each is declared with a placeholder type;
-// their real signatures are checked where they are defined.
-#define GPUSLICE_CUDA_HOOKS(X)                                                  \
-  X(cuGetProcAddress) X(cuGetProcAddress_v2)                                    \
-  X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemFree_v2)   \
-  X(cuMemCreate) X(cuMemRelease) X(cuMemRetainAllocationHandle)                 \
-  X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate)           \
-  X(cuArrayDestroy) X(cuMipmappedArrayDestroy)                                  \
-  X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                                    \
-  X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)                    \
-  X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolTrimTo)                     \
-  X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2)
-
-#define GPUSLICE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
-
+// This file deliberately includes no cuda.h: the hooks are only named here,
+// so each is declared with a placeholder type; their real signatures are
+// checked where they are defined.
 #define GPUSLICE_DECLARE(name) void name();
 extern "C" {
 GPUSLICE_CUDA_HOOKS(GPUSLICE_DECLARE)

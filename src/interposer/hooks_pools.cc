@@ -36,14 +36,22 @@ uint64_t PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, bool* ok) {
   return value;
 }
 
-// Moves the account to the pool's current reservation. `precharged` bytes
-// already in the ledger ahead of this allocation are folded in. When growth
-// cannot be charged, the account keeps what the ledger holds and this
-// returns false.
+uint64_t Reservation(const PoolAccount& account, bool* ok) {
+  const uint64_t key = account.pool.load();
+  if (IsGraphPool(key)) {
+    cuuint64_t value = 0;
+    *ok = GPUSLICE_REAL(cuDeviceGetGraphMemAttribute)(static_cast<CUdevice>(key & ~kGraphPoolKeyBit),
+                                                      CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value) == CUDA_SUCCESS;
+    return value;
+  }
+  return PoolAttribute(reinterpret_cast<CUmemoryPool>(key), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, ok);
+}
+
+}  // namespace
+
 bool SettlePool(VgpuRuntime& rt, PoolAccount& account, uint64_t precharged, bool may_reclaim) {
   bool ok = false;
-  const uint64_t reserved =
-      PoolAttribute(reinterpret_cast<CUmemoryPool>(account.pool.load()), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &ok);
+  const uint64_t reserved = Reservation(account, &ok);
   if (!ok) {
     account.charged.fetch_add(precharged);
     return true;
@@ -61,6 +69,8 @@ bool SettlePool(VgpuRuntime& rt, PoolAccount& account, uint64_t precharged, bool
   if (!charged) account.charged.fetch_sub(growth);
   return charged;
 }
+
+namespace {
 
 template <typename RealAlloc, typename RealFree>
 CUresult AllocFromPool(VgpuRuntime& rt, PoolAccount& account, CUdeviceptr* dptr, size_t bytesize,

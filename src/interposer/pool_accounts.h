@@ -9,6 +9,10 @@
 // re-read after every allocation from it, after trims, and before the vGPU
 // is declared full (hooks_pools.cc).
 //
+// A device's graph-memory pool (where CUDA graphs' memory nodes allocate) is
+// accounted the same way, by CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, under
+// the key GraphPoolKey(device) (hooks_graphs.cc).
+//
 // A fixed array of 256 accounts, process-local and lock-free: slots are
 // claimed by CAS on the pool handle. Pools beyond 256 are refused at creation.
 #ifndef GPUSLICE_INTERPOSER_POOL_ACCOUNTS_H_
@@ -24,6 +28,11 @@ struct PoolAccount {
   std::atomic<uint64_t> charged{0};  // bytes of this pool's reservation in the ledger
   std::atomic<int32_t> slot{-1};     // ledger device slot
 };
+
+// Pool handles are pointers; graph pools take keys no pointer can have.
+inline constexpr uint64_t kGraphPoolKeyBit = 1ull << 63;
+inline uint64_t GraphPoolKey(int device) { return kGraphPoolKeyBit | static_cast<uint32_t>(device); }
+inline bool IsGraphPool(uint64_t key) { return (key & kGraphPoolKeyBit) != 0; }
 
 class PoolAccounts {
  public:
