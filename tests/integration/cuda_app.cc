@@ -40,7 +40,6 @@
 namespace {
 
 std::string g_lookup = "dlsym";
-void* g_driver = nullptr;
 
 #ifdef CUDA_APP_LINKED
 template <typename Fn>
@@ -49,6 +48,8 @@ Fn Resolve(const char*, Fn linked) {
 }
 #define DRIVER(name) Resolve(#name, &::name)
 #else
+void* g_driver = nullptr;
+
 template <typename Fn>
 Fn Resolve(const char* name, Fn) {
   if (g_driver == nullptr) {

@@ -54,7 +54,7 @@ def test_pitched_and_managed_allocations_count(world):
 
 
 def test_vmm_physical_allocations_count_until_released(world):
-    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "vmm", "34M", "free", "vmm", "32M", "vmm", "2M",
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "vmm", "34M", "free", "vmm", "64M", "vmm", "2M",
                                           "physical"])
     assert [l[1] for l in lines(r, "vmm")] == ["ok", "oom", "ok", "oom"]
     assert value(r, "physical") == 64 * MiB
