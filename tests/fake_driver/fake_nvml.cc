@@ -1,0 +1,256 @@
+// The fake NVML (libnvidia-ml.so.1): describes the fake GPUs of fake_gpus.h,
+// so that it agrees with the fake CUDA driver on count, names, UUIDs, memory
+// size and PCI addresses.
+//
+// Memory "used" is always 0: each process that loads the fake CUDA driver
+// has its own in-process fake GPU state, which no other process (the
+// gpuslice daemon, nvidia-smi's stand-in) can see, so NVML cannot know it.
+//
+// Topology: a GPU with itself is NVML_TOPOLOGY_INTERNAL; two GPUs are
+// NVML_TOPOLOGY_SYSTEM (the farthest level), or NVML_TOPOLOGY_SINGLE (one
+// PCIe switch, the closest level between boards) with FAKE_GPU_NVLINK=1.
+// INTERNAL is not used between GPUs because it means "on the same board",
+// which would mislead a topology-aware allocator. NVLink: 18 links per GPU
+// (an H100's count), all enabled with FAKE_GPU_NVLINK=1, all disabled
+// otherwise.
+//
+// Thread-safe. Never allocates after the configuration is first read.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <string>
+
+#include <strings.h>
+
+#include "fake_gpus.h"
+#include "fake_nvml_types.h"
+
+struct nvmlDevice_st {
+  unsigned int index;
+};
+
+namespace fake_nvml {
+namespace {
+
+constexpr unsigned int kNvLinksPerGpu = 18;
+// PCI ids of an H100 SXM5: device 0x2330, vendor 0x10de (NVIDIA).
+constexpr unsigned int kPciDeviceId = 0x233010de;
+constexpr unsigned int kPciSubSystemId = 0x16c110de;
+
+std::atomic<int> g_init_count{0};
+
+constexpr std::array<nvmlDevice_st, fake_gpus::kMaxGpus> MakeDevices() {
+  std::array<nvmlDevice_st, fake_gpus::kMaxGpus> devices{};
+  for (unsigned int i = 0; i < devices.size(); ++i) devices[i].index = i;
+  return devices;
+}
+
+// The handles NVML gives out: addresses of these. Constant-initialised, so
+// nothing runs at load time.
+constinit std::array<nvmlDevice_st, fake_gpus::kMaxGpus> g_devices = MakeDevices();
+
+unsigned int Count() { return static_cast<unsigned int>(fake_gpus::GetFakeGpuConfig().count); }
+
+bool Initialized() { return g_init_count.load(std::memory_order_acquire) > 0; }
+
+// The handle's index, or -1 when it is not one of ours.
+int IndexOf(nvmlDevice_t device) {
+  for (unsigned int i = 0; i < Count(); ++i) {
+    if (device == &g_devices[i]) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+nvmlReturn_t Init() {
+  g_init_count.fetch_add(1, std::memory_order_acq_rel);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t CopyString(const std::string& text, char* out, unsigned int length) {
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (length < text.size() + 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t GetCount(unsigned int* count) {
+  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *count = Count();
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t GetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (device == nullptr || index >= Count()) return NVML_ERROR_INVALID_ARGUMENT;
+  *device = &g_devices[index];
+  return NVML_SUCCESS;
+}
+
+// Common prologue of per-device calls: initialised, known handle, non-null out.
+nvmlReturn_t CheckDevice(nvmlDevice_t device, const void* out, int* index) {
+  if (!Initialized()) return NVML_ERROR_UNINITIALIZED;
+  *index = IndexOf(device);
+  if (*index < 0 || out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+}  // namespace fake_nvml
+
+extern "C" {
+
+nvmlReturn_t nvmlInit(void) { return fake_nvml::Init(); }
+nvmlReturn_t nvmlInit_v2(void) { return fake_nvml::Init(); }
+nvmlReturn_t nvmlInitWithFlags(unsigned int /*flags*/) { return fake_nvml::Init(); }
+
+nvmlReturn_t nvmlShutdown(void) {
+  int count = fake_nvml::g_init_count.load(std::memory_order_acquire);
+  do {
+    if (count == 0) return NVML_ERROR_UNINITIALIZED;
+  } while (!fake_nvml::g_init_count.compare_exchange_weak(count, count - 1,
+                                                           std::memory_order_acq_rel));
+  return NVML_SUCCESS;
+}
+
+const char* nvmlErrorString(nvmlReturn_t result) {
+  switch (result) {
+    case NVML_SUCCESS: return "Success";
+    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
+    case NVML_ERROR_NOT_FOUND: return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument Version Mismatch";
+    default: return "Unknown Error";
+  }
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+  if (!fake_nvml::Initialized()) return NVML_ERROR_UNINITIALIZED;
+  return fake_nvml::CopyString("580.00-fake", version, length);
+}
+
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) { return fake_nvml::GetCount(count); }
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) { return fake_nvml::GetCount(count); }
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+  return fake_nvml::GetHandleByIndex(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
+  return fake_nvml::GetHandleByIndex(index, device);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+  if (!fake_nvml::Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned int i = 0; i < fake_nvml::Count(); ++i) {
+    if (fake_gpus::UuidString(static_cast<int>(i)) == uuid) {
+      *device = &fake_nvml::g_devices[i];
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* pci_bus_id, nvmlDevice_t* device) {
+  if (!fake_nvml::Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (pci_bus_id == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned int i = 0; i < fake_nvml::Count(); ++i) {
+    const int index = static_cast<int>(i);
+    if (strcasecmp(pci_bus_id, fake_gpus::NvmlPciBusId(index).c_str()) == 0 ||
+        strcasecmp(pci_bus_id, fake_gpus::CudaPciBusId(index).c_str()) == 0) {
+      *device = &fake_nvml::g_devices[i];
+      return NVML_SUCCESS;
+    }
+  }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, uuid, &index); r != NVML_SUCCESS) return r;
+  return fake_nvml::CopyString(fake_gpus::UuidString(index), uuid, length);
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, name, &index); r != NVML_SUCCESS) return r;
+  return fake_nvml::CopyString(fake_gpus::GetFakeGpuConfig().name, name, length);
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* out) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, out, &index); r != NVML_SUCCESS) return r;
+  *out = static_cast<unsigned int>(index);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, memory, &index); r != NVML_SUCCESS) return r;
+  memory->total = fake_gpus::GetFakeGpuConfig().memory_bytes;
+  memory->used = 0;
+  memory->free = memory->total;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, memory, &index); r != NVML_SUCCESS) return r;
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  memory->total = fake_gpus::GetFakeGpuConfig().memory_bytes;
+  memory->reserved = 0;
+  memory->used = 0;
+  memory->free = memory->total;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, pci, &index); r != NVML_SUCCESS) return r;
+  *pci = {};
+  const std::string legacy = fake_gpus::CudaPciBusId(index);
+  const std::string bus_id = fake_gpus::NvmlPciBusId(index);
+  std::memcpy(pci->busIdLegacy, legacy.c_str(),
+              std::min(legacy.size() + 1, sizeof(pci->busIdLegacy)));
+  std::memcpy(pci->busId, bus_id.c_str(), std::min(bus_id.size() + 1, sizeof(pci->busId)));
+  pci->domain = 0;
+  pci->bus = static_cast<unsigned int>(index);
+  pci->device = 0;
+  pci->pciDeviceId = fake_nvml::kPciDeviceId;
+  pci->pciSubSystemId = fake_nvml::kPciSubSystemId;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
+                                                 nvmlGpuTopologyLevel_t* path_info) {
+  int first = 0, second = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device1, path_info, &first); r != NVML_SUCCESS) {
+    return r;
+  }
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device2, path_info, &second); r != NVML_SUCCESS) {
+    return r;
+  }
+  if (first == second) {
+    *path_info = NVML_TOPOLOGY_INTERNAL;
+  } else {
+    *path_info = fake_gpus::GetFakeGpuConfig().nvlink ? NVML_TOPOLOGY_SINGLE : NVML_TOPOLOGY_SYSTEM;
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
+                                      nvmlEnableState_t* is_active) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, is_active, &index); r != NVML_SUCCESS) {
+    return r;
+  }
+  if (link >= fake_nvml::kNvLinksPerGpu) return NVML_ERROR_INVALID_ARGUMENT;
+  *is_active = fake_gpus::GetFakeGpuConfig().nvlink ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,72 @@
+#include "physical.h"
+
+#include <array>
+
+#include "fake_gpus.h"
+
+namespace fake_cuda {
+namespace {
+
+constexpr CUdeviceptr kDeviceBase = 0x7000'0000'0000ull;
+constexpr CUdeviceptr kDeviceStride = 1ull << 40;
+constexpr CUdeviceptr kUnifiedBase = 0x6000'0000'0000ull;
+
+struct Device {
+  uint64_t used = 0;
+  CUdeviceptr next = 0;  // 0: not yet started
+};
+
+std::array<Device, fake_gpus::kMaxGpus>& Devices(const Locked&) {
+  static auto* devices = new std::array<Device, fake_gpus::kMaxGpus>;
+  return *devices;
+}
+
+CUdeviceptr Bump(CUdeviceptr& next, uint64_t bytes, uint64_t alignment) {
+  const CUdeviceptr base = RoundUp(next, alignment);
+  // Leave a gap after each range so that an off-by-one pointer never lands
+  // in the next allocation.
+  next = base + RoundUp(bytes == 0 ? 1 : bytes, 512) + 512;
+  return base;
+}
+
+}  // namespace
+
+int DeviceCount() { return fake_gpus::GetFakeGpuConfig().count; }
+
+bool ValidDevice(int device) { return device >= 0 && device < DeviceCount(); }
+
+uint64_t DeviceCapacity(int device) {
+  return ValidDevice(device) ? fake_gpus::GetFakeGpuConfig().memory_bytes : 0;
+}
+
+bool TakePhysical(const Locked& locked, int device, uint64_t bytes) {
+  if (!ValidDevice(device)) return false;
+  Device& d = Devices(locked)[device];
+  if (bytes > DeviceCapacity(device) - d.used) return false;
+  d.used += bytes;
+  return true;
+}
+
+void ReturnPhysical(const Locked& locked, int device, uint64_t bytes) {
+  if (!ValidDevice(device)) return;
+  Device& d = Devices(locked)[device];
+  d.used = bytes > d.used ? 0 : d.used - bytes;
+}
+
+uint64_t PhysicalUsed(const Locked& locked, int device) {
+  return ValidDevice(device) ? Devices(locked)[device].used : 0;
+}
+
+CUdeviceptr NewDeviceAddress(const Locked& locked, int device, uint64_t bytes,
+                             uint64_t alignment) {
+  Device& d = Devices(locked)[device];
+  if (d.next == 0) d.next = kDeviceBase + static_cast<uint64_t>(device) * kDeviceStride;
+  return Bump(d.next, bytes, alignment);
+}
+
+CUdeviceptr NewUnifiedAddress(const Locked&, uint64_t bytes, uint64_t alignment) {
+  static CUdeviceptr next = kUnifiedBase;  // guarded by the Locked argument
+  return Bump(next, bytes, alignment);
+}
+
+}  // namespace fake_cuda

@@ -1,0 +1,278 @@
+// Stream and event entry points (streams.h), with their per-thread-stream
+// (_ptsz) variants and stream capture.
+#include "streams.h"
+
+#include <map>
+#include <memory>
+
+#include "contexts.h"
+#include "graphs.h"
+#include "pools.h"
+
+struct CUstream_st {
+  int device = 0;
+  CUgraph capture_graph = nullptr;  // non-null while capturing
+};
+
+struct CUevent_st {
+  unsigned int flags = 0;
+};
+
+namespace fake_cuda {
+namespace {
+
+struct Streams {
+  std::map<CUstream, std::unique_ptr<CUstream_st>> streams;
+  std::map<CUevent, std::unique_ptr<CUevent_st>> events;
+};
+
+Streams& GetStreams(const Locked&) {
+  static auto* streams = new Streams;
+  return *streams;
+}
+
+bool IsSpecial(CUstream stream) {
+  return stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD;
+}
+
+CUstream_st* Find(const Locked& locked, CUstream stream) {
+  auto& streams = GetStreams(locked).streams;
+  auto it = streams.find(stream);
+  return it == streams.end() ? nullptr : it->second.get();
+}
+
+CUresult Create(CUstream* out) {
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  int device = 0;
+  if (CUresult r = CurrentDevice(locked, &device); r != CUDA_SUCCESS) return r;
+  auto stream = std::make_unique<CUstream_st>();
+  stream->device = device;
+  *out = stream.get();
+  GetStreams(locked).streams.emplace(*out, std::move(stream));
+  return CUDA_SUCCESS;
+}
+
+CUresult Destroy(CUstream stream) {
+  Locked locked;
+  CUstream_st* s = IsSpecial(stream) ? nullptr : Find(locked, stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->capture_graph != nullptr) DestroyGraph(locked, s->capture_graph);
+  GetStreams(locked).streams.erase(stream);
+  return CUDA_SUCCESS;
+}
+
+// cuStreamSynchronize and cuStreamQuery: all work is already done; a sync
+// is where pools give memory back.
+CUresult Synchronize(CUstream stream, bool release_pools) {
+  Locked locked;
+  int device = 0;
+  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+  if (CapturingGraph(locked, stream) != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (release_pools) ReleasePoolsAtSync(locked);
+  return CUDA_SUCCESS;
+}
+
+CUresult BeginCapture(CUstream stream) {
+  Locked locked;
+  if (IsSpecial(stream)) {
+    int device = 0;
+    if (CUresult r = CurrentDevice(locked, &device); r != CUDA_SUCCESS) return r;
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream cannot capture
+  }
+  CUstream_st* s = Find(locked, stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (s->capture_graph != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  s->capture_graph = NewGraph(locked);
+  return CUDA_SUCCESS;
+}
+
+CUresult EndCapture(CUstream stream, CUgraph* graph) {
+  if (graph == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  CUstream_st* s = IsSpecial(stream) ? nullptr : Find(locked, stream);
+  if (s == nullptr) return IsSpecial(stream) ? CUDA_ERROR_ILLEGAL_STATE : CUDA_ERROR_INVALID_HANDLE;
+  if (s->capture_graph == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = s->capture_graph;
+  s->capture_graph = nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult IsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  int device = 0;
+  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+  *status = CapturingGraph(locked, stream) != nullptr ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                      : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+const CUevent_st* FindEvent(const Locked& locked, CUevent event) {
+  auto& events = GetStreams(locked).events;
+  auto it = events.find(event);
+  return it == events.end() ? nullptr : it->second.get();
+}
+
+CUresult DestroyEvent(CUevent event) {
+  Locked locked;
+  if (GetStreams(locked).events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_SUCCESS;
+}
+
+CUresult RecordEvent(CUevent event, CUstream stream) {
+  Locked locked;
+  if (FindEvent(locked, event) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  int device = 0;
+  return StreamDevice(locked, stream, &device);
+}
+
+}  // namespace
+
+CUresult StreamDevice(const Locked& locked, CUstream stream, int* device) {
+  if (IsSpecial(stream)) return CurrentDevice(locked, device);
+  const CUstream_st* s = Find(locked, stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *device = s->device;
+  return CUDA_SUCCESS;
+}
+
+CUgraph CapturingGraph(const Locked& locked, CUstream stream) {
+  if (IsSpecial(stream)) return nullptr;
+  const CUstream_st* s = Find(locked, stream);
+  return s == nullptr ? nullptr : s->capture_graph;
+}
+
+}  // namespace fake_cuda
+
+using fake_cuda::Enter;
+
+extern "C" {
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Create(stream);
+}
+
+CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int /*flags*/, int /*priority*/) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Create(stream);
+}
+
+CUresult cuStreamDestroy(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Destroy(stream);
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Destroy(stream);
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Synchronize(stream, true);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Synchronize(stream, true);
+}
+
+CUresult cuStreamQuery(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Synchronize(stream, false);
+}
+
+CUresult cuStreamQuery_ptsz(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::Synchronize(stream, false);
+}
+
+CUresult cuStreamBeginCapture(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::BeginCapture(stream);
+}
+
+CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::BeginCapture(stream);
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode /*mode*/) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::BeginCapture(stream);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode /*mode*/) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::BeginCapture(stream);
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::EndCapture(stream, graph);
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::EndCapture(stream, graph);
+}
+
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::IsCapturing(stream, status);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::IsCapturing(stream, status);
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int flags) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  int device = 0;
+  if (CUresult r = fake_cuda::CurrentDevice(locked, &device); r != CUDA_SUCCESS) return r;
+  auto e = std::make_unique<CUevent_st>(CUevent_st{flags});
+  *event = e.get();
+  fake_cuda::GetStreams(locked).events.emplace(*event, std::move(e));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent event) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::DestroyEvent(event);
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::DestroyEvent(event);
+}
+
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::RecordEvent(event, stream);
+}
+
+CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::RecordEvent(event, stream);
+}
+
+CUresult cuEventQuery(CUevent event) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  fake_cuda::Locked locked;
+  return fake_cuda::FindEvent(locked, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  fake_cuda::Locked locked;
+  if (fake_cuda::FindEvent(locked, event) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  fake_cuda::ReleasePoolsAtSync(locked);
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

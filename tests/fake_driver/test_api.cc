@@ -1,0 +1,29 @@
+// The fake_cuda_* test API (fake_cuda_api.h).
+#include "fake_cuda_api.h"
+
+#include "entry_points.h"
+#include "launch.h"
+#include "physical.h"
+#include "state.h"
+
+extern "C" {
+
+uint64_t fake_cuda_physical_used(int device) {
+  fake_cuda::Locked locked;
+  return fake_cuda::PhysicalUsed(locked, device);
+}
+
+uint64_t fake_cuda_physical_total(int device) { return fake_cuda::DeviceCapacity(device); }
+
+uint64_t fake_cuda_launch_count(void) { return fake_cuda::LaunchCount(); }
+
+uint64_t fake_cuda_call_count(const char* symbol) {
+  return symbol == nullptr ? 0 : fake_cuda::CallCount(symbol);
+}
+
+void fake_cuda_reset_counters(void) {
+  fake_cuda::ResetCallCounts();
+  fake_cuda::ResetLaunchCount();
+}
+
+}  // extern "C"
