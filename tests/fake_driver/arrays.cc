@@ -104,8 +104,8 @@ bool TakesNoMemory(unsigned int flags) {
 
 CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   uint64_t bytes = 0;
-  if (out == nullptr || !LevelBytes(desc.Width, desc.Height, desc.Depth, desc.Format,
-                                    desc.NumChannels, &bytes)) {
+  if (out == nullptr ||
+      !LevelBytes(desc.Width, desc.Height, desc.Depth, desc.Format, desc.NumChannels, &bytes)) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   Locked locked;

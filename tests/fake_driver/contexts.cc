@@ -186,14 +186,14 @@ CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int /*flags*/, CUdevice dev) {
   return fake_cuda::Create(pctx, dev);
 }
 
-CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* /*params*/,
-                        int /*num_params*/, unsigned int /*flags*/, CUdevice dev) {
+CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* /*params*/, int /*num_params*/,
+                        unsigned int /*flags*/, CUdevice dev) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::Create(pctx, dev);
 }
 
-CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/,
-                        unsigned int /*flags*/, CUdevice dev) {
+CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* /*params*/, unsigned int /*flags*/,
+                        CUdevice dev) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::Create(pctx, dev);
 }

@@ -6,7 +6,7 @@
 // resetting a primary context frees nothing (a simplification; the real
 // driver frees the context's memory).
 //
-// Thread-safe through Locked (state.h).
+// Thread-safe through Locked (state.h); creating a context allocates.
 #ifndef GPUSLICE_TESTS_FAKE_DRIVER_CONTEXTS_H_
 #define GPUSLICE_TESTS_FAKE_DRIVER_CONTEXTS_H_
 

@@ -45,7 +45,7 @@ void fake_cuda_reset_counters(void);
 typedef void (*fake_cuda_reset_counters_fn)(void);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
-#endif  /* GPUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_API_H_ */
+#endif /* GPUSLICE_TESTS_FAKE_DRIVER_FAKE_CUDA_API_H_ */

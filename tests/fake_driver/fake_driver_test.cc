@@ -33,7 +33,8 @@ TEST(FakeCudaExports, EveryDriverSymbolIsExported) {
 
 TEST(FakeCudaExports, InternalsAreNotExported) {
   EXPECT_EQ(dlsym(CudaHandle(), "_ZN9fake_gpus16GetFakeGpuConfigEv"), nullptr);
-  EXPECT_EQ(dlsym(CudaHandle(), "_ZN9fake_cuda15EntryPointIndexESt17basic_string_viewIcSt11char_traitsIcEE"),
+  EXPECT_EQ(dlsym(CudaHandle(),
+                  "_ZN9fake_cuda15EntryPointIndexESt17basic_string_viewIcSt11char_traitsIcEE"),
             nullptr);
   EXPECT_NE(dlsym(CudaHandle(), "fake_cuda_physical_used"), nullptr);
 }
@@ -218,8 +219,7 @@ TEST(FakeCudaErrors, NamesAndStrings) {
 void* Exported(const char* name) { return dlsym(CudaHandle(), name); }
 
 void* ProcAddress(const char* name, cuuint64_t flags,
-                  CUdriverProcAddressQueryResult* status = nullptr,
-                  CUresult* result = nullptr) {
+                  CUdriverProcAddressQueryResult* status = nullptr, CUresult* result = nullptr) {
   void* pfn = reinterpret_cast<void*>(1);
   CUdriverProcAddressQueryResult ignored;
   CUresult r = CU(cuGetProcAddress_v2)(name, &pfn, 13000, flags, status ? status : &ignored);
@@ -257,7 +257,8 @@ TEST(FakeCudaProcAddress, FollowsTheWholeVersionMap) {
 #undef GPUSLICE_DRIVER_VERSIONED
   };
   for (const Row& row : rows) {
-    EXPECT_EQ(ProcAddress(row.base, CU_GET_PROC_ADDRESS_DEFAULT), Exported(row.current)) << row.base;
+    EXPECT_EQ(ProcAddress(row.base, CU_GET_PROC_ADDRESS_DEFAULT), Exported(row.current))
+        << row.base;
     EXPECT_EQ(ProcAddress(row.base, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
               Exported(row.ptds))
         << row.base;

@@ -59,6 +59,7 @@ class FakeCudaTest : public ::testing::Test {
 // Calls driver entry point `name` (its exported name) of the fake driver,
 // typed by its cuda.h prototype: CU(cuMemAlloc_v2)(&ptr, size).
 #define CU(name) (::fake_driver_test::Fn<decltype(::name)>(::fake_driver_test::CudaHandle(), #name))
-#define NVML(name) (::fake_driver_test::Fn<decltype(::name)>(::fake_driver_test::NvmlHandle(), #name))
+#define NVML(name) \
+  (::fake_driver_test::Fn<decltype(::name)>(::fake_driver_test::NvmlHandle(), #name))
 
 #endif  // GPUSLICE_TESTS_FAKE_DRIVER_FAKE_DRIVER_TEST_UTIL_H_

@@ -24,8 +24,8 @@ std::optional<uint64_t> ParseUnsigned(const char* text) {
 
 }  // namespace
 
-Config ParseConfig(const char* count, const char* memory, const char* name,
-                   const char* nvlink, const char* pool_chunk) {
+Config ParseConfig(const char* count, const char* memory, const char* name, const char* nvlink,
+                   const char* pool_chunk) {
   Config config;
   if (auto n = ParseUnsigned(count)) {
     config.count = *n > kMaxGpus ? kMaxGpus : static_cast<int>(*n);
@@ -45,9 +45,8 @@ const Config& GetFakeGpuConfig() {
   // Built on first use, never destroyed: the fakes may be called from other
   // libraries' destructors at exit.
   static const Config* config = new Config(ParseConfig(
-      std::getenv("FAKE_GPU_COUNT"), std::getenv("FAKE_GPU_MEMORY"),
-      std::getenv("FAKE_GPU_NAME"), std::getenv("FAKE_GPU_NVLINK"),
-      std::getenv("FAKE_POOL_CHUNK")));
+      std::getenv("FAKE_GPU_COUNT"), std::getenv("FAKE_GPU_MEMORY"), std::getenv("FAKE_GPU_NAME"),
+      std::getenv("FAKE_GPU_NVLINK"), std::getenv("FAKE_POOL_CHUNK")));
   return *config;
 }
 
@@ -65,8 +64,8 @@ std::string UuidString(int index) {
   std::snprintf(text, sizeof(text),
                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
                 "%02x%02x%02x%02x%02x%02x",
-                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-                b[10], b[11], b[12], b[13], b[14], b[15]);
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                b[13], b[14], b[15]);
   return text;
 }
 

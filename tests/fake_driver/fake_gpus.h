@@ -36,8 +36,8 @@ struct Config {
 
 // Builds a Config from the variables' values (nullptr: unset). Separate from
 // the environment so that tests can check the parsing rules directly.
-Config ParseConfig(const char* count, const char* memory, const char* name,
-                   const char* nvlink, const char* pool_chunk);
+Config ParseConfig(const char* count, const char* memory, const char* name, const char* nvlink,
+                   const char* pool_chunk);
 
 // The process's configuration, from the environment at the first call.
 const Config& GetFakeGpuConfig();

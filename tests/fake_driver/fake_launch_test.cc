@@ -52,8 +52,8 @@ TEST_F(FakeLaunchTest, BadHandlesAreRejectedAndNotCounted) {
   const uint64_t before = LaunchCount();
   EXPECT_EQ(CU(cuLaunchKernel)(nullptr, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr),
             CUDA_ERROR_INVALID_HANDLE);
-  EXPECT_EQ(CU(cuLaunchKernel)(function_, 1, 1, 1, 1, 1, 1, 0,
-                               reinterpret_cast<CUstream>(0x1234), nullptr, nullptr),
+  EXPECT_EQ(CU(cuLaunchKernel)(function_, 1, 1, 1, 1, 1, 1, 0, reinterpret_cast<CUstream>(0x1234),
+                               nullptr, nullptr),
             CUDA_ERROR_INVALID_HANDLE);
   EXPECT_EQ(LaunchCount(), before);
 }

@@ -82,7 +82,8 @@ TEST_F(FakeMemoryTest, ManagedMemoryIsChargedToTheCurrentDevice) {
   EXPECT_EQ(PhysicalUsed(1) - before, 4096u);
   unsigned int managed = 0;
   int ordinal = -1;
-  EXPECT_EQ(CU(cuPointerGetAttribute)(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr), CUDA_SUCCESS);
+  EXPECT_EQ(CU(cuPointerGetAttribute)(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr),
+            CUDA_SUCCESS);
   EXPECT_EQ(managed, 1u);
   EXPECT_EQ(CU(cuPointerGetAttribute)(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),
             CUDA_SUCCESS);
@@ -108,7 +109,8 @@ TEST_F(FakeMemoryTest, PointerAttributesDescribeTheAllocation) {
   EXPECT_EQ(start, ptr);
   EXPECT_EQ(CU(cuPointerGetAttribute)(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr), CUDA_SUCCESS);
   EXPECT_EQ(size, 3072u);
-  EXPECT_EQ(CU(cuPointerGetAttribute)(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr), CUDA_SUCCESS);
+  EXPECT_EQ(CU(cuPointerGetAttribute)(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr),
+            CUDA_SUCCESS);
   EXPECT_EQ(managed, 0u);
   EXPECT_EQ(CU(cuMemFree_v2)(ptr), CUDA_SUCCESS);
   EXPECT_EQ(CU(cuPointerGetAttribute)(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr),

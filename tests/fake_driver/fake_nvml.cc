@@ -15,13 +15,13 @@
 // otherwise.
 //
 // Thread-safe. Never allocates after the configuration is first read.
+#include <strings.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
 #include <string>
-
-#include <strings.h>
 
 #include "fake_gpus.h"
 #include "fake_nvml_types.h"
@@ -109,8 +109,8 @@ nvmlReturn_t nvmlShutdown(void) {
   int count = fake_nvml::g_init_count.load(std::memory_order_acquire);
   do {
     if (count == 0) return NVML_ERROR_UNINITIALIZED;
-  } while (!fake_nvml::g_init_count.compare_exchange_weak(count, count - 1,
-                                                           std::memory_order_acq_rel));
+  } while (
+      !fake_nvml::g_init_count.compare_exchange_weak(count, count - 1, std::memory_order_acq_rel));
   return NVML_SUCCESS;
 }
 

@@ -78,8 +78,7 @@ TEST_F(FakeNvmlTest, UuidsAgreeWithTheFakeCudaDriver) {
   EXPECT_EQ(NVML(nvmlDeviceGetHandleByUUID)("GPU-00000000-0000-0000-0000-000000000000", &device),
             NVML_ERROR_NOT_FOUND);
   char small[8];
-  EXPECT_EQ(NVML(nvmlDeviceGetUUID)(Device(0), small, sizeof(small)),
-            NVML_ERROR_INSUFFICIENT_SIZE);
+  EXPECT_EQ(NVML(nvmlDeviceGetUUID)(Device(0), small, sizeof(small)), NVML_ERROR_INSUFFICIENT_SIZE);
 }
 
 TEST_F(FakeNvmlTest, MemoryIsTheCapacityAndNothingUsed) {

@@ -54,7 +54,7 @@ typedef struct nvmlPciInfo_st {
   unsigned int domain;
   unsigned int bus;
   unsigned int device;
-  unsigned int pciDeviceId;     // (device id << 16) | vendor id
+  unsigned int pciDeviceId;  // (device id << 16) | vendor id
   unsigned int pciSubSystemId;
   char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];  // "00000000:0i:00.0"
 } nvmlPciInfo_t;

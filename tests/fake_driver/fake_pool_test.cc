@@ -190,6 +190,17 @@ TEST_F(FakePoolTest, CapturedAllocationsBecomeGraphNodes) {
   EXPECT_EQ(CU(cuStreamBeginCapture_v2)(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL),
             CUDA_ERROR_ILLEGAL_STATE);
 
+  CUgraph capturing = nullptr;
+  cuuint64_t id = 0;
+  size_t dependencies = 7;
+  ASSERT_EQ(CU(cuStreamGetCaptureInfo_v3)(stream_, &status, &id, &capturing, nullptr, nullptr,
+                                          &dependencies),
+            CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  EXPECT_NE(id, 0u);
+  EXPECT_NE(capturing, nullptr);
+  EXPECT_EQ(dependencies, 0u);
+
   CUdeviceptr ptr = 0;
   ASSERT_EQ(CU(cuMemAllocAsync)(&ptr, 8 * kMiB, stream_), CUDA_SUCCESS);
   EXPECT_NE(ptr, 0u);
@@ -200,7 +211,12 @@ TEST_F(FakePoolTest, CapturedAllocationsBecomeGraphNodes) {
 
   CUgraph graph = nullptr;
   ASSERT_EQ(CU(cuStreamEndCapture)(stream_, &graph), CUDA_SUCCESS);
+  EXPECT_EQ(graph, capturing);
   ASSERT_EQ(CU(cuStreamIsCapturing)(stream_, &status), CUDA_SUCCESS);
+  EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
+  ASSERT_EQ(CU(cuStreamGetCaptureInfo_v3_ptsz)(stream_, &status, nullptr, nullptr, nullptr, nullptr,
+                                               nullptr),
+            CUDA_SUCCESS);
   EXPECT_EQ(status, CU_STREAM_CAPTURE_STATUS_NONE);
   CUgraphNode nodes[2] = {};
   size_t count = 2;

@@ -19,9 +19,9 @@ class FakeVmmTest : public FakeCudaTest {
 TEST_F(FakeVmmTest, GranularityIsTwoMiB) {
   const CUmemAllocationProp prop = Prop(0);
   size_t granularity = 0;
-  ASSERT_EQ(CU(cuMemGetAllocationGranularity)(&granularity, &prop,
-                                              CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      CU(cuMemGetAllocationGranularity)(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
+      CUDA_SUCCESS);
   EXPECT_EQ(granularity, 2 * kMiB);
   CUmemGenericAllocationHandle handle = 0;
   EXPECT_EQ(CU(cuMemCreate)(&handle, kMiB, &prop, 0), CUDA_ERROR_INVALID_VALUE);
@@ -64,7 +64,8 @@ TEST_F(FakeVmmTest, MappingsKeepReleasedMemoryAlive) {
   access.location.id = 0;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   ASSERT_EQ(CU(cuMemSetAccess)(va, 6 * kMiB, &access, 1), CUDA_SUCCESS);
-  EXPECT_EQ(CU(cuMemSetAccess)(va, 8 * kMiB, &access, 1), CUDA_ERROR_INVALID_VALUE);  // unmapped tail
+  EXPECT_EQ(CU(cuMemSetAccess)(va, 8 * kMiB, &access, 1),
+            CUDA_ERROR_INVALID_VALUE);  // unmapped tail
 
   int ordinal = -1;
   CUdeviceptr start = 0;

@@ -96,8 +96,8 @@ CUgraphNode AddNode(const Locked& locked, CUgraph graph, CUgraphNode_st node) {
   return handle;
 }
 
-CUgraphNode AddAllocNode(const Locked& locked, CUgraph graph,
-                         const CUmemPoolProps& props, uint64_t bytes) {
+CUgraphNode AddAllocNode(const Locked& locked, CUgraph graph, const CUmemPoolProps& props,
+                         uint64_t bytes) {
   CUgraphNode_st node;
   node.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
   node.device = props.location.id;
@@ -118,8 +118,7 @@ bool FreeableInGraph(const Locked& locked, const CUgraph_st& graph, CUdeviceptr 
   return live != nullptr && live->kind == AllocationKind::kGraph;
 }
 
-CUresult AddFreeNode(const Locked& locked, CUgraph graph, CUdeviceptr dptr,
-                     CUgraphNode* out) {
+CUresult AddFreeNode(const Locked& locked, CUgraph graph, CUdeviceptr dptr, CUgraphNode* out) {
   if (!FreeableInGraph(locked, *graph, dptr)) return CUDA_ERROR_INVALID_VALUE;
   CUgraphNode_st node;
   node.type = CU_GRAPH_NODE_TYPE_MEM_FREE;
@@ -147,8 +146,7 @@ CUresult AddKernelNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* depen
 
 bool HasMemoryNodes(const CUgraph_st& graph) {
   return std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const auto& node) {
-    return node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ||
-           node->type == CU_GRAPH_NODE_TYPE_MEM_FREE;
+    return node->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC || node->type == CU_GRAPH_NODE_TYPE_MEM_FREE;
   });
 }
 
@@ -250,8 +248,8 @@ CUresult Instantiate(CUgraphExec* out, CUgraph graph_handle, cuuint64_t flags) {
   return CUDA_SUCCESS;
 }
 
-CUresult LegacyInstantiate(CUgraphExec* out, CUgraph graph, CUgraphNode* error_node,
-                           char* log, size_t log_size) {
+CUresult LegacyInstantiate(CUgraphExec* out, CUgraph graph, CUgraphNode* error_node, char* log,
+                           size_t log_size) {
   if (error_node != nullptr) *error_node = nullptr;
   if (log != nullptr && log_size > 0) log[0] = '\0';
   return Instantiate(out, graph, 0);
@@ -262,8 +260,8 @@ CUresult InstantiateWithParams(CUgraphExec* out, CUgraph graph,
   if (params == nullptr) return CUDA_ERROR_INVALID_VALUE;
   params->hErrNode_out = nullptr;
   CUresult r = Instantiate(out, graph, params->flags);
-  params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
-                                         : CUDA_GRAPH_INSTANTIATE_ERROR;
+  params->result_out =
+      r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS : CUDA_GRAPH_INSTANTIATE_ERROR;
   if (r == CUDA_SUCCESS && (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0) {
     r = Upload(*out, params->hUploadStream);
   }
@@ -288,8 +286,8 @@ void DestroyGraph(const Locked& locked, CUgraph handle) {
   g.graphs.erase(it);
 }
 
-CUresult AddCapturedAlloc(const Locked& locked, CUgraph graph, int device,
-                          uint64_t bytes, CUdeviceptr* dptr) {
+CUresult AddCapturedAlloc(const Locked& locked, CUgraph graph, int device, uint64_t bytes,
+                          CUdeviceptr* dptr) {
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -336,9 +334,8 @@ CUresult cuGraphDestroy(CUgraph graph) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph,
-                                const CUgraphNode* dependencies, size_t count,
-                                CUDA_MEM_ALLOC_NODE_PARAMS* params) {
+CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                size_t count, CUDA_MEM_ALLOC_NODE_PARAMS* params) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (node == nullptr || params == nullptr || params->bytesize == 0 ||
       params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
@@ -353,9 +350,8 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph,
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph,
-                               const CUgraphNode* dependencies, size_t count,
-                               CUdeviceptr dptr) {
+CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                               size_t count, CUdeviceptr dptr) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (node == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = fake_cuda::CheckDependencies(dependencies, count); r != CUDA_SUCCESS) return r;
@@ -364,16 +360,14 @@ CUresult cuGraphAddMemFreeNode(CUgraphNode* node, CUgraph graph,
   return fake_cuda::AddFreeNode(locked, graph, dptr, node);
 }
 
-CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph,
-                              const CUgraphNode* dependencies, size_t count,
-                              const CUDA_KERNEL_NODE_PARAMS_v1* params) {
+CUresult cuGraphAddKernelNode(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                              size_t count, const CUDA_KERNEL_NODE_PARAMS_v1* params) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::AddKernelNode(node, graph, dependencies, count, params);
 }
 
-CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph,
-                                 const CUgraphNode* dependencies, size_t count,
-                                 const CUDA_KERNEL_NODE_PARAMS* params) {
+CUresult cuGraphAddKernelNode_v2(CUgraphNode* node, CUgraph graph, const CUgraphNode* dependencies,
+                                 size_t count, const CUDA_KERNEL_NODE_PARAMS* params) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::AddKernelNode(node, graph, dependencies, count, params);
 }
@@ -417,14 +411,14 @@ CUresult cuGraphMemAllocNodeGetParams(CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARA
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
-                            char* log, size_t log_size) {
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                            size_t log_size) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::LegacyInstantiate(exec, graph, error_node, log, log_size);
 }
 
-CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node,
-                               char* log, size_t log_size) {
+CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                               size_t log_size) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::LegacyInstantiate(exec, graph, error_node, log, log_size);
 }
@@ -505,7 +499,9 @@ CUresult cuDeviceSetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr
   fake_cuda::GraphPool& pool = fake_cuda::GetGraphs(locked).pools[device];
   switch (attr) {
     case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH: pool.used_high = pool.used; return CUDA_SUCCESS;
-    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: pool.reserved_high = pool.reserved; return CUDA_SUCCESS;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+      pool.reserved_high = pool.reserved;
+      return CUDA_SUCCESS;
     default: return CUDA_ERROR_INVALID_VALUE;
   }
 }

@@ -31,8 +31,8 @@ void DestroyGraph(const Locked&, CUgraph graph);
 
 // What cuMemAllocAsync, cuMemFreeAsync and cuLaunchKernel become on a
 // capturing stream: nodes of the capture graph. No memory is taken.
-CUresult AddCapturedAlloc(const Locked&, CUgraph graph, int device,
-                          uint64_t bytes, CUdeviceptr* dptr);
+CUresult AddCapturedAlloc(const Locked&, CUgraph graph, int device, uint64_t bytes,
+                          CUdeviceptr* dptr);
 CUresult AddCapturedFree(const Locked&, CUgraph graph, CUdeviceptr dptr);
 void AddCapturedKernel(const Locked&, CUgraph graph);
 

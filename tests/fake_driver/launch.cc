@@ -115,15 +115,14 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, unsigned int, unsigned int, CUstream stream, void**,
-                        void**) {
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void**, void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::LaunchOn(f, stream);
 }
 
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int,
-                             unsigned int, unsigned int, unsigned int, unsigned int,
-                             CUstream stream, void**, void**) {
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
+                             unsigned int, unsigned int, unsigned int, CUstream stream, void**,
+                             void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::LaunchOn(f, stream);
 }

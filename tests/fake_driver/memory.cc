@@ -43,7 +43,8 @@ CUresult AllocateHost(void** pp, size_t bytes) {
   void* p = std::malloc(bytes);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   *pp = p;
-  AddAllocation(locked, {AllocationKind::kHost, -1, reinterpret_cast<CUdeviceptr>(p), bytes, nullptr});
+  AddAllocation(locked,
+                {AllocationKind::kHost, -1, reinterpret_cast<CUdeviceptr>(p), bytes, nullptr});
   return CUDA_SUCCESS;
 }
 
@@ -79,9 +80,7 @@ CUresult WriteAttribute(const Allocation& a, CUdeviceptr ptr, CUpointer_attribut
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
       *static_cast<size_t*>(data) = a.range_size;
       return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MAPPED:
-      *static_cast<unsigned int*>(data) = 1;
-      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED: *static_cast<unsigned int*>(data) = 1; return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
       *static_cast<CUmemoryPool*>(data) =
           a.kind == AllocationKind::kPool ? static_cast<CUmemoryPool>(a.owner) : nullptr;
@@ -92,8 +91,7 @@ CUresult WriteAttribute(const Allocation& a, CUdeviceptr ptr, CUpointer_attribut
     case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
       *static_cast<size_t*>(data) = a.size;
       return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -153,14 +151,11 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
       fake_cuda::RemoveAllocation(locked, dptr);
       return CUDA_SUCCESS;
     // The real cuMemFree also accepts stream-ordered and graph allocations.
-    case fake_cuda::AllocationKind::kPool:
-      fake_cuda::FreeToPool(locked, *a);
-      return CUDA_SUCCESS;
+    case fake_cuda::AllocationKind::kPool: fake_cuda::FreeToPool(locked, *a); return CUDA_SUCCESS;
     case fake_cuda::AllocationKind::kGraph:
       fake_cuda::FreeGraphAllocation(locked, *a);
       return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 

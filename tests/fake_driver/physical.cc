@@ -57,8 +57,7 @@ uint64_t PhysicalUsed(const Locked& locked, int device) {
   return ValidDevice(device) ? Devices(locked)[device].used : 0;
 }
 
-CUdeviceptr NewDeviceAddress(const Locked& locked, int device, uint64_t bytes,
-                             uint64_t alignment) {
+CUdeviceptr NewDeviceAddress(const Locked& locked, int device, uint64_t bytes, uint64_t alignment) {
   Device& d = Devices(locked)[device];
   if (d.next == 0) d.next = kDeviceBase + static_cast<uint64_t>(device) * kDeviceStride;
   return Bump(d.next, bytes, alignment);

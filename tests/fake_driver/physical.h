@@ -32,8 +32,7 @@ uint64_t PhysicalUsed(const Locked&, int device);
 
 // A fresh range of `bytes` in `device`'s address space, aligned to
 // `alignment` (a power of two).
-CUdeviceptr NewDeviceAddress(const Locked&, int device, uint64_t bytes,
-                             uint64_t alignment);
+CUdeviceptr NewDeviceAddress(const Locked&, int device, uint64_t bytes, uint64_t alignment);
 
 // A fresh range in the unified address space shared by all devices, where
 // cuMemAddressReserve places VMM reservations (0x6000'0000'0000 up).

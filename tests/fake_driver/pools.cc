@@ -44,8 +44,7 @@ Pools& GetPools(const Locked&) {
 
 uint64_t Chunk() { return fake_gpus::GetFakeGpuConfig().pool_chunk_bytes; }
 
-CUmemoryPool NewPool(const Locked& locked, int device, bool is_default,
-                     uint64_t max_size) {
+CUmemoryPool NewPool(const Locked& locked, int device, bool is_default, uint64_t max_size) {
   auto pool = std::make_unique<CUmemPoolHandle_st>();
   pool->device = device;
   pool->is_default = is_default;
@@ -166,8 +165,7 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   if (!fake_cuda::ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   fake_cuda::Locked locked;
   int pool_device = 0;
-  if (fake_cuda::PoolDevice(locked, pool, &pool_device) != CUDA_SUCCESS ||
-      pool_device != dev) {
+  if (fake_cuda::PoolDevice(locked, pool, &pool_device) != CUDA_SUCCESS || pool_device != dev) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   fake_cuda::GetPools(locked).current_pool[dev] = pool;
@@ -176,8 +174,7 @@ CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
 
 CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  if (pool == nullptr || props == nullptr ||
-      props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+  if (pool == nullptr || props == nullptr || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
       props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) {
     return CUDA_ERROR_INVALID_VALUE;
   }
@@ -244,8 +241,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool handle, CUmemPool_attribute attr, vo
       if (u64_value() != 0) return CUDA_ERROR_INVALID_VALUE;
       pool->used_high = pool->used;
       return CUDA_SUCCESS;
-    default:
-      return CUDA_ERROR_INVALID_VALUE;
+    default: return CUDA_ERROR_INVALID_VALUE;
   }
 }
 

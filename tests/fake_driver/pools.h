@@ -32,8 +32,7 @@ CUmemoryPool CurrentPool(const Locked&, int device);
 CUresult PoolDevice(const Locked&, CUmemoryPool pool, int* device);
 
 // Hands out `bytes` from `pool`, growing it as described above.
-CUresult PoolAllocate(const Locked&, CUmemoryPool pool, uint64_t bytes,
-                      CUdeviceptr* dptr);
+CUresult PoolAllocate(const Locked&, CUmemoryPool pool, uint64_t bytes, CUdeviceptr* dptr);
 
 // Returns a kPool allocation to its pool (cuMemFreeAsync, or cuMemFree).
 void FreeToPool(const Locked&, const Allocation& allocation);

@@ -33,7 +33,9 @@ constexpr Versioned kVersionMap[] = {
 #undef GPUSLICE_DRIVER_VERSIONED
 };
 static_assert(std::is_sorted(std::begin(kVersionMap), std::end(kVersionMap),
-                             [](const Versioned& a, const Versioned& b) { return a.base < b.base; }),
+                             [](const Versioned& a, const Versioned& b) {
+                               return a.base < b.base;
+                             }),
               "driver_version_map.inc must be sorted by base name");
 
 // Rows the generated map lacks. cuda.h maps cuGetProcAddress to
@@ -76,14 +78,13 @@ CUresult GetProcAddress(const char* symbol, void** pfn, cuuint64_t flags,
 
 extern "C" {
 
-CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cuda_version*/,
-                             cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
+CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int /*cuda_version*/, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult* status) {
   fake_cuda::EnterUninitialized(__func__);
   return fake_cuda::GetProcAddress(symbol, pfn, flags, status);
 }
 
-CUresult cuGetProcAddress(const char* symbol, void** pfn, int /*cuda_version*/,
-                          cuuint64_t flags) {
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int /*cuda_version*/, cuuint64_t flags) {
   fake_cuda::EnterUninitialized(__func__);
   return fake_cuda::GetProcAddress(symbol, pfn, flags, nullptr);
 }

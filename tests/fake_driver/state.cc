@@ -22,8 +22,7 @@ Locked::~Locked() { Mutex().unlock(); }
 
 CUresult Enter(const char* fn) {
   CountCall(fn);
-  return g_initialized.load(std::memory_order_acquire) ? CUDA_SUCCESS
-                                                       : CUDA_ERROR_NOT_INITIALIZED;
+  return g_initialized.load(std::memory_order_acquire) ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 void EnterUninitialized(const char* fn) { CountCall(fn); }

@@ -12,6 +12,7 @@
 struct CUstream_st {
   int device = 0;
   CUgraph capture_graph = nullptr;  // non-null while capturing
+  cuuint64_t capture_id = 0;        // of the current or last capture
 };
 
 struct CUevent_st {
@@ -24,6 +25,7 @@ namespace {
 struct Streams {
   std::map<CUstream, std::unique_ptr<CUstream_st>> streams;
   std::map<CUevent, std::unique_ptr<CUevent_st>> events;
+  cuuint64_t next_capture_id = 1;
 };
 
 Streams& GetStreams(const Locked&) {
@@ -84,6 +86,7 @@ CUresult BeginCapture(CUstream stream) {
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (s->capture_graph != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture_graph = NewGraph(locked);
+  s->capture_id = GetStreams(locked).next_capture_id++;
   return CUDA_SUCCESS;
 }
 
@@ -105,6 +108,27 @@ CUresult IsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
   if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
   *status = CapturingGraph(locked, stream) != nullptr ? CU_STREAM_CAPTURE_STATUS_ACTIVE
                                                       : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+// All cuStreamGetCaptureInfo versions; the outputs a version lacks are null.
+// The fake tracks no dependencies, so a capture reports none.
+CUresult CaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
+                     const CUgraphNode** dependencies, const CUgraphEdgeData** edge_data,
+                     size_t* num_dependencies) {
+  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  int device = 0;
+  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+  const CUgraph capturing = CapturingGraph(locked, stream);
+  *status = capturing != nullptr ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  if (capturing != nullptr) {
+    if (id != nullptr) *id = Find(locked, stream)->capture_id;
+    if (graph != nullptr) *graph = capturing;
+    if (dependencies != nullptr) *dependencies = nullptr;
+    if (edge_data != nullptr) *edge_data = nullptr;
+    if (num_dependencies != nullptr) *num_dependencies = 0;
+  }
   return CUDA_SUCCESS;
 }
 
@@ -227,6 +251,46 @@ CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
 CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::IsCapturing(stream, status);
+}
+
+CUresult cuStreamGetCaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, nullptr, nullptr, nullptr, nullptr);
+}
+
+CUresult cuStreamGetCaptureInfo_ptsz(CUstream stream, CUstreamCaptureStatus* status,
+                                     cuuint64_t* id) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, nullptr, nullptr, nullptr, nullptr);
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                   CUgraph* graph, const CUgraphNode** dependencies,
+                                   size_t* count) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, graph, dependencies, nullptr, count);
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream stream, CUstreamCaptureStatus* status,
+                                        cuuint64_t* id, CUgraph* graph,
+                                        const CUgraphNode** dependencies, size_t* count) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, graph, dependencies, nullptr, count);
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id,
+                                   CUgraph* graph, const CUgraphNode** dependencies,
+                                   const CUgraphEdgeData** edge_data, size_t* count) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, graph, dependencies, edge_data, count);
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream stream, CUstreamCaptureStatus* status,
+                                        cuuint64_t* id, CUgraph* graph,
+                                        const CUgraphNode** dependencies,
+                                        const CUgraphEdgeData** edge_data, size_t* count) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::CaptureInfo(stream, status, id, graph, dependencies, edge_data, count);
 }
 
 CUresult cuEventCreate(CUevent* event, unsigned int flags) {

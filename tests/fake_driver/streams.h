@@ -7,7 +7,8 @@
 // records into a graph (graphs.h); stream-ordered allocations, frees and
 // kernel launches on it become graph nodes instead of running.
 //
-// Thread-safe through Locked (state.h).
+// Thread-safe through Locked (state.h); creating streams and events
+// allocates.
 #ifndef GPUSLICE_TESTS_FAKE_DRIVER_STREAMS_H_
 #define GPUSLICE_TESTS_FAKE_DRIVER_STREAMS_H_
 

@@ -1,7 +1,6 @@
 // The fake_cuda_* test API (fake_cuda_api.h).
-#include "fake_cuda_api.h"
-
 #include "entry_points.h"
+#include "fake_cuda_api.h"
 #include "launch.h"
 #include "physical.h"
 #include "state.h"

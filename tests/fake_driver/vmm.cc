@@ -169,8 +169,8 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment,
-                             CUdeviceptr /*addr*/, unsigned long long flags) {
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr /*addr*/,
+                             unsigned long long flags) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (ptr == nullptr || size == 0 || flags != 0 || (alignment & (alignment - 1)) != 0) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -195,8 +195,8 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                  CUmemGenericAllocationHandle handle, unsigned long long flags) {
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (flags != 0 || size == 0 || size % fake_cuda::kGranularity != 0 ||
       offset % fake_cuda::kGranularity != 0 || ptr % fake_cuda::kGranularity != 0) {
@@ -209,7 +209,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
   if (h == vmm.handles.end() || h->second.references == 0) return CUDA_ERROR_INVALID_VALUE;
   if (offset > h->second.size || size > h->second.size - offset) return CUDA_ERROR_INVALID_VALUE;
   const auto* reservation = fake_cuda::FindReservation(vmm, ptr, size);
-  if (reservation == nullptr || fake_cuda::Overlaps(vmm, ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (reservation == nullptr || fake_cuda::Overlaps(vmm, ptr, size))
+    return CUDA_ERROR_INVALID_VALUE;
   vmm.mappings[ptr] = {size, handle};
   ++h->second.mappings;
   fake_cuda::Allocation allocation{fake_cuda::AllocationKind::kVmmMapping, h->second.device, ptr,
@@ -250,7 +251,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
     if (!fake_cuda::ValidDevice(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
   }
   fake_cuda::Locked locked;
-  if (!fake_cuda::FullyMapped(fake_cuda::GetVmm(locked), ptr, size)) return CUDA_ERROR_INVALID_VALUE;
+  if (!fake_cuda::FullyMapped(fake_cuda::GetVmm(locked), ptr, size))
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 
