@@ -133,7 +133,12 @@ def main():
     version_rows = []
     for b in bases:
         plain, ptds = expanded["default"].get(b, b), expanded["ptds"].get(b, b)
-        if plain in known and ptds in known:
+        # Per-thread mode may name a static inline wrapper rather than an
+        # exported symbol (cuGetProcAddress -> cuGetProcAddress_v2_ptsz): the
+        # driver then serves the plain symbol.
+        if ptds not in known:
+            ptds = plain
+        if plain in known:
             version_rows.append((b, plain, ptds))
 
     os.makedirs(args.out, exist_ok=True)

@@ -5,8 +5,10 @@
 //   2. charge the ledger first                      -> over the limit: OUT_OF_MEMORY,
 //                                                      and the driver is never called
 //   3. call the driver; on failure give the charge back
-//   4. settle the charge to what the driver says the object occupies, and
-//      remember it so the matching free can give it back
+//   4. remember the charge so the matching free can give it back
+// Sizes are the driver's own where it reports them before the allocation
+// exists (arrays: a memoryless probe); pitched allocations settle to the
+// pitch the driver chose.
 // Frees forget the record first (so a racing allocation that reuses the
 // address cannot collide with it), free, and uncharge on success.
 //
@@ -46,6 +48,13 @@ void Restore(VgpuRuntime& rt, uint64_t key, Kind kind, const AllocationRecord& r
   rt.allocations().Insert(key, kind, record);
 }
 
+// The allocation-table key of a pointer-like or integer handle.
+template <typename Handle>
+uint64_t KeyOf(Handle h) {
+  if constexpr (std::is_pointer_v<Handle>) return reinterpret_cast<uintptr_t>(h);
+  else return static_cast<uint64_t>(h);
+}
+
 uint64_t FormatBytes(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -60,23 +69,17 @@ uint64_t FormatBytes(CUarray_format format) {
     case CU_AD_FORMAT_FLOAT:
       return 4;
     default:
-      // Packed and compressed formats: an upper bound. The charge is settled
-      // to the driver's own figure (cuArrayGetMemoryRequirements) right after.
-      return 16;
+      return 16;  // packed and compressed formats: an upper bound
   }
 }
 
-// A first estimate of an array's footprint: rows padded to 512 bytes.
-uint64_t ArrayEstimate(const CUDA_ARRAY3D_DESCRIPTOR& d) {
-  const uint64_t layers = (d.Flags & CUDA_ARRAY3D_CUBEMAP) ? 6 : 1;
-  const uint64_t row = RoundUp(d.Width * d.NumChannels * FormatBytes(d.Format), 512);
-  return row * (d.Height ? d.Height : 1) * (d.Depth ? d.Depth : 1) * layers;
-}
-
-uint64_t MipmapEstimate(CUDA_ARRAY3D_DESCRIPTOR d, unsigned int levels) {
+// An upper-bound estimate, used only if the driver cannot tell us the size.
+uint64_t EstimateArrayBytes(CUDA_ARRAY3D_DESCRIPTOR d, unsigned int levels) {
   uint64_t total = 0;
-  for (unsigned int i = 0; i < levels; ++i) {
-    total += ArrayEstimate(d);
+  const uint64_t layers = (d.Flags & CUDA_ARRAY3D_CUBEMAP) ? 6 : 1;
+  for (unsigned int i = 0; i < (levels ? levels : 1); ++i) {
+    const uint64_t row = RoundUp(d.Width * d.NumChannels * FormatBytes(d.Format), 512);
+    total += row * (d.Height ? d.Height : 1) * (d.Depth ? d.Depth : 1) * layers;
     d.Width = d.Width > 1 ? d.Width / 2 : 1;
     if (d.Height > 1) d.Height /= 2;
     if (d.Depth > 1 && !(d.Flags & CUDA_ARRAY3D_LAYERED)) d.Depth /= 2;
@@ -84,29 +87,58 @@ uint64_t MipmapEstimate(CUDA_ARRAY3D_DESCRIPTOR d, unsigned int levels) {
   return total;
 }
 
-// The allocation-table key of a pointer-like or integer handle.
-template <typename Handle>
-uint64_t KeyOf(Handle h) {
-  if constexpr (std::is_pointer_v<Handle>) return reinterpret_cast<uintptr_t>(h);
-  else return static_cast<uint64_t>(h);
-}
-
-// Settles an array's charge to the driver's figure, or undoes the array.
-template <typename Handle, typename RequirementsFn, typename DestroyFn>
-CUresult SettleArray(VgpuRuntime& rt, Handle handle, Kind kind, int slot, uint64_t estimate,
-                     RequirementsFn requirements, DestroyFn destroy) {
+// The true footprint of an array with this descriptor, from the driver
+// itself. Only arrays made with CUDA_ARRAY3D_DEFERRED_MAPPING answer
+// cu*GetMemoryRequirements, and such an array has the same layout but holds
+// no memory: so a probe of that kind is made, asked, and destroyed. Charging
+// this size before the real array exists keeps the check exact.
+uint64_t ArrayBytes(const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int levels) {
+  CUDA_ARRAY3D_DESCRIPTOR probe = desc;
+  probe.Flags |= CUDA_ARRAY3D_DEFERRED_MAPPING;
   CUdevice dev = 0;
   GPUSLICE_REAL(cuCtxGetDevice)(&dev);
   CUDA_ARRAY_MEMORY_REQUIREMENTS req{};
-  uint64_t actual = estimate;
-  if (requirements(&req, handle, dev) == CUDA_SUCCESS && req.size > 0) actual = req.size;
-  if (!SettleCharge(rt, slot, estimate, actual)) {
-    destroy(handle);
-    rt.ledger().Uncharge(static_cast<uint32_t>(slot), estimate);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult r;
+  if (levels == 0) {
+    CUarray array = nullptr;
+    r = GPUSLICE_REAL(cuArray3DCreate_v2)(&array, &probe);
+    if (r == CUDA_SUCCESS) {
+      r = GPUSLICE_REAL(cuArrayGetMemoryRequirements)(&req, array, dev);
+      GPUSLICE_REAL(cuArrayDestroy)(array);
+    }
+  } else {
+    CUmipmappedArray mipmap = nullptr;
+    r = GPUSLICE_REAL(cuMipmappedArrayCreate)(&mipmap, &probe, levels);
+    if (r == CUDA_SUCCESS) {
+      r = GPUSLICE_REAL(cuMipmappedArrayGetMemoryRequirements)(&req, mipmap, dev);
+      GPUSLICE_REAL(cuMipmappedArrayDestroy)(mipmap);
+    }
   }
-  Remember(rt, KeyOf(handle), kind, slot, actual);
-  return CUDA_SUCCESS;
+  return r == CUDA_SUCCESS && req.size > 0 ? req.size : EstimateArrayBytes(desc, levels);
+}
+
+// Arrays made deferred or sparse hold no memory of their own: what backs them
+// is mapped from cuMemCreate allocations, which are charged there.
+bool HoldsMemory(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
+  return (desc.Flags & (CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_SPARSE)) == 0;
+}
+
+template <typename Handle, typename Create>
+CUresult CreateArrayCharged(Handle* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int levels, Kind kind,
+                            Create create) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr || !HoldsMemory(desc)) return create();
+  const int slot = rt->CurrentDeviceSlot();
+  if (slot == VgpuRuntime::kUncapped) return create();
+  const uint64_t bytes = ArrayBytes(desc, levels);
+  if (!ChargeOrRefuse(*rt, slot, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult r = create();
+  if (r != CUDA_SUCCESS) {
+    rt->ledger().Uncharge(slot, bytes);
+    return r;
+  }
+  Remember(*rt, KeyOf(*handle), kind, slot, bytes);
+  return r;
 }
 
 template <typename Handle, typename DestroyFn>
@@ -263,58 +295,27 @@ GPUSLICE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 // --- CUDA arrays: charged at their true size -------------------------------
 
 GPUSLICE_EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc) {
-  VgpuRuntime* rt = VgpuRuntime::Get();
-  if (rt == nullptr || desc == nullptr) return GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc);
-  CUDA_ARRAY3D_DESCRIPTOR d3{};
+  if (desc == nullptr) return GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc);
+  CUDA_ARRAY3D_DESCRIPTOR d3{};  // a 2D array is a 3D one of depth 0
   d3.Width = desc->Width;
   d3.Height = desc->Height;
   d3.Format = desc->Format;
   d3.NumChannels = desc->NumChannels;
-  const uint64_t estimate = gi::ArrayEstimate(d3);
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, estimate, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, estimate);
-    return r;
-  }
-  return gi::SettleArray(*rt, *handle, AllocationKind::kArray, slot, estimate,
-                         GPUSLICE_REAL(cuArrayGetMemoryRequirements), GPUSLICE_REAL(cuArrayDestroy));
+  return gi::CreateArrayCharged(handle, d3, 0, AllocationKind::kArray,
+                                [&] { return GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc); });
 }
 
 GPUSLICE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
-  VgpuRuntime* rt = VgpuRuntime::Get();
-  if (rt == nullptr || desc == nullptr) return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc);
-  const uint64_t estimate = gi::ArrayEstimate(*desc);
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, estimate, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, estimate);
-    return r;
-  }
-  return gi::SettleArray(*rt, *handle, AllocationKind::kArray, slot, estimate,
-                         GPUSLICE_REAL(cuArrayGetMemoryRequirements), GPUSLICE_REAL(cuArrayDestroy));
+  if (desc == nullptr) return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc);
+  return gi::CreateArrayCharged(handle, *desc, 0, AllocationKind::kArray,
+                                [&] { return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc); });
 }
 
 GPUSLICE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                                 unsigned int levels) {
-  VgpuRuntime* rt = VgpuRuntime::Get();
-  if (rt == nullptr || desc == nullptr) return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
-  const uint64_t estimate = gi::MipmapEstimate(*desc, levels);
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, estimate, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, estimate);
-    return r;
-  }
-  return gi::SettleArray(*rt, *handle, AllocationKind::kMipmappedArray, slot, estimate,
-                         GPUSLICE_REAL(cuMipmappedArrayGetMemoryRequirements),
-                         GPUSLICE_REAL(cuMipmappedArrayDestroy));
+  if (desc == nullptr || levels == 0) return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
+  return gi::CreateArrayCharged(handle, *desc, levels, AllocationKind::kMipmappedArray,
+                                [&] { return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels); });
 }
 
 GPUSLICE_EXPORT CUresult cuArrayDestroy(CUarray handle) {

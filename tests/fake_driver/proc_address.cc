@@ -38,24 +38,11 @@ static_assert(std::is_sorted(std::begin(kVersionMap), std::end(kVersionMap),
                              }),
               "driver_version_map.inc must be sorted by base name");
 
-// Rows the generated map lacks. cuda.h maps cuGetProcAddress to
-// cuGetProcAddress_v2, but in per-thread mode on to cuGetProcAddress_v2_ptsz,
-// a static inline wrapper that is no driver symbol, so the generator drops
-// the row; without it the name would resolve to the legacy four-argument
-// function, which never writes the caller's status.
-constexpr Versioned kMissingFromMap[] = {
-    {"cuGetProcAddress", "cuGetProcAddress_v2", "cuGetProcAddress_v2"},
-};
-
 std::string_view Resolve(std::string_view name, cuuint64_t flags) {
   const auto* it = std::lower_bound(
       std::begin(kVersionMap), std::end(kVersionMap), name,
       [](const Versioned& entry, std::string_view key) { return entry.base < key; });
-  if (it == std::end(kVersionMap) || it->base != name) {
-    it = std::find_if(std::begin(kMissingFromMap), std::end(kMissingFromMap),
-                      [name](const Versioned& entry) { return entry.base == name; });
-    if (it == std::end(kMissingFromMap)) return name;
-  }
+  if (it == std::end(kVersionMap) || it->base != name) return name;
   return (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 ? it->ptds : it->current;
 }
 

@@ -14,6 +14,8 @@
 //   pool                cuMemPoolCreate on the current device (then poolalloc uses it)
 //   poolalloc SIZE      cuMemAllocFromPoolAsync
 //   sync | trim         cuStreamSynchronize(0) | cuMemPoolTrimTo(pool, 0) on every pool
+//   graph SIZE          a graph with one memory-allocation node, instantiated
+//   launch              cuGraphLaunch of the newest graph
 //   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
 //   meminfo             -> "meminfo FREE TOTAL"
 //   totalmem            -> "totalmem BYTES"
@@ -92,6 +94,7 @@ struct Allocation {
 };
 std::vector<Allocation> g_allocations;
 std::vector<CUmemoryPool> g_pools;
+std::vector<CUgraphExec> g_graphs;
 
 void Report(const char* what, CUresult r, const char* extra = "") {
   if (r == CUDA_SUCCESS) printf("%s ok%s\n", what, extra);
@@ -205,6 +208,23 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kAsync, p});
       Report("poolalloc", r);
       ++i;
+    } else if (cmd == "graph") {
+      CUgraph graph = nullptr;
+      CUgraphNode node = nullptr;
+      CUDA_MEM_ALLOC_NODE_PARAMS params{};
+      params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+      params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      params.poolProps.location.id = CurrentDevice();
+      params.bytesize = ParseSize(arg(1));
+      CUgraphExec exec = nullptr;
+      CUresult r = DRIVER(cuGraphCreate)(&graph, 0);
+      if (r == CUDA_SUCCESS) r = DRIVER(cuGraphAddMemAllocNode)(&node, graph, nullptr, 0, &params);
+      if (r == CUDA_SUCCESS) r = DRIVER(cuGraphInstantiateWithFlags)(&exec, graph, 0);
+      if (r == CUDA_SUCCESS) g_graphs.push_back(exec);
+      Report("graph", r);
+      ++i;
+    } else if (cmd == "launch") {
+      Report("launch", g_graphs.empty() ? CUDA_ERROR_INVALID_VALUE : DRIVER(cuGraphLaunch)(g_graphs.back(), nullptr));
     } else if (cmd == "sync") {
       Report("sync", DRIVER(cuStreamSynchronize)(nullptr));
     } else if (cmd == "trim") {

@@ -91,6 +91,18 @@ def test_pool_growth_past_the_limit_is_refused_and_trims_give_memory_back(world)
     assert value(r, "physical") <= 64 * MiB
 
 
+@pytest.mark.parametrize("lookup", ["dlsym", "procaddress"])
+def test_graph_memory_is_charged_when_the_graph_launches(world, lookup):
+    r = world.app(["--memory", "64MiB"], ["init", "graph", "40M", "meminfo", "launch", "meminfo", "graph", "40M",
+                                          "launch", "physical"], lookup=lookup)
+    assert r.returncode == 0, r.stderr
+    infos = lines(r, "meminfo")
+    assert infos[0][1] == str(64 * MiB)  # instantiating allocates nothing
+    assert infos[1][1] == str(24 * MiB)  # launching does
+    assert [l[1] for l in lines(r, "launch")] == ["ok", "oom"]
+    assert value(r, "physical") == 40 * MiB
+
+
 def test_without_a_limit_nothing_is_refused(world):
     r = world.app([], ["init", "fill", "64M"])
     assert value(r, "fill") == 1024 * MiB  # the fake GPU's whole memory
