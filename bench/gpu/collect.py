@@ -72,9 +72,8 @@ HEADLINE = {
                      f"real-ctx {r['real_minus_context_mib']:.0f} MiB",
     "train_small": lambda r: f"{r['child']['steps']} steps, "
                              f"{r['child']['median_step_ms']:.2f} ms/step",
-    "train_overhead": lambda r: f"A {r['without_gpuslice']['median_step_ms']:.3f} ms, "
-                                f"B {r['with_gpuslice']['median_step_ms']:.3f} ms, "
-                                f"{r['overhead_pct']:+.2f}%",
+    "train_overhead": lambda r: f"with/without {r['overhead_pct']:+.2f}% "
+                                f"(noise: without/without {r['noise_pct']:+.2f}%), {r['rounds']} rounds",
     "launch_overhead": lambda r: f"launch +{r['launch']['added_ns']:.1f} ns "
                                  f"(noise {r['launch']['noise_ns']:.1f}), "
                                  f"alloc+free +{r['alloc_free']['added_ns']:.0f} ns",

@@ -2,8 +2,8 @@
 //
 // Pools are charged by reservation (pool_accounts.h). An allocation that will
 // make its pool grow charges the growth before the driver is called, rounded
-// up to the 2 MiB granule pools grow by, then settles to the reservation the
-// driver reports. If the pool grew by more than that and the rest does not
+// up to the 32 MiB a pool grows by (measured: docs/benchmarks.md), then
+// settles to the reservation the driver reports. If the pool grew by more than that and the rest does not
 // fit, the allocation is undone (freed, its stream synchronised, the pool
 // trimmed) and refused.
 //
@@ -28,7 +28,9 @@ decltype(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
 namespace gpuslice::interposer {
 namespace {
 
-constexpr uint64_t kPoolGrowthGranule = 2ull << 20;
+// On an H200 with driver 580, a pool's first 1 MiB allocation reserved
+// 32 MiB (bench/gpu/real_driver_checks.sh, async_pool_reservation).
+constexpr uint64_t kPoolGrowthGranule = 32ull << 20;
 
 uint64_t PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, bool* ok) {
   cuuint64_t value = 0;
