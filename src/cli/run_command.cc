@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "cli/child_process.h"
+#include "cli/commands.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
@@ -177,6 +179,30 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   auto removed = store.RemoveIfUnused(name);
   if (!removed.ok()) std::cerr << "gpuslice: warning: " << removed.status().message() << "\n";
   return status;
+}
+
+}  // namespace gpuslice::cli
+
+namespace gpuslice::cli {
+
+void AddRunCommand(CLI::App& app) {
+  auto options = std::make_shared<RunOptions>();
+  auto inject = std::make_shared<std::string>("preload");
+  CLI::App* run = app.add_subcommand("run", "Run a command inside a vGPU (created, or joined by --name)");
+  run->add_option("--memory", options->memory, "Device memory limit per GPU, e.g. 4GiB, 512MiB");
+  run->add_option("--gpu", options->gpus, "GPUs by index or UUID (default: all)")->delimiter(',');
+  run->add_option("--name", options->name, "vGPU name; processes run with the same name share one vGPU");
+  run->add_option("--inject", *inject,
+                  "How the library is loaded: preload (LD_PRELOAD) or libpath (libcuda.so.1 first on "
+                  "LD_LIBRARY_PATH)")
+      ->check(CLI::IsMember({"preload", "libpath"}));
+  run->add_option("--state-dir", options->state_dir,
+                  "State directory (default: $GPUSLICE_STATE_DIR, $XDG_RUNTIME_DIR/gpuslice or /run/gpuslice)");
+  run->add_option("command", options->command, "The command and its arguments, after --")->required();
+  run->callback([options, inject] {
+    options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;
+    ExitCode() = RunCommand(*options, nullptr);
+  });
 }
 
 }  // namespace gpuslice::cli

@@ -55,11 +55,14 @@ struct DeviceLimit {
   uint32_t compute_cap_pct;     // 0 = no hard cap
   uint32_t priority;            // Priority
   uint32_t flags;               // kDeviceFlag*
+  // The hardware timeslice this vGPU's channel groups on this GPU should
+  // have, computed by the policy (src/policy) from every vGPU on the GPU and
+  // written by whoever manages the node (a `gpuslice run` supervisor or the
+  // daemon). Atomic; 0 = leave the driver's default. Processes re-apply it
+  // when `generation` changes.
+  uint64_t timeslice_us;
 };
 inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
-// Set by `gpuslice set --force` when the limit was shrunk below current use:
-// existing memory stays, new allocations are refused until usage drops.
-inline constexpr uint32_t kDeviceFlagShrunk = 1u << 1;
 
 struct Limits {
   FileHeader header;
