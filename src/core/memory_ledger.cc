@@ -126,6 +126,12 @@ uint32_t MemoryLedger::LiveProcessCount() const {
   return n;
 }
 
+void MemoryLedger::CountDenial() { A(ledger_->denied_allocations).fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t MemoryLedger::DeniedAllocations() const {
+  return A(ledger_->denied_allocations).load(std::memory_order_relaxed);
+}
+
 uint32_t MemoryLedger::ReapDeadProcesses(const port::ProcessProbe& probe) {
   const uint32_t hw = A(ledger_->slot_high_water).load();
   uint32_t reaped = 0;

@@ -57,6 +57,10 @@ class MemoryLedger {
   uint64_t LimitBytes(uint32_t device) const;      // kUnlimited when uncapped
   uint32_t LiveProcessCount() const;
 
+  // The vGPU's cumulative counters (vgpu_layout.h), one atomic add each.
+  void CountDenial();
+  uint64_t DeniedAllocations() const;
+
   // Reclaims slots whose process is gone. Returns how many were reclaimed.
   uint32_t ReapDeadProcesses(const port::ProcessProbe& probe);
 

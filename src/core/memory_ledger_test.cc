@@ -42,6 +42,9 @@ TEST(MemoryLedgerTest, ChargesUpToTheLimitExactly) {
   EXPECT_TRUE(a.TryCharge(0, 400));
   EXPECT_FALSE(a.TryCharge(0, 1));
   EXPECT_EQ(a.UsedBytes(0), 1000u);
+  EXPECT_EQ(a.DeniedAllocations(), 0u);  // counted by the caller, which knows why
+  a.CountDenial();
+  EXPECT_EQ(a.DeniedAllocations(), 1u);
   a.Uncharge(0, 1);
   EXPECT_TRUE(a.TryCharge(0, 1));
 }

@@ -89,8 +89,13 @@ struct Ledger {
   FileHeader header;
   uint32_t slot_high_water;  // atomic: slots [0, high_water) may be in use
   uint32_t claim_sequence;   // atomic: feeds ProcessSlot::owner's low bits
-  uint64_t reaped_processes; // atomic counter, for metrics and tests
-  uint8_t pad[32];
+  // Cumulative counters for the vGPU's lifetime, each one atomic add by
+  // whichever process has something to count (metrics read them).
+  uint64_t reaped_processes;        // dead processes' slots reclaimed
+  uint64_t denied_allocations;      // allocations refused for the limit
+  uint64_t timeslice_applications;  // timeslices set on a channel group
+  uint64_t timeslice_failures;      // ... and refused by the driver
+  uint8_t pad[8];
   ProcessSlot slots[kMaxProcesses];
 };
 

@@ -15,6 +15,7 @@ bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes) {
   runtime.ReapDeadProcesses(/*force=*/true);
   SettleAllPools(runtime);
   if (ledger.TryCharge(static_cast<uint32_t>(slot), bytes)) return true;
+  ledger.CountDenial();
   if (port::LogEnabled(port::LogLevel::kInfo)) {
     port::Log(port::LogLevel::kInfo, "refused %llu bytes: vGPU '%s' uses %llu of %llu on device slot %d",
               static_cast<unsigned long long>(bytes), runtime.limits().name,
