@@ -68,7 +68,8 @@ StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
 
 // Overrides fields from the environment, the middle layer of the precedence:
 //   GPUSLICE_STATE_DIR, GPUSLICE_SOCKET, GPUSLICE_SOCKET_GROUP,
-//   GPUSLICE_METRICS_ADDRESS, GPUSLICE_LOG_LEVEL.
+//   GPUSLICE_METRICS_ADDRESS, GPUSLICE_LOG (the library's variable too).
+// An unset or empty variable changes nothing.
 // `getenv` is injectable for tests (default: ::getenv). Values are validated
 // as the file's are; errors name the variable.
 Status ApplyEnvironment(DaemonConfig& config,
