@@ -151,6 +151,21 @@ def child_args(argv=None):
     return args, rest
 
 
+def check_main(check, work, parent, barrier=False):
+    """The entry point of a check script that runs `work` in children under
+    `gpuslice run`: as a child, serves `work`; as the parent, parses
+    --inject and runs parent(inject) as check CHECK."""
+    import argparse
+
+    args, rest = child_args()
+    if args.child:
+        return serve_child(args.sync, args.tag, work, barrier=barrier)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--inject", default="preload", choices=["preload", "libpath"])
+    opts = ap.parse_args(rest)
+    return run_check(check, lambda: parent(opts.inject))
+
+
 def serve_child(sync_dir, tag, work, barrier=False):
     """Runs work(held, go) in a child and holds what it allocated.
 

@@ -3,7 +3,6 @@
 and free = 4 GiB - usage, and NVML (nvidia-smi joined to the same vGPU) reports
 the vGPU's total and usage, while the child holds a 1 GiB tensor."""
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -65,13 +64,7 @@ def parent(inject):
 
 
 def main():
-    args, rest = common.child_args()
-    if args.child:
-        return common.serve_child(args.sync, args.tag, work)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--inject", default="preload", choices=["preload", "libpath"])
-    opts = ap.parse_args(rest)
-    return common.run_check("mem_get_info", lambda: parent(opts.inject))
+    return common.check_main("mem_get_info", work, parent)
 
 
 if __name__ == "__main__":

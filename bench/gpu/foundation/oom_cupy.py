@@ -5,7 +5,6 @@ allocating 64 MiB arrays (then 2 MiB ones) until failure gets
 cupy.cuda.memory.OutOfMemoryError, has allocated at most 4 GiB, and uses at
 most 4 GiB plus one CUDA context of real device memory."""
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -50,13 +49,7 @@ def parent(inject):
 
 
 def main():
-    args, rest = common.child_args()
-    if args.child:
-        return common.serve_child(args.sync, args.tag, work)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--inject", default="preload", choices=["preload", "libpath"])
-    opts = ap.parse_args(rest)
-    return common.run_check("oom_cupy", lambda: parent(opts.inject))
+    return common.check_main("oom_cupy", work, parent)
 
 
 if __name__ == "__main__":

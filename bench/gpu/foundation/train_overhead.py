@@ -7,7 +7,6 @@ then times STEPS steps, each ending with torch.cuda.synchronize().
 Reported: the median over rounds of B/A (target <= 1.005) and of A2/A, which
 says how large a difference the machine's own noise makes."""
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -71,13 +70,7 @@ def parent(inject):
 
 
 def main():
-    args, rest = common.child_args()
-    if args.child:
-        return common.serve_child(args.sync, args.tag, work)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--inject", default="preload", choices=["preload", "libpath"])
-    opts = ap.parse_args(rest)
-    return common.run_check("train_overhead", lambda: parent(opts.inject))
+    return common.check_main("train_overhead", work, parent)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,6 @@
 """Check 6: a small CNN trains for STEPS SGD steps (batch 64 of 3x64x64, 10
 classes, synthetic data) inside a 4 GiB vGPU, with finite losses."""
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -39,13 +38,7 @@ def parent(inject):
 
 
 def main():
-    args, rest = common.child_args()
-    if args.child:
-        return common.serve_child(args.sync, args.tag, work)
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--inject", default="preload", choices=["preload", "libpath"])
-    opts = ap.parse_args(rest)
-    return common.run_check("train_small", lambda: parent(opts.inject))
+    return common.check_main("train_small", work, parent)
 
 
 if __name__ == "__main__":
