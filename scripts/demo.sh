@@ -26,12 +26,12 @@ echo
 echo "== gpuslice run --name demo --memory 4GiB -- cuda_app: it sees a 4 GiB GPU (meminfo FREE TOTAL) and takes 3 GiB"
 "$build/bin/gpuslice" run --name demo --memory 4GiB -- \
   "$app" --lookup=procaddress init meminfo alloc 3G ready "$state/first" await "$state/second" meminfo |
-  sed 's/^/  [first]  /' &
+  sed -u 's/^/  [first]  /' &
 first=$!
 while [ ! -e "$state/first" ]; do sleep 0.05; done
 echo
 echo "== a second process joins the same vGPU while the first holds 3 GiB: allocating 256 MiB at a time, it gets the last 1 GiB and no more"
-"$build/bin/gpuslice" run --name demo -- "$app" --lookup=procaddress init meminfo fill 256M meminfo | sed 's/^/  [second] /'
+"$build/bin/gpuslice" run --name demo -- "$app" --lookup=procaddress init meminfo fill 256M meminfo | sed -u 's/^/  [second] /'
 echo
 echo "== the second has exited, so the first sees its 1 GiB free again:"
 touch "$state/second"
