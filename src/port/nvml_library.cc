@@ -2,31 +2,63 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
 #include "port/driver_locator.h"
 
 namespace gpuslice::port {
 namespace {
 
-// From NVML's public API reference (docs.nvidia.com/deploy/nvml-api):
-// nvmlReturn_t is an int enum with NVML_SUCCESS = 0; devices are opaque
-// handles; nvmlMemory_t is {total, free, used} in bytes.
+// NVML's types and constants, as NVML's public API reference gives them
+// (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t is an int enum
+// with NVML_SUCCESS = 0; devices are opaque handles; nvmlMemory_t is {total,
+// free, used} in bytes; nvmlPciInfo_t is the v3 layout (the one
+// nvmlDeviceGetPciInfo_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2 fill);
+// nvmlProcessUtilizationSample_t as nvmlDeviceGetProcessUtilization fills it.
 using nvmlReturn_t = int;
 using nvmlDevice_t = void*;
+constexpr nvmlReturn_t kSuccess = 0;
+constexpr nvmlReturn_t kErrorNotFound = 6;          // NVML_ERROR_NOT_FOUND: no sample newer than asked
+constexpr nvmlReturn_t kErrorInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr unsigned int kMaxNvLinks = 18;            // NVML_NVLINK_MAX_LINKS (R525 and later)
+constexpr int kNvLinkDeviceTypeGpu = 0x00;          // nvmlIntNvLinkDeviceType_t
+constexpr int kNvLinkDeviceTypeSwitch = 0x02;
+constexpr int kP2pCapsIndexNvLink = 2;              // nvmlGpuP2PCapsIndex_t: NVML_P2P_CAPS_INDEX_NVLINK
+constexpr int kP2pStatusOk = 0;                     // nvmlGpuP2PStatus_t: NVML_P2P_STATUS_OK
+
 struct nvmlMemory_t {
   unsigned long long total, free, used;
 };
+struct nvmlPciInfo_t {
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+struct nvmlProcessUtilizationSample_t {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil, memUtil, encUtil, decUtil;
+};
+
 using InitFn = nvmlReturn_t (*)();
 using ShutdownFn = nvmlReturn_t (*)();
 using CountFn = nvmlReturn_t (*)(unsigned int*);
 using HandleFn = nvmlReturn_t (*)(unsigned int, nvmlDevice_t*);
 using StringFn = nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int);
+using SystemStringFn = nvmlReturn_t (*)(char*, unsigned int);
 using MemoryFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using PciInfoFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
+using TopologyFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int*);
+using NvLinkStateFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
+using NvLinkRemotePciFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, nvmlPciInfo_t*);
+using NvLinkRemoteTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
+using P2pStatusFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
+using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
+                                              unsigned long long);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
-
-template <typename Fn>
-Fn Lookup(void* handle, const char* name) {
-  return reinterpret_cast<Fn>(dlsym(handle, name));
-}
 
 int Hex(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -35,7 +67,35 @@ int Hex(char c) {
   return -1;
 }
 
+using PciAddress = std::tuple<unsigned int, unsigned int, unsigned int>;  // domain, bus, device
+
+LinkType FromTopologyLevel(int level) {
+  switch (level) {
+    case 0: return LinkType::kBoard;
+    case 10: return LinkType::kPcieSingleSwitch;
+    case 20: return LinkType::kPcieMultipleSwitches;
+    case 30: return LinkType::kPcieHostBridge;
+    case 40: return LinkType::kNumaNode;
+    case 50: return LinkType::kSystem;
+    default: return LinkType::kUnknown;
+  }
+}
+
 }  // namespace
+
+const char* LinkTypeName(LinkType type) {
+  switch (type) {
+    case LinkType::kBoard: return "board";
+    case LinkType::kNvLink: return "nvlink";
+    case LinkType::kPcieSingleSwitch: return "pcie_single_switch";
+    case LinkType::kPcieMultipleSwitches: return "pcie_multiple_switches";
+    case LinkType::kPcieHostBridge: return "pcie_host_bridge";
+    case LinkType::kNumaNode: return "numa_node";
+    case LinkType::kSystem: return "system";
+    case LinkType::kUnknown: break;
+  }
+  return "unknown";
+}
 
 bool ParseGpuUuid(const std::string& text, std::array<uint8_t, 16>* out) {
   std::string s = text.rfind("GPU-", 0) == 0 ? text.substr(4) : text;
@@ -62,10 +122,10 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open() {
   if (handle == nullptr) {
     return Status::Error("cannot load " + path + " (" + dlerror() + "); reinstall the NVIDIA driver");
   }
-  auto init = Lookup<InitFn>(handle, "nvmlInit_v2");
+  auto init = reinterpret_cast<InitFn>(dlsym(handle, "nvmlInit_v2"));
   const nvmlReturn_t r = init == nullptr ? -1 : init();
-  if (r != 0) {
-    auto err = Lookup<ErrorStringFn>(handle, "nvmlErrorString");
+  if (r != kSuccess) {
+    auto err = reinterpret_cast<ErrorStringFn>(dlsym(handle, "nvmlErrorString"));
     const std::string why = err != nullptr && r >= 0 ? err(r) : "nvmlInit_v2 missing";
     dlclose(handle);
     return Status::Error("NVML at " + path + " failed to initialise (" + why +
@@ -79,36 +139,166 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open() {
 
 NvmlLibrary::~NvmlLibrary() {
   if (handle_ == nullptr) return;
-  if (auto shutdown = Lookup<ShutdownFn>(handle_, "nvmlShutdown")) shutdown();
+  if (auto shutdown = reinterpret_cast<ShutdownFn>(Symbol("nvmlShutdown"))) shutdown();
   dlclose(handle_);
 }
 
+void* NvmlLibrary::Symbol(const char* name) const { return dlsym(handle_, name); }
+
 StatusOr<std::vector<GpuInfo>> NvmlLibrary::ListGpus() {
-  auto count_fn = Lookup<CountFn>(handle_, "nvmlDeviceGetCount_v2");
-  auto handle_fn = Lookup<HandleFn>(handle_, "nvmlDeviceGetHandleByIndex_v2");
-  auto uuid_fn = Lookup<StringFn>(handle_, "nvmlDeviceGetUUID");
-  auto name_fn = Lookup<StringFn>(handle_, "nvmlDeviceGetName");
-  auto memory_fn = Lookup<MemoryFn>(handle_, "nvmlDeviceGetMemoryInfo");
+  auto count_fn = reinterpret_cast<CountFn>(Symbol("nvmlDeviceGetCount_v2"));
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto uuid_fn = reinterpret_cast<StringFn>(Symbol("nvmlDeviceGetUUID"));
+  auto name_fn = reinterpret_cast<StringFn>(Symbol("nvmlDeviceGetName"));
+  auto memory_fn = reinterpret_cast<MemoryFn>(Symbol("nvmlDeviceGetMemoryInfo"));
+  auto pci_fn = reinterpret_cast<PciInfoFn>(Symbol("nvmlDeviceGetPciInfo_v3"));
   if (!count_fn || !handle_fn || !uuid_fn || !name_fn || !memory_fn) {
     return Status::Error("NVML at " + path_ + " lacks basic device queries; update the NVIDIA driver");
   }
   unsigned int count = 0;
-  if (count_fn(&count) != 0) return Status::Error("NVML could not count GPUs; check nvidia-smi");
+  if (count_fn(&count) != kSuccess) return Status::Error("NVML could not count GPUs; check nvidia-smi");
   std::vector<GpuInfo> gpus;
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
-    if (handle_fn(i, &device) != 0) continue;  // e.g. a GPU the driver lost; skip it
+    if (handle_fn(i, &device) != kSuccess) continue;  // e.g. a GPU the driver lost; skip it
     GpuInfo info;
     info.index = i;
     char buf[96] = {};
-    if (uuid_fn(device, buf, sizeof buf) != 0 || !ParseGpuUuid(buf, &info.uuid)) continue;
+    if (uuid_fn(device, buf, sizeof buf) != kSuccess || !ParseGpuUuid(buf, &info.uuid)) continue;
     info.uuid_text = buf;
-    if (name_fn(device, buf, sizeof buf) == 0) info.name = buf;
+    if (name_fn(device, buf, sizeof buf) == kSuccess) info.name = buf;
     nvmlMemory_t memory{};
-    if (memory_fn(device, &memory) == 0) info.memory_total_bytes = memory.total;
+    if (memory_fn(device, &memory) == kSuccess) info.memory_total_bytes = memory.total;
+    nvmlPciInfo_t pci{};
+    if (pci_fn != nullptr && pci_fn(device, &pci) == kSuccess) {
+      pci.busId[sizeof pci.busId - 1] = '\0';
+      info.pci_bus_id = pci.busId;
+    }
     gpus.push_back(std::move(info));
   }
   return gpus;
+}
+
+std::string NvmlLibrary::DriverVersion() {
+  auto fn = reinterpret_cast<SystemStringFn>(Symbol("nvmlSystemGetDriverVersion"));
+  char buf[96] = {};
+  if (fn == nullptr || fn(buf, sizeof buf) != kSuccess) return "";
+  return buf;
+}
+
+std::vector<GpuLink> NvmlLibrary::ListLinks(const std::vector<GpuInfo>& gpus) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto pci_fn = reinterpret_cast<PciInfoFn>(Symbol("nvmlDeviceGetPciInfo_v3"));
+  auto topology_fn = reinterpret_cast<TopologyFn>(Symbol("nvmlDeviceGetTopologyCommonAncestor"));
+  auto state_fn = reinterpret_cast<NvLinkStateFn>(Symbol("nvmlDeviceGetNvLinkState"));
+  auto remote_pci_fn = reinterpret_cast<NvLinkRemotePciFn>(Symbol("nvmlDeviceGetNvLinkRemotePciInfo_v2"));
+  auto remote_type_fn = reinterpret_cast<NvLinkRemoteTypeFn>(Symbol("nvmlDeviceGetNvLinkRemoteDeviceType"));
+  auto p2p_fn = reinterpret_cast<P2pStatusFn>(Symbol("nvmlDeviceGetP2PStatus"));
+
+  const size_t n = gpus.size();
+  std::vector<nvmlDevice_t> devices(n, nullptr);
+  std::map<PciAddress, size_t> by_address;
+  for (size_t i = 0; i < n; ++i) {
+    if (handle_fn == nullptr || handle_fn(gpus[i].index, &devices[i]) != kSuccess) devices[i] = nullptr;
+    nvmlPciInfo_t pci{};
+    if (devices[i] != nullptr && pci_fn != nullptr && pci_fn(devices[i], &pci) == kSuccess) {
+      by_address[{pci.domain, pci.bus, pci.device}] = i;
+    }
+  }
+
+  // Each GPU's active links, by what is at the other end: another GPU
+  // (direct NVLink), or an NVSwitch (HGX boards: every GPU's links go to the
+  // switches, which connect every pair).
+  std::vector<std::vector<uint32_t>> direct(n, std::vector<uint32_t>(n, 0));
+  std::vector<uint32_t> to_switch(n, 0);
+  for (size_t i = 0; i < n && state_fn != nullptr && remote_pci_fn != nullptr; ++i) {
+    if (devices[i] == nullptr) continue;
+    for (unsigned int link = 0; link < kMaxNvLinks; ++link) {
+      int active = 0;
+      if (state_fn(devices[i], link, &active) != kSuccess || active == 0) continue;
+      int remote_type = kNvLinkDeviceTypeGpu;
+      if (remote_type_fn != nullptr && remote_type_fn(devices[i], link, &remote_type) != kSuccess) {
+        remote_type = kNvLinkDeviceTypeGpu;  // older drivers: decide by the remote's PCI address
+      }
+      if (remote_type == kNvLinkDeviceTypeSwitch) {
+        ++to_switch[i];
+        continue;
+      }
+      nvmlPciInfo_t remote{};
+      if (remote_pci_fn(devices[i], link, &remote) != kSuccess) continue;
+      auto it = by_address.find({remote.domain, remote.bus, remote.device});
+      if (it != by_address.end() && it->second != i) ++direct[i][it->second];
+    }
+  }
+
+  std::vector<GpuLink> links;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      GpuLink link;
+      link.a = gpus[i].index;
+      link.b = gpus[j].index;
+      int level = -1;
+      if (devices[i] != nullptr && devices[j] != nullptr && topology_fn != nullptr &&
+          topology_fn(devices[i], devices[j], &level) != kSuccess) {
+        level = -1;
+      }
+      // Count each direct link once even if only one side reports it.
+      uint32_t nvlinks = std::max(direct[i][j], direct[j][i]);
+      if (nvlinks == 0 && to_switch[i] > 0 && to_switch[j] > 0) {
+        int p2p = kP2pStatusOk;
+        if (p2p_fn == nullptr || p2p_fn(devices[i], devices[j], kP2pCapsIndexNvLink, &p2p) != kSuccess) {
+          p2p = kP2pStatusOk;  // no P2P query: trust the switch fabric
+        }
+        if (p2p == kP2pStatusOk) nvlinks = std::min(to_switch[i], to_switch[j]);
+      }
+      if (level == 0) {
+        link.type = LinkType::kBoard;
+      } else if (nvlinks > 0) {
+        link.type = LinkType::kNvLink;
+        link.nvlinks = nvlinks;
+      } else {
+        link.type = FromTopologyLevel(level);
+      }
+      links.push_back(link);
+    }
+  }
+  return links;
+}
+
+StatusOr<std::vector<ProcessUtilization>> NvmlLibrary::ProcessUtilizations(uint32_t index, uint64_t since_us) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<ProcessUtilizationFn>(Symbol("nvmlDeviceGetProcessUtilization"));
+  if (handle_fn == nullptr || fn == nullptr) {
+    return Status::Error("this NVIDIA driver cannot report per-process utilisation (nvmlDeviceGetProcessUtilization)");
+  }
+  nvmlDevice_t device = nullptr;
+  if (handle_fn(index, &device) != kSuccess) return Status::Error("NVML lost GPU " + std::to_string(index));
+  // Ask for the count first; processes may start between the two calls, so
+  // leave room and retry once on INSUFFICIENT_SIZE.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    unsigned int count = 0;
+    nvmlReturn_t r = fn(device, nullptr, &count, since_us);
+    if (r == kErrorNotFound) return std::vector<ProcessUtilization>{};
+    if (r != kSuccess && r != kErrorInsufficientSize) {
+      return Status::Error("nvmlDeviceGetProcessUtilization failed on GPU " + std::to_string(index) +
+                           " (NVML error " + std::to_string(r) + ")");
+    }
+    count += 8;
+    std::vector<nvmlProcessUtilizationSample_t> samples(count);
+    r = fn(device, samples.data(), &count, since_us);
+    if (r == kErrorInsufficientSize) continue;
+    if (r == kErrorNotFound) return std::vector<ProcessUtilization>{};
+    if (r != kSuccess) {
+      return Status::Error("nvmlDeviceGetProcessUtilization failed on GPU " + std::to_string(index) +
+                           " (NVML error " + std::to_string(r) + ")");
+    }
+    std::vector<ProcessUtilization> out;
+    for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
+      out.push_back({samples[k].pid, std::min(samples[k].smUtil, 100u), samples[k].timeStamp});
+    }
+    return out;
+  }
+  return Status::Error("NVML kept changing its process count on GPU " + std::to_string(index));
 }
 
 }  // namespace gpuslice::port

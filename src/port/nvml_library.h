@@ -1,11 +1,18 @@
 // nvml_library.h — the node's GPUs, as NVML reports them.
 //
 // Loads libnvidia-ml.so.1 with dlopen (by absolute path: see
-// driver_locator.h) and reads each GPU's index, UUID, name and memory. NVML's
-// index order is PCI bus order, the order nvidia-smi shows.
+// driver_locator.h) and reads each GPU's index, UUID, name, memory and PCI
+// bus id; how GPUs are connected (NVLink, PCIe); and which processes use each
+// GPU's SMs. NVML's index order is PCI bus order, the order nvidia-smi shows.
+//
+// There is no nvml.h on the build machines: the few NVML types and entry
+// points used are declared in nvml_library.cc, from NVML's public API
+// reference (https://docs.nvidia.com/deploy/nvml-api/). Entry points a driver
+// lacks degrade to "unknown", never to an error, except the basic queries.
 //
 // Used by the CLI and the daemon, never by the interposer. Not thread-safe;
-// construct one per thread. Blocks in NVML (tens of milliseconds at init).
+// one thread at a time (the daemon serialises its calls). Blocks in NVML
+// (tens of milliseconds at init, about a millisecond per query); allocates.
 #ifndef GPUSLICE_PORT_NVML_LIBRARY_H_
 #define GPUSLICE_PORT_NVML_LIBRARY_H_
 
@@ -25,6 +32,35 @@ struct GpuInfo {
   std::string uuid_text;  // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"
   std::string name;
   uint64_t memory_total_bytes = 0;
+  std::string pci_bus_id;  // NVML's form "00000000:19:00.0"; "" when NVML cannot tell
+};
+
+// How two GPUs reach each other (NVML's nvmlGpuTopologyLevel_t, and NVLink).
+enum class LinkType {
+  kUnknown,
+  kBoard,                 // NVML_TOPOLOGY_INTERNAL: two GPUs of one board
+  kNvLink,                // at least one active NVLink between them (direct or through NVSwitch)
+  kPcieSingleSwitch,      // NVML_TOPOLOGY_SINGLE (10)
+  kPcieMultipleSwitches,  // NVML_TOPOLOGY_MULTIPLE (20)
+  kPcieHostBridge,        // NVML_TOPOLOGY_HOSTBRIDGE (30)
+  kNumaNode,              // NVML_TOPOLOGY_NODE (40)
+  kSystem,                // NVML_TOPOLOGY_SYSTEM (50): across CPU sockets
+};
+// "board", "nvlink", "pcie_single_switch", ... as the control API spells them.
+const char* LinkTypeName(LinkType type);
+
+struct GpuLink {
+  uint32_t a = 0;  // GPU indices, a < b
+  uint32_t b = 0;
+  LinkType type = LinkType::kUnknown;
+  uint32_t nvlinks = 0;  // active NVLinks between a and b (kNvLink only)
+};
+
+// One process's use of a GPU's SMs over NVML's last sampling window.
+struct ProcessUtilization {
+  uint32_t pid = 0;      // in the host's (NVML's) pid namespace
+  uint32_t sm_percent = 0;
+  uint64_t timestamp_us = 0;  // NVML's sample time, CPU clock in microseconds
 };
 
 class NvmlLibrary {
@@ -34,9 +70,18 @@ class NvmlLibrary {
   ~NvmlLibrary();
 
   StatusOr<std::vector<GpuInfo>> ListGpus();
+  // The driver's version ("570.86.15"), or "" when NVML does not say.
+  std::string DriverVersion();
+  // One link per unordered pair of `gpus` (as ListGpus returned them).
+  std::vector<GpuLink> ListLinks(const std::vector<GpuInfo>& gpus);
+  // SM utilisation per process on GPU `index`, for samples newer than
+  // `since_us` (0: everything NVML still holds). An empty list when no
+  // process ran; an error when this driver or GPU cannot report it.
+  StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(uint32_t index, uint64_t since_us);
 
  private:
   NvmlLibrary() = default;
+  void* Symbol(const char* name) const;
   void* handle_ = nullptr;
   std::string path_;
 };

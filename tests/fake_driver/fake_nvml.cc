@@ -12,7 +12,13 @@
 // INTERNAL is not used between GPUs because it means "on the same board",
 // which would mislead a topology-aware allocator. NVLink: 18 links per GPU
 // (an H100's count), all enabled with FAKE_GPU_NVLINK=1, all disabled
-// otherwise.
+// otherwise. Link l of GPU i leads to GPU (i + 1 + l mod (n - 1)) mod n, so
+// that with two GPUs all 18 links join them.
+//
+// Per-process utilisation: FAKE_NVML_PROCESS_UTILIZATION_FILE names a file
+// of "PID SM_PERCENT" lines, re-read at every nvmlDeviceGetProcessUtilization
+// (every GPU reports the same lines), so a test can script what the daemon
+// measures. Unset: no process has run (NVML_ERROR_NOT_FOUND).
 //
 // Thread-safe. Never allocates after the configuration is first read.
 #include <strings.h>
@@ -20,7 +26,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 #include "fake_gpus.h"
@@ -251,6 +260,38 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
   if (link >= fake_nvml::kNvLinksPerGpu) return NVML_ERROR_INVALID_ARGUMENT;
   *is_active = fake_gpus::GetFakeGpuConfig().nvlink ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
   return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, pci, &index); r != NVML_SUCCESS) return r;
+  if (link >= fake_nvml::kNvLinksPerGpu) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!fake_gpus::GetFakeGpuConfig().nvlink) return NVML_ERROR_NOT_SUPPORTED;
+  const unsigned int n = fake_nvml::Count();
+  const unsigned int peer = n < 2 ? static_cast<unsigned int>(index) : (index + 1 + link % (n - 1)) % n;
+  return nvmlDeviceGetPciInfo_v3(&fake_nvml::g_devices[peer], pci);
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* count, unsigned long long /*last_seen*/) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, count, &index); r != NVML_SUCCESS) return r;
+  const char* path = getenv("FAKE_NVML_PROCESS_UTILIZATION_FILE");
+  FILE* f = path != nullptr ? fopen(path, "r") : nullptr;
+  if (f == nullptr) return NVML_ERROR_NOT_FOUND;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const unsigned long long stamp = static_cast<unsigned long long>(now.tv_sec) * 1000000ull + now.tv_nsec / 1000;
+  unsigned int pid = 0, sm = 0, found = 0;
+  const unsigned int room = *count;
+  while (fscanf(f, "%u %u", &pid, &sm) == 2) {
+    if (utilization != nullptr && found < room) utilization[found] = {pid, stamp, sm, 0, 0, 0};
+    ++found;
+  }
+  fclose(f);
+  *count = found;
+  if (found == 0) return NVML_ERROR_NOT_FOUND;
+  return utilization == nullptr || found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
 }  // extern "C"

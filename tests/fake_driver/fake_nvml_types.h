@@ -3,7 +3,7 @@
 // declared here, with layouts and values as given by NVML's public API
 // reference (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t,
 // nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t (v3 layout), nvmlEnableState_t
-// and nvmlGpuTopologyLevel_t, and the prototypes of the entry points the fake
+// nvmlGpuTopologyLevel_t and nvmlProcessUtilizationSample_t, and the prototypes of the entry points the fake
 // implements. Only what fake_nvml.cc and its tests use.
 //
 // Declarations only: no state, no allocation.
@@ -73,6 +73,15 @@ typedef enum nvmlGpuLevel_enum {
   NVML_TOPOLOGY_SYSTEM = 50,
 } nvmlGpuTopologyLevel_t;
 
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp in microseconds
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 // The entry points fake_nvml.cc implements, with NVML's signatures.
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlInit_v2(void);
@@ -96,6 +105,9 @@ nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevic
                                                  nvmlGpuTopologyLevel_t* path_info);
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
                                       nvmlEnableState_t* is_active);
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
+                                             unsigned int* count, unsigned long long last_seen);
 
 }  // extern "C"
 
