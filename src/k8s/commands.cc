@@ -1,0 +1,237 @@
+#include "k8s/commands.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "core/vgpu_store.h"
+#include "k8s/device_plugin.h"
+#include "k8s/extender_server.h"
+#include "k8s/kube_http_client.h"
+#include "k8s/names.h"
+
+namespace gpuslice::k8s {
+namespace {
+
+constexpr int kStartupError = 2;
+
+int Fail(const std::string& command, const std::string& message) {
+  std::cerr << "gpuslice " << command << ": " << message << "\n";
+  return kStartupError;
+}
+
+// Blocks SIGINT and SIGTERM in every thread started after this call, so
+// that WaitForTermination alone receives them.
+sigset_t BlockTerminationSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+void WaitForTermination(const sigset_t& set) {
+  int signal = 0;
+  while (sigwait(&set, &signal) != 0) {
+  }
+}
+
+std::string DefaultLibraryDir() {
+  if (const char* dir = getenv("GPUSLICE_LIBRARY_DIR"); dir != nullptr && *dir != '\0') return dir;
+  std::string exe = SelfExecutable();
+  exe = exe.substr(0, exe.rfind('/'));
+  return exe.substr(0, exe.rfind('/')) + "/lib";
+}
+
+struct KubeFlags {
+  std::string url;
+  std::string token_file;
+  std::string ca_file;
+  bool disabled = false;
+};
+
+void AddKubeFlags(CLI::App* cmd, KubeFlags* flags) {
+  cmd->add_option("--kube-api-url", flags->url,
+                  "Kubernetes API server (default: in-cluster, from KUBERNETES_SERVICE_HOST/PORT)");
+  cmd->add_option("--kube-token-file", flags->token_file,
+                  std::string("Bearer token file (default: ") + kServiceAccountDir + "/token)");
+  cmd->add_option("--kube-ca-file", flags->ca_file,
+                  std::string("CA bundle for the API server (default: ") + kServiceAccountDir + "/ca.crt)");
+}
+
+StatusOr<std::unique_ptr<KubeApi>> MakeKubeApi(const KubeFlags& flags) {
+  KubeClientConfig config;
+  config.server = flags.url;
+  config.token_file = flags.token_file;
+  config.ca_file = flags.ca_file;
+  if (Status s = CompleteFromCluster(config); !s.ok()) return s;
+  return NewKubeHttpClient(config);
+}
+
+void AddDevicePluginCommand(CLI::App& app) {
+  struct Flags {
+    DevicePluginOptions options;
+    KubeFlags kube;
+    std::string inject = "preload";
+    std::string policy = "binpack";
+    std::string liveness = "pod-resources";
+    std::string pod_resources_socket = kDefaultPodResourcesSocket;
+    std::string cgroup_root = "/sys/fs/cgroup";
+    std::string gpuslice_exe;
+    int health_interval_s = 10;
+    int reclaim_interval_s = 30;
+    int reclaim_grace_s = 60;
+    bool no_nvidia_visible_devices = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("device-plugin",
+                                     "Serve gpuslice.io/vcore and gpuslice.io/vmemory to the kubelet (runs on each "
+                                     "GPU node, see docs/kubernetes.md)");
+  cmd->add_option("--node-name", f->options.node_name, "This node's Kubernetes name (default: $NODE_NAME)")
+      ->envname("NODE_NAME");
+  cmd->add_option("--kubelet-dir", f->options.plugin_dir, "The kubelet's device-plugins directory")
+      ->capture_default_str();
+  cmd->add_option("--state-dir", f->options.state_dir,
+                  "vGPU state directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)");
+  cmd->add_option("--library-dir", f->options.container.library_dir,
+                  "Host directory holding libgpuslice-cuda.so and shim/ (default: ../lib beside this binary)");
+  cmd->add_option("--inject", f->inject,
+                  "How containers load the library: preload (LD_PRELOAD) or libpath (libcuda.so.1 first on "
+                  "LD_LIBRARY_PATH)")
+      ->check(CLI::IsMember({"preload", "libpath"}))
+      ->capture_default_str();
+  cmd->add_option("--container-driver-path", f->options.container.container_driver_path,
+                  "GPUSLICE_REAL_DRIVER inside containers (empty: let the library search)")
+      ->capture_default_str();
+  cmd->add_option("--ld-library-path-rest", f->options.container.ld_library_path_rest,
+                  "In libpath mode, what follows the shim on the container's LD_LIBRARY_PATH")
+      ->capture_default_str();
+  cmd->add_flag("--no-nvidia-visible-devices", f->no_nvidia_visible_devices,
+                "Do not set NVIDIA_VISIBLE_DEVICES (when the NVIDIA container runtime is not used)");
+  cmd->add_option("--dev-root", f->options.container.dev_root, "Where the host's NVIDIA device nodes are")
+      ->capture_default_str();
+  cmd->add_option("--proc-root", f->options.proc_root, "The host's /proc (needs hostPID)")->capture_default_str();
+  cmd->add_option("--policy", f->policy, "GPU choice when the scheduler made none: binpack or spread")
+      ->check(CLI::IsMember({"binpack", "spread"}))
+      ->capture_default_str();
+  cmd->add_option("--pod-liveness", f->liveness, "How gone pods are found: pod-resources or cgroup")
+      ->check(CLI::IsMember({"pod-resources", "cgroup"}))
+      ->capture_default_str();
+  cmd->add_option("--pod-resources-socket", f->pod_resources_socket, "The kubelet's pod-resources socket")
+      ->capture_default_str();
+  cmd->add_option("--cgroup-root", f->cgroup_root, "The host's cgroup filesystem")->capture_default_str();
+  cmd->add_option("--health-interval", f->health_interval_s, "Seconds between GPU health checks")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--reclaim-interval", f->reclaim_interval_s, "Seconds between looks for gone pods")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--reclaim-grace", f->reclaim_grace_s, "Seconds a new vGPU is never reclaimed")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  cmd->add_option("--gpuslice", f->gpuslice_exe,
+                  "The gpuslice binary whose `devices --json` describes the GPUs (default: this one)");
+  AddKubeFlags(cmd, &f->kube);
+
+  cmd->callback([f] {
+    const char* name = "device-plugin";
+    DevicePluginOptions options = f->options;
+    if (options.state_dir.empty()) {
+      const char* env = getenv("GPUSLICE_STATE_DIR");
+      options.state_dir = env != nullptr && *env != '\0' ? env : "/run/gpuslice";
+    }
+    if (options.container.library_dir.empty()) options.container.library_dir = DefaultLibraryDir();
+    options.container.inject = f->inject == "preload" ? InjectMode::kPreload : InjectMode::kLibraryPath;
+    options.container.set_nvidia_visible_devices = !f->no_nvidia_visible_devices;
+    options.container.proc_root = options.proc_root;
+    options.policy = f->policy == "spread" ? PackingPolicy::kSpread : PackingPolicy::kBinpack;
+    options.health_interval = std::chrono::seconds(f->health_interval_s);
+    options.reclaim_interval = std::chrono::seconds(f->reclaim_interval_s);
+    options.reclaim_grace = std::chrono::seconds(f->reclaim_grace_s);
+
+    DevicePluginParts parts;
+    parts.discovery = NewGpuDiscovery(f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe, options.node_name,
+                                      options.state_dir);
+    parts.health = NewNvmlHealthSource();
+    auto api = MakeKubeApi(f->kube);
+    if (!api.ok()) {
+      cli::ExitCode() = Fail(name, api.status().message());
+      return;
+    }
+    parts.api = std::move(*api);
+    parts.liveness = f->liveness == "cgroup" ? NewCgroupLiveness(f->cgroup_root)
+                                             : NewPodResourcesLiveness(f->pod_resources_socket);
+    parts.provisioner = NewStoreProvisioner(options.state_dir);
+
+    const sigset_t signals = BlockTerminationSignals();
+    auto plugin = DevicePlugin::Start(options, std::move(parts));
+    if (!plugin.ok()) {
+      cli::ExitCode() = Fail(name, plugin.status().message());
+      return;
+    }
+    WaitForTermination(signals);
+    (*plugin)->Stop();
+    cli::ExitCode() = 0;
+  });
+}
+
+void AddSchedulerExtenderCommand(CLI::App& app) {
+  struct Flags {
+    ExtenderServerConfig server;
+    KubeFlags kube;
+    std::string policy = "binpack";
+    int reservation_ttl_s = 600;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("scheduler-extender",
+                                     "Serve kube-scheduler's extender protocol: filter, prioritize and bind pods that "
+                                     "ask for gpuslice resources (see docs/kubernetes.md)");
+  cmd->add_option("--listen", f->server.listen, "host:port to serve on")->capture_default_str();
+  cmd->add_flag("--allow-remote", f->server.allow_remote,
+                "Allow a non-loopback --listen (the protocol has no authentication)");
+  cmd->add_option("--url-prefix", f->server.url_prefix, "Path prefix of the verbs (the scheduler's urlPrefix path)")
+      ->capture_default_str();
+  cmd->add_option("--policy", f->policy, "Packing of GPU shares: binpack or spread")
+      ->check(CLI::IsMember({"binpack", "spread"}))
+      ->capture_default_str();
+  cmd->add_option("--reservation-ttl", f->reservation_ttl_s,
+                  "Seconds a bound pod's GPUs stay reserved if its node never reports it")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  AddKubeFlags(cmd, &f->kube);
+
+  cmd->callback([f] {
+    const char* name = "scheduler-extender";
+    ExtenderConfig config;
+    config.policy = f->policy == "spread" ? PackingPolicy::kSpread : PackingPolicy::kBinpack;
+    config.reservation_ttl = std::chrono::seconds(f->reservation_ttl_s);
+    auto api = MakeKubeApi(f->kube);
+    if (!api.ok()) {
+      cli::ExitCode() = Fail(name, api.status().message());
+      return;
+    }
+    Extender extender(config, api->get());
+    const sigset_t signals = BlockTerminationSignals();
+    auto server = ExtenderServer::Start(f->server, &extender);
+    if (!server.ok()) {
+      cli::ExitCode() = Fail(name, server.status().message());
+      return;
+    }
+    WaitForTermination(signals);
+    (*server)->Stop();
+    cli::ExitCode() = 0;
+  });
+}
+
+}  // namespace
+
+void AddCommands(CLI::App& app) {
+  AddDevicePluginCommand(app);
+  AddSchedulerExtenderCommand(app);
+}
+
+}  // namespace gpuslice::k8s

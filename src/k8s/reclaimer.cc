@@ -1,0 +1,92 @@
+#include "k8s/reclaimer.h"
+
+#include <sys/stat.h>
+
+#include <thread>
+
+#include "port/log.h"
+
+namespace gpuslice::k8s {
+
+Reclaimer::Reclaimer(ResourceManager* resources, AssignmentStore* store, VgpuProvisioner* provisioner,
+                     PodLiveness* liveness, HostProcessProbe* probe, std::string state_root,
+                     std::chrono::seconds grace, std::function<int64_t()> now_unix_s)
+    : resources_(resources),
+      store_(store),
+      provisioner_(provisioner),
+      liveness_(liveness),
+      probe_(probe),
+      state_root_(std::move(state_root)),
+      grace_(grace),
+      now_unix_s_(std::move(now_unix_s)) {
+  if (!now_unix_s_) {
+    now_unix_s_ = [] {
+      return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+  }
+}
+
+StatusOr<uint32_t> Reclaimer::ReclaimOnce() {
+  auto pods = liveness_->List();
+  if (!pods.ok()) return pods.status();
+  probe_->Refresh();
+  const int64_t now = now_unix_s_();
+  uint32_t removed = 0;
+  std::set<std::string> recorded;
+  for (const Assignment& a : resources_->Assignments()) {
+    recorded.insert(a.vgpu);
+    if (now - a.created_unix_s < grace_.count() || IsAlive(a, *pods)) continue;
+    auto released = provisioner_->Release(a.vgpu, *probe_);
+    if (!released.ok()) {
+      port::Log(port::LogLevel::kWarn, "device plugin: cannot remove vGPU %s of gone pod %s/%s: %s", a.vgpu.c_str(),
+                a.namespace_name.c_str(), a.pod.c_str(), released.status().message().c_str());
+      continue;
+    }
+    if (!*released) {
+      port::Log(port::LogLevel::kInfo, "device plugin: pod %s/%s is gone but processes still use vGPU %s; later",
+                a.namespace_name.c_str(), a.pod.c_str(), a.vgpu.c_str());
+      continue;
+    }
+    if (Status s = store_->Remove(a.vgpu); !s.ok()) {
+      port::Log(port::LogLevel::kWarn, "device plugin: %s", s.message().c_str());
+    }
+    resources_->Erase(a.vgpu);
+    port::Log(port::LogLevel::kInfo, "device plugin: pod %s/%s is gone; removed vGPU %s", a.namespace_name.c_str(),
+              a.pod.c_str(), a.vgpu.c_str());
+    ++removed;
+  }
+  // vGPUs the plugin made but never recorded.
+  for (const std::string& name : provisioner_->List()) {
+    if (name.rfind("k8s-", 0) != 0 || recorded.count(name) > 0) continue;
+    struct stat st;
+    const std::string dir = state_root_ + "/vgpus/" + name;
+    if (stat(dir.c_str(), &st) == 0 && now - st.st_mtime < grace_.count()) continue;
+    auto released = provisioner_->Release(name, *probe_);
+    if (released.ok() && *released) {
+      port::Log(port::LogLevel::kInfo, "device plugin: removed vGPU %s, which no container was recorded for",
+                name.c_str());
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+void Reclaimer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds interval) {
+  bool failing = false;
+  while (!stop.load()) {
+    auto r = ReclaimOnce();
+    if (!r.ok() && !failing) {
+      port::Log(port::LogLevel::kWarn, "device plugin: cannot tell which pods are gone, reclaiming nothing: %s",
+                r.status().message().c_str());
+    }
+    failing = !r.ok();
+    // Sleep in short steps so that `stop` is seen within 200 ms.
+    for (auto slept = std::chrono::milliseconds(0); slept < interval && !stop.load();
+         slept += std::chrono::milliseconds(200)) {
+      std::this_thread::sleep_for(std::min(std::chrono::milliseconds(200), interval - slept));
+    }
+  }
+}
+
+}  // namespace gpuslice::k8s

@@ -1,0 +1,44 @@
+// vgpu_provisioner.h — how the device plugin makes and removes containers'
+// vGPUs, as an interface. Today it is the state directory itself
+// (core::VgpuStore, NewStoreProvisioner); the node daemon can implement it
+// later and hand it in, without the plugin changing.
+//
+// Called from gRPC handler threads (Provision) and the reclaimer (Release),
+// serialised by their caller. Blocks on the store's file lock; allocates.
+#ifndef GPUSLICE_K8S_VGPU_PROVISIONER_H_
+#define GPUSLICE_K8S_VGPU_PROVISIONER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/vgpu_store.h"
+#include "port/process.h"
+
+namespace gpuslice::k8s {
+
+class VgpuProvisioner {
+ public:
+  virtual ~VgpuProvisioner() = default;
+  // Creates the vGPU, or returns the existing one if it has exactly this
+  // spec. Returns its directory on the host, which holds `limits` and
+  // `ledger` (core/vgpu_layout.h).
+  virtual StatusOr<std::string> Provision(const core::VgpuSpec& spec) = 0;
+  // Removes the vGPU once no process uses it. `probe` judges the ledger's
+  // processes (they live in the container's pid namespace, not ours).
+  // Returns false when something still uses it; a vGPU already gone is true.
+  virtual StatusOr<bool> Release(const std::string& name, const port::ProcessProbe& probe) = 0;
+  virtual std::vector<std::string> List() const = 0;
+};
+
+// Over core::VgpuStore at `state_root`. Provision opens the ledger to every
+// user (0666): the container's processes may run as any uid and must write
+// their slot; only this container's mount reaches the file, because the state
+// directory above it is 0700. The limits file stays 0444 and is mounted
+// read-only.
+std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root);
+
+}  // namespace gpuslice::k8s
+
+#endif  // GPUSLICE_K8S_VGPU_PROVISIONER_H_
