@@ -77,3 +77,8 @@ def test_the_library_fails_open_loudly_on_unreadable_limits(world, tmp_path):
     assert r.returncode == 0
     assert "alloc ok" in r.stdout
     assert "NO MEMORY LIMIT IS ENFORCED" in r.stderr
+
+
+def test_unwritable_state_directory(world):
+    r = world.gpuslice("run", "--", "true", env={"GPUSLICE_STATE_DIR": "/proc/gpuslice-state"})
+    one_line_error(r, "cannot create state directory /proc/gpuslice-state", "set GPUSLICE_STATE_DIR")
