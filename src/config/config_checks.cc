@@ -22,8 +22,8 @@ constexpr size_t kMaxSocketPath = 107;
 
 void CheckSlice(std::vector<ConfigProblem>& out, const std::string& key, uint64_t value) {
   if (value < 1 || value > kMaxSliceUs) {
-    out.push_back({{key}, std::to_string(value) + " is out of range; want 1.." + std::to_string(kMaxSliceUs) +
-                              " microseconds"});
+    out.push_back(
+        {{key}, std::to_string(value) + " is out of range; want 1.." + std::to_string(kMaxSliceUs) + " microseconds"});
   }
 }
 
@@ -45,33 +45,37 @@ bool IsLogLevel(const std::string& level) {
 std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
   std::vector<ConfigProblem> out;
   if (!c.state_dir.empty() && c.state_dir.front() != '/') {
-    out.push_back({{"state_dir"}, "\"" + c.state_dir + "\" is not an absolute path; write it from /"});
+    out.push_back({{"state_dir"}, Quote(c.state_dir) + " is not an absolute path; write it from /"});
   }
   if (c.socket.path.empty() || c.socket.path.front() != '/') {
-    out.push_back({{"socket.path"}, "\"" + c.socket.path + "\" is not an absolute path; write it from /, e.g. "
-                                    "/run/gpuslice/gpuslice.sock"});
+    out.push_back({{"socket.path"},
+                   Quote(c.socket.path) + " is not an absolute path; write it from /, e.g. "
+                                          "/run/gpuslice/gpuslice.sock"});
   } else if (c.socket.path.size() > kMaxSocketPath) {
-    out.push_back({{"socket.path"}, "is " + std::to_string(c.socket.path.size()) +
-                                        " bytes, longer than a unix socket path may be (107); use a shorter path"});
+    out.push_back({{"socket.path"},
+                   "is " + std::to_string(c.socket.path.size()) +
+                       " bytes, longer than a unix socket path may be (107); use a shorter path"});
   }
   if (!IsGroupName(c.socket.group)) {
-    out.push_back({{"socket.group"}, "\"" + c.socket.group + "\" is not a group name; use a name from /etc/group "
-                                     "(no spaces, ':', ',' or '/'; at most 32 bytes), or leave it empty"});
+    out.push_back({{"socket.group"},
+                   Quote(c.socket.group) + " is not a group name; use a name from /etc/group "
+                                           "(no spaces, ':', ',' or '/'; at most 32 bytes), or leave it empty"});
   }
   if (auto addr = ParseListenAddress(c.metrics.address); !addr.ok()) {
     out.push_back({{"metrics.address"}, addr.status().message()});
   } else if (c.metrics.enabled && !c.metrics.allow_remote && !IsLoopbackHost(addr->host)) {
     out.push_back({{"metrics.address", "metrics.allow_remote"},
-                   "\"" + c.metrics.address + "\" is not a loopback address; set metrics.allow_remote: true to "
-                   "serve other hosts, or use 127.0.0.1:PORT"});
+                   Quote(c.metrics.address) + " is not a loopback address; set metrics.allow_remote: true to "
+                                              "serve other hosts, or use 127.0.0.1:PORT"});
   }
   if (c.defaults.memory_bytes && *c.defaults.memory_bytes == 0) {
-    out.push_back({{"defaults.memory"}, "0 bytes would deny every allocation; give a size such as 4GiB, or "
-                                        "remove the key for the whole GPU"});
+    out.push_back({{"defaults.memory"},
+                   "0 bytes would deny every allocation; give a size such as 4GiB, or "
+                   "remove the key for the whole GPU"});
   }
   if (c.defaults.compute_pct < 1 || c.defaults.compute_pct > 100) {
-    out.push_back({{"defaults.compute"}, std::to_string(c.defaults.compute_pct) +
-                                             " is out of range; want a percentage 1..100"});
+    out.push_back(
+        {{"defaults.compute"}, std::to_string(c.defaults.compute_pct) + " is out of range; want a percentage 1..100"});
   }
   const policy::TimeslicePolicyConfig& t = c.timeslices;
   CheckSlice(out, "timeslices.best_effort.period_us", t.be_period_us);
@@ -81,8 +85,8 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
   CheckSlice(out, "timeslices.latency_critical.slice_us", t.lc_slice_us);
   if (t.be_min_slice_us > t.be_period_us) {
     out.push_back({{"timeslices.best_effort.min_slice_us", "timeslices.best_effort.period_us"},
-                   std::to_string(t.be_min_slice_us) + " is longer than period_us (" +
-                       std::to_string(t.be_period_us) + "); make min_slice_us at most period_us"});
+                   std::to_string(t.be_min_slice_us) + " is longer than period_us (" + std::to_string(t.be_period_us) +
+                       "); make min_slice_us at most period_us"});
   }
   if (t.be_min_slice_with_lc_us > t.be_period_with_lc_us) {
     out.push_back({{"timeslices.best_effort.min_slice_with_lc_us", "timeslices.best_effort.period_with_lc_us"},
@@ -91,11 +95,12 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
                        "); make min_slice_with_lc_us at most period_with_lc_us"});
   }
   if (c.reap_interval_ms < kMinReapMs || c.reap_interval_ms > kMaxReapMs) {
-    out.push_back({{"reap_interval_ms"}, std::to_string(c.reap_interval_ms) + " is out of range; want " +
-                                             std::to_string(kMinReapMs) + ".." + std::to_string(kMaxReapMs)});
+    out.push_back({{"reap_interval_ms"},
+                   std::to_string(c.reap_interval_ms) + " is out of range; want " + std::to_string(kMinReapMs) + ".." +
+                       std::to_string(kMaxReapMs)});
   }
   if (!IsLogLevel(c.log_level)) {
-    out.push_back({{"log_level"}, "\"" + c.log_level + "\" is not a log level; want one of " + kLogLevels});
+    out.push_back({{"log_level"}, Quote(c.log_level) + " is not a log level; want one of " + kLogLevels});
   }
   return out;
 }

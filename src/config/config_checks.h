@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/daemon_config.h"
+#include "config/quote.h"
 
 namespace gpuslice::config {
 

@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
@@ -13,10 +14,18 @@
 #include <vector>
 
 #include "config/config_checks.h"
+#include "config/quote.h"
 #include "core/byte_size.h"
 
 namespace gpuslice::config {
 namespace {
+
+std::string Kind(const YAML::Node& v) {
+  if (v.IsMap()) return "a mapping";
+  if (v.IsSequence()) return "a list";
+  if (v.IsNull()) return "empty";
+  return Quote(v.Scalar());
+}
 
 // Walks the document, filling a DaemonConfig and remembering each key's line
 // so that problems found afterwards (ranges, cross-field rules) can point at
@@ -49,8 +58,8 @@ class Reader {
   Status Map(const YAML::Node& node, const std::string& path, const std::vector<Field>& fields) {
     if (node.IsNull()) return Status::Ok();
     if (!node.IsMap()) {
-      return Error(node, path, "is " + Kind(node) + ", not a mapping; write its keys (" + Names(fields) +
-                                   ") indented below it");
+      return Error(node, path,
+                   "is " + Kind(node) + ", not a mapping; write its keys (" + Names(fields) + ") indented below it");
     }
     std::set<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
@@ -58,14 +67,20 @@ class Reader {
       const std::string where = path.empty() ? "(top level)" : path;
       if (!k.IsScalar()) return Error(k, where, "has a key that is not a plain name; use one of " + Names(fields));
       const std::string name = k.Scalar();
-      const std::string key = path.empty() ? name : path + "." + name;
+      // Keys are echoed in messages; an odd one is quoted to keep them one line.
+      const bool plain = !name.empty() && name.size() <= 64 &&
+                         name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+                             std::string::npos;
+      const std::string shown = plain ? name : Quote(name);
+      const std::string key = path.empty() ? shown : path + "." + shown;
       const Field* field = nullptr;
       for (const Field& f : fields) {
         if (name == f.name) field = &f;
       }
       if (field == nullptr) {
-        return Error(k, key, "unknown key; the keys " + (path.empty() ? "at the top level" : "under " + path) +
-                                 " are " + Names(fields) + " (docs/configuration.md)");
+        return Error(k, key,
+                     "unknown key; the keys " + (path.empty() ? "at the top level" : "under " + path) + " are " +
+                         Names(fields) + " (docs/configuration.md)");
       }
       if (!seen.insert(name).second) return Error(k, key, "appears twice; keep one");
       lines_[key] = k.Mark().line + 1;
@@ -88,11 +103,11 @@ class Reader {
     if (!v.IsScalar()) return Error(v, key, "is " + Kind(v) + "; want a whole number");
     const std::string& text = v.Scalar();
     const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits) return Error(v, key, "\"" + text + "\" is not a whole number; write digits only, e.g. 1000");
+    if (!digits) return Error(v, key, Quote(text) + " is not a whole number; write digits only, e.g. 1000");
     uint64_t value = 0;
     const std::errc ec = std::from_chars(text.data(), text.data() + text.size(), value).ec;
     if (ec != std::errc() || value > max) {
-      return Error(v, key, "\"" + text + "\" is too large; want at most " + std::to_string(max));
+      return Error(v, key, Quote(text) + " is too large; want at most " + std::to_string(max));
     }
     *out = value;
     return Status::Ok();
@@ -112,19 +127,12 @@ class Reader {
     } else if (text == "false" || text == "False" || text == "FALSE") {
       *out = false;
     } else {
-      return Error(v, key, (v.IsScalar() ? "\"" + text + "\"" : "a " + Kind(v)) +
-                               " is not a boolean; write true or false");
+      return Error(v, key, (v.IsScalar() ? Quote(text) : Kind(v)) + " is not a boolean; write true or false");
     }
     return Status::Ok();
   }
 
  private:
-  static std::string Kind(const YAML::Node& v) {
-    if (v.IsMap()) return "a mapping";
-    if (v.IsSequence()) return "a list";
-    if (v.IsNull()) return "empty";
-    return "\"" + v.Scalar() + "\"";
-  }
   static std::string Names(const std::vector<Field>& fields) {
     std::string out;
     for (const Field& f : fields) out += (out.empty() ? "" : ", ") + std::string(f.name);
@@ -143,7 +151,7 @@ Status ParsePriority(const Reader& r, const YAML::Node& v, const std::string& ke
   } else if (text == "latency_critical" || text == "lc") {
     *out = core::Priority::kLatencyCritical;
   } else {
-    return r.Error(v, key, "\"" + text + "\" is not a priority; want best_effort (be) or latency_critical (lc)");
+    return r.Error(v, key, Quote(text) + " is not a priority; want best_effort (be) or latency_critical (lc)");
   }
   return Status::Ok();
 }
@@ -153,7 +161,12 @@ Status ParseMemory(const Reader& r, const YAML::Node& v, const std::string& key,
     out->reset();  // explicitly the whole GPU
     return Status::Ok();
   }
-  if (!v.IsScalar()) return r.Error(v, key, "is not a size; write one such as 4GiB or 512MiB");
+  // ParseByteSize echoes its input; keep odd input out of the message.
+  const bool printable = v.IsScalar() && v.Scalar().size() <= 64 &&
+                         std::all_of(v.Scalar().begin(), v.Scalar().end(), [](char c) { return c > ' ' && c != 0x7f; });
+  if (!printable) {
+    return r.Error(v, key, (v.IsScalar() ? Quote(v.Scalar()) : Kind(v)) + " is not a size; write one such as 4GiB");
+  }
   StatusOr<uint64_t> bytes = core::ParseByteSize(v.Scalar());
   if (!bytes.ok()) return r.Error(v, key, bytes.status().message());
   *out = *bytes;
@@ -241,9 +254,9 @@ StatusOr<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::strin
     docs = YAML::LoadAll(std::string(yaml));
   } catch (const YAML::Exception& e) {
     return Status::Error((e.mark.is_null() ? file_name : file_name + ":" + std::to_string(e.mark.line + 1)) +
-                         ": YAML syntax error: " + e.msg + "; fix the YAML at that line");
+                         ": YAML syntax error: " + OneLine(e.msg) + "; fix the YAML at that line");
   } catch (const std::exception& e) {
-    return Status::Error(file_name + ": cannot parse: " + e.what());
+    return Status::Error(file_name + ": cannot parse: " + OneLine(e.what()));
   }
   if (docs.empty() || docs.front().IsNull()) {
     return Status::Error(file_name + ":1: version: missing; the file is empty, start it with `version: " +
@@ -257,15 +270,16 @@ StatusOr<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::strin
     return ParseDocument(docs.front(), file_name);
   } catch (const std::exception& e) {
     // yaml-cpp reports some malformed nodes only when they are read.
-    return Status::Error(file_name + ": cannot read the configuration: " + e.what());
+    return Status::Error(file_name + ": cannot read the configuration: " + OneLine(e.what()));
   }
 }
 
 StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return Status::Error(path + ": cannot open the configuration file; create it (see "
-                                "deploy/gpuslice/config.example.yaml) or pass --config PATH");
+    return Status::Error(path +
+                         ": cannot open the configuration file; create it (see "
+                         "deploy/gpuslice/config.example.yaml) or pass --config PATH");
   }
   std::ostringstream text;
   text << in.rdbuf();

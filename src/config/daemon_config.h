@@ -72,8 +72,7 @@ StatusOr<DaemonConfig> LoadDaemonConfig(const std::string& path);
 // An unset or empty variable changes nothing.
 // `getenv` is injectable for tests (default: ::getenv). Values are validated
 // as the file's are; errors name the variable.
-Status ApplyEnvironment(DaemonConfig& config,
-                        const std::function<const char*(const char*)>& getenv = nullptr);
+Status ApplyEnvironment(DaemonConfig& config, const std::function<const char*(const char*)>& getenv = nullptr);
 
 // Checks cross-field rules (e.g. a non-loopback metrics address needs
 // allow_remote) and ranges; used after CLI flags are applied. `origin`

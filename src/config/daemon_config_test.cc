@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace gpuslice::config {
 namespace {
@@ -129,6 +130,17 @@ TEST(DaemonConfigTest, BadSizesAndSyntaxAreOneLineErrors) {
   EXPECT_NE(ErrorOf("- a\n- b\n").find("not a mapping"), std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\n---\nversion: 1\n").find("2 YAML documents"), std::string::npos);
   EXPECT_NE(ErrorOf("version: 1\n? [a]\n: 1\n").find("not a plain name"), std::string::npos);
+  // Values and keys with newlines or junk still give one line.
+  EXPECT_EQ(ErrorOf("version: 1\nlog_level: \"a\\nb\"\n"),
+            "c.yaml:2: log_level: \"a\\nb\" is not a log level; want one of trace, debug, info, warn, error, "
+            "critical, off");
+  for (const std::string& bad :
+       std::vector<std::string>{"version: 1\n\"we\\nird\": 1\n", "version: 1\ndefaults: {memory: \"4\\nGiB\"}\n",
+                                "version: 1\nsocket: {path: \"" + std::string(5000, 'x') + "\\x01\"}\n"}) {
+    const std::string e = ErrorOf(bad);
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    EXPECT_LT(e.size(), 400u) << e;
+  }
   // Deep nesting is refused by yaml-cpp's depth guard, not a stack overflow.
   EXPECT_FALSE(Parse("version: 1\nx: " + std::string(100000, '[')).ok());
 }
@@ -170,9 +182,8 @@ TEST(DaemonConfigTest, MissingFileNamesItAndTheFix) {
 
 TEST(DaemonConfigTest, EnvironmentOverridesFileAndNamesTheVariable) {
   DaemonConfig c;
-  std::map<std::string, std::string> env = {{"GPUSLICE_METRICS_ADDRESS", "127.0.0.1:9999"},
-                                            {"GPUSLICE_SOCKET", "/tmp/x.sock"},
-                                            {"GPUSLICE_LOG", ""}};
+  std::map<std::string, std::string> env = {
+      {"GPUSLICE_METRICS_ADDRESS", "127.0.0.1:9999"}, {"GPUSLICE_SOCKET", "/tmp/x.sock"}, {"GPUSLICE_LOG", ""}};
   auto getenv = [&env](const char* name) -> const char* {
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();

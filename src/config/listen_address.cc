@@ -5,19 +5,19 @@
 #include <charconv>
 #include <string>
 
+#include "config/quote.h"
+
 namespace gpuslice::config {
 namespace {
 
 Status Bad(std::string_view text, std::string_view why) {
-  return Status::Error("\"" + std::string(text) + "\" " + std::string(why) +
-                       "; want host:port, e.g. 127.0.0.1:9400 or [::1]:9400");
+  return Status::Error(Quote(text) + " " + std::string(why) + "; want host:port, e.g. 127.0.0.1:9400 or [::1]:9400");
 }
 
 bool IsHostName(std::string_view host) {
   // RFC 1123 letters, digits, '-' and '.'; what a resolver would accept.
   for (char c : host) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '.';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '.';
     if (!ok) return false;
   }
   return !host.empty() && host.size() <= 253;

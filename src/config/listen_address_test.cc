@@ -20,9 +20,8 @@ TEST(ListenAddressTest, ParsesV4V6AndNames) {
 }
 
 TEST(ListenAddressTest, RejectsMalformedWithAnExample) {
-  for (const char* bad : {"", "9400", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1",
-                          "127.0.0.1:94x", "::1:9400", "[::1]9400", "[::1:9400", "[nothost]:1", "a b:1",
-                          ":9400"}) {
+  for (const char* bad : {"", "9400", "127.0.0.1", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:94x",
+                          "::1:9400", "[::1]9400", "[::1:9400", "[nothost]:1", "a b:1", ":9400"}) {
     auto r = ParseListenAddress(bad);
     EXPECT_FALSE(r.ok()) << bad;
     if (!r.ok()) {

@@ -19,9 +19,8 @@ TEST(MetricsHttpServerTest, ServesMetricsAndHealth) {
   ASSERT_TRUE(up.ok());
   (*up)->WithLabels({}).Set(1);
   bool healthy = true;
-  MetricsHttpServer server(&registry, Loopback([&healthy] {
-                             return healthy ? Status::Ok() : Status::Error("state dir unreadable");
-                           }));
+  MetricsHttpServer server(
+      &registry, Loopback([&healthy] { return healthy ? Status::Ok() : Status::Error("state dir unreadable"); }));
   ASSERT_TRUE(server.Start().ok());
   ASSERT_NE(server.port(), 0);
   EXPECT_EQ(server.bound_address(), "127.0.0.1:" + std::to_string(server.port()));

@@ -29,9 +29,9 @@ Histogram::Histogram(std::vector<double> upper_bounds)
 void Histogram::Observe(double value) {
   // The first bucket whose bound is >= value (le is inclusive); NaN lands in
   // +Inf, as in Prometheus's client_golang.
-  const size_t i = std::isnan(value) ? upper_bounds_.size()
-                                     : std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) -
-                                           upper_bounds_.begin();
+  const size_t i = std::isnan(value)
+                       ? upper_bounds_.size()
+                       : std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
   std::lock_guard<std::mutex> lock(mu_);
   ++counts_[i];
   sum_ += value;
@@ -70,8 +70,8 @@ T& Family<T>::WithLabels(const LabelValues& values) {
     // The daemon's code chose the wrong number of labels: a bug to fix, not
     // input to report, and rendering a malformed series would break every
     // scrape of the node.
-    std::fprintf(stderr, "gpuslice metrics: %s takes %zu label values, given %zu\n", name_.c_str(),
-                 label_names_.size(), values.size());
+    std::fprintf(stderr, "gpuslice metrics: %s takes %zu label values, given %zu\n", name_.c_str(), label_names_.size(),
+                 values.size());
     std::abort();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -109,8 +109,7 @@ template class Family<Gauge>;
 template class Family<Histogram>;
 
 struct Registry::Entry {
-  std::variant<std::unique_ptr<Family<Counter>>, std::unique_ptr<Family<Gauge>>,
-               std::unique_ptr<Family<Histogram>>>
+  std::variant<std::unique_ptr<Family<Counter>>, std::unique_ptr<Family<Gauge>>, std::unique_ptr<Family<Histogram>>>
       family;
   std::vector<std::string> exposed_names;  // every name this family writes lines for
 };
@@ -256,6 +255,23 @@ StatusOr<Family<Histogram>*> Registry::AddHistogram(const std::string& name, con
 void Registry::AddCollector(std::function<void()> collect) {
   std::lock_guard<std::mutex> lock(mu_);
   collectors_.push_back(std::move(collect));
+}
+
+std::vector<Registry::FamilyInfo> Registry::Families() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FamilyInfo> out;
+  for (const auto& entry : entries_) {
+    std::visit(
+        [&out](const auto& family) {
+          using T = typename std::decay_t<decltype(*family)>;
+          const char* type = std::is_same_v<T, Family<Counter>> ? "counter"
+                             : std::is_same_v<T, Family<Gauge>> ? "gauge"
+                                                                : "histogram";
+          out.push_back({family->name(), type, family->label_names()});
+        },
+        entry->family);
+  }
+  return out;
 }
 
 std::string Registry::Render() {

@@ -135,11 +135,18 @@ class Registry {
   StatusOr<Family<Gauge>*> AddGauge(const std::string& name, const std::string& help,
                                     std::vector<std::string> label_names = {});
   StatusOr<Family<Histogram>*> AddHistogram(const std::string& name, const std::string& help,
-                                            std::vector<std::string> label_names,
-                                            std::vector<double> upper_bounds);
+                                            std::vector<std::string> label_names, std::vector<double> upper_bounds);
 
   // Runs before every Render(), in the order added, on the scraping thread.
   void AddCollector(std::function<void()> collect);
+
+  // What is registered, in the order added, for documentation checks.
+  struct FamilyInfo {
+    std::string name;
+    std::string type;  // "counter", "gauge" or "histogram"
+    std::vector<std::string> label_names;
+  };
+  std::vector<FamilyInfo> Families();
 
   // Runs the collectors, then renders every family in the order added:
   // # HELP, # TYPE, then one line per series (histograms: _bucket{le=...},
@@ -148,12 +155,11 @@ class Registry {
 
  private:
   struct Entry;
-  Status CheckNew(const std::string& name, const std::vector<std::string>& label_names,
-                  bool histogram);
+  Status CheckNew(const std::string& name, const std::vector<std::string>& label_names, bool histogram);
 
-  std::mutex mu_;  // serialises Add*, AddCollector and Render
-  std::vector<std::unique_ptr<Entry>> entries_;        // guarded by mu_
-  std::vector<std::function<void()>> collectors_;      // guarded by mu_
+  std::mutex mu_;                                  // serialises Add*, AddCollector, Families and Render
+  std::vector<std::unique_ptr<Entry>> entries_;    // guarded by mu_
+  std::vector<std::function<void()>> collectors_;  // guarded by mu_
 };
 
 // The Content-Type of Render()'s output.

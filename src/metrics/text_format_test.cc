@@ -30,7 +30,10 @@ TEST(TextFormatTest, LabelNameGrammar) {
 }
 
 TEST(TextFormatTest, EscapesBackslashQuoteNewline) {
-  EXPECT_EQ(EscapeLabelValue(R"(a\b"c)" "\n" "d"), R"(a\\b\"c\nd)");
+  EXPECT_EQ(EscapeLabelValue(R"(a\b"c)"
+                             "\n"
+                             "d"),
+            R"(a\\b\"c\nd)");
   EXPECT_EQ(EscapeLabelValue("plain ünïcode"), "plain ünïcode");
   EXPECT_EQ(EscapeHelp("say \"hi\"\\\n"), "say \"hi\"\\\\\\n");
 }

@@ -1,0 +1,66 @@
+#include "metrics/gpuslice_metrics.h"
+
+namespace gpuslice::metrics {
+namespace {
+
+template <typename T>
+Status Take(StatusOr<Family<T>*> family, Family<T>** out) {
+  if (!family.ok()) return family.status();
+  *out = *family;
+  return Status::Ok();
+}
+
+}  // namespace
+
+const std::vector<double>& LcLatencyBuckets() {
+  static const std::vector<double> kBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                               0.01,    0.025,  0.05,    0.1,    0.25,  1.0};
+  return kBuckets;
+}
+
+StatusOr<GpusliceMetrics> RegisterGpusliceMetrics(Registry& r) {
+  GpusliceMetrics m{};
+  const std::vector<std::string> gv = {"gpu", "vgpu"};
+  const std::vector<std::string> v = {"vgpu"};
+  const Status statuses[] = {
+      Take(r.AddGauge("gpuslice_vgpu_memory_used_bytes",
+                      "Device memory held by the vGPU's processes on this GPU, in bytes.", gv),
+           &m.vgpu_memory_used_bytes),
+      Take(r.AddGauge("gpuslice_vgpu_memory_limit_bytes", "The vGPU's device memory limit on this GPU, in bytes.", gv),
+           &m.vgpu_memory_limit_bytes),
+      Take(r.AddGauge("gpuslice_vgpu_compute_share_target_ratio",
+                      "Compute share the vGPU is set to on this GPU (--compute / 100).", gv),
+           &m.vgpu_compute_share_target_ratio),
+      Take(r.AddGauge("gpuslice_vgpu_compute_share_measured_ratio",
+                      "Fraction of this GPU's time the vGPU's work ran, over the last measurement window.", gv),
+           &m.vgpu_compute_share_measured_ratio),
+      Take(r.AddCounter("gpuslice_vgpu_allocation_denials_total",
+                        "Allocations refused because they would exceed the vGPU's memory limit.", v),
+           &m.vgpu_allocation_denials_total),
+      Take(r.AddHistogram("gpuslice_vgpu_lc_latency_seconds",
+                          "Latency of the latency-critical vGPU's GPU work, from submission to completion.", v,
+                          LcLatencyBuckets()),
+           &m.vgpu_lc_latency_seconds),
+      Take(r.AddCounter("gpuslice_vgpu_timeslice_applications_total",
+                        "Hardware timeslices set on the vGPU's channel groups.", v),
+           &m.vgpu_timeslice_applications_total),
+      Take(r.AddCounter("gpuslice_vgpu_timeslice_failures_total",
+                        "Hardware timeslices the driver refused to set on the vGPU's channel groups.", v),
+           &m.vgpu_timeslice_failures_total),
+      Take(r.AddGauge("gpuslice_vgpu_processes", "Live processes attached to the vGPU.", v), &m.vgpu_processes),
+      Take(r.AddGauge("gpuslice_gpu_memory_total_bytes", "The GPU's total device memory, in bytes.", {"gpu"}),
+           &m.gpu_memory_total_bytes),
+      Take(r.AddGauge("gpuslice_daemon_up", "1 while the gpuslice daemon is running and serving."), &m.daemon_up),
+      Take(r.AddGauge("gpuslice_daemon_start_time_seconds", "When the daemon started, in seconds since the epoch."),
+           &m.daemon_start_time_seconds),
+      Take(
+          r.AddCounter("gpuslice_daemon_reaped_processes_total", "Dead processes whose vGPU accounting was reclaimed."),
+          &m.daemon_reaped_processes_total),
+  };
+  for (const Status& s : statuses) {
+    if (!s.ok()) return s;
+  }
+  return m;
+}
+
+}  // namespace gpuslice::metrics
