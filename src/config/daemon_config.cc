@@ -63,7 +63,11 @@ class Reader {
     }
     std::set<std::string> seen;
     for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node& k = it->first;
+      // Copies, not references: yaml-cpp's operator-> returns a proxy that
+      // dies at the end of the expression (ASan found `const Node& k =
+      // it->first` reading a dead stack slot).
+      const YAML::Node k = it->first;
+      const YAML::Node v = it->second;
       const std::string where = path.empty() ? "(top level)" : path;
       if (!k.IsScalar()) return Error(k, where, "has a key that is not a plain name; use one of " + Names(fields));
       const std::string name = k.Scalar();
@@ -84,7 +88,7 @@ class Reader {
       }
       if (!seen.insert(name).second) return Error(k, key, "appears twice; keep one");
       lines_[key] = k.Mark().line + 1;
-      if (Status s = field->handle(it->second, key); !s.ok()) return s;
+      if (Status s = field->handle(v, key); !s.ok()) return s;
     }
     return Status::Ok();
   }
