@@ -14,6 +14,7 @@
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "policy/node_schedule.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
@@ -108,6 +109,30 @@ std::vector<std::string> ChildEnvironment(const RunOptions& options, const std::
   return env;
 }
 
+// A whole percentage from 1 to 100, for --compute and --compute-cap.
+StatusOr<uint32_t> ParsePercent(const std::string& flag, const std::string& text) {
+  uint32_t value = 0;
+  bool ok = !text.empty() && text.size() <= 3;
+  for (char c : text) {
+    if (c < '0' || c > '9') ok = false;
+    else value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!ok || value < 1 || value > 100) {
+    return Status::Error(flag + ": '" + text + "' is not a whole percentage from 1 to 100; write e.g. " + flag +
+                         " 30");
+  }
+  return value;
+}
+
+// The vGPU's timeslices depend on every vGPU on its GPUs: recompute them
+// whenever this run changes that set. A failure leaves the previous slices
+// in place (the command still runs), so it is a warning, not an error.
+void Reschedule(const core::VgpuStore& store) {
+  if (Status s = policy::ApplyNodeSchedule(store); !s.ok()) {
+    std::cerr << "gpuslice: warning: compute shares not updated: " << s.message() << "\n";
+  }
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options, const char* /*argv0*/) {
@@ -119,6 +144,25 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
     auto parsed = core::ParseByteSize(options.memory);
     if (!parsed.ok()) return Fail("--memory: " + parsed.status().message());
     memory_limit = parsed.value();
+  }
+  uint32_t compute_share = 100, compute_cap = 0;
+  core::Priority priority = core::Priority::kBestEffort;
+  if (!options.compute.empty()) {
+    auto pct = ParsePercent("--compute", options.compute);
+    if (!pct.ok()) return Fail(pct.status().message());
+    compute_share = pct.value();
+  }
+  if (!options.compute_cap.empty()) {
+    auto pct = ParsePercent("--compute-cap", options.compute_cap);
+    if (!pct.ok()) return Fail(pct.status().message());
+    compute_cap = pct.value() == 100 ? 0 : pct.value();
+  }
+  if (!options.priority.empty()) {
+    if (options.priority == "lc") priority = core::Priority::kLatencyCritical;
+    else if (options.priority != "be") {
+      return Fail("--priority: '" + options.priority + "' is not a priority; write --priority lc (latency-critical) "
+                  "or --priority be (best-effort)");
+    }
   }
   const std::string name = options.name.empty() ? "run-" + std::to_string(getpid()) : options.name;
   if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return Fail("--name: " + s.message());
@@ -148,6 +192,9 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
     core::DeviceSpec d;
     d.uuid = g.uuid;
     d.memory_limit_bytes = memory_limit;
+    d.compute_share_pct = compute_share;
+    d.compute_cap_pct = compute_cap;
+    d.priority = priority;
     spec.devices.push_back(d);
   }
   core::VgpuStore store(options.state_dir.empty() ? core::VgpuStore::DefaultRoot() : options.state_dir);
@@ -159,6 +206,19 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   if (!membership.ok()) return Fail(membership.status().message());
   auto handle = core::VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly);
   if (!handle.ok()) return Fail(handle.status().message());
+  const bool compute_is_explicit = !options.compute.empty() || !options.compute_cap.empty() || !options.priority.empty();
+  if (!created && compute_is_explicit) {
+    const core::DeviceLimit& d = handle->limits().devices[0];
+    if (d.compute_share_pct != compute_share || d.compute_cap_pct != compute_cap ||
+        d.priority != static_cast<uint32_t>(priority)) {
+      close(membership.value());
+      return Fail("vGPU '" + name + "' already exists with --compute " + std::to_string(d.compute_share_pct) +
+                  (d.compute_cap_pct != 0 ? " --compute-cap " + std::to_string(d.compute_cap_pct) : "") +
+                  " --priority " + (d.priority == 1 ? "lc" : "be") +
+                  "; join it without --compute/--compute-cap/--priority, or pick another --name");
+    }
+  }
+  Reschedule(store);
 
   const std::vector<port::GpuInfo> vgpu_gpus = gpus.value();
   const std::string real_nvml = port::LocateRealNvml(nullptr);
@@ -168,7 +228,7 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   if (!child.ok()) {
     close(membership.value());
     auto removed = store.RemoveIfUnused(name);
-    (void)removed;
+    if (removed.ok() && removed.value()) Reschedule(store);
     std::cerr << "gpuslice: " << child.status().message() << "\n";
     return 127;
   }
@@ -178,6 +238,7 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   close(membership.value());
   auto removed = store.RemoveIfUnused(name);
   if (!removed.ok()) std::cerr << "gpuslice: warning: " << removed.status().message() << "\n";
+  else if (removed.value()) Reschedule(store);
   return status;
 }
 
@@ -198,6 +259,12 @@ void AddRunCommand(CLI::App& app) {
       ->check(CLI::IsMember({"preload", "libpath"}));
   run->add_option("--state-dir", options->state_dir,
                   "State directory (default: $GPUSLICE_STATE_DIR, $XDG_RUNTIME_DIR/gpuslice or /run/gpuslice)");
+  run->add_option("--compute", options->compute,
+                  "Compute share in percent (1-100): proportional and work-conserving; default: equal shares");
+  run->add_option("--compute-cap", options->compute_cap,
+                  "Hard compute ceiling in percent (1-100) of GPU time, even when the GPU is otherwise idle");
+  run->add_option("--priority", options->priority,
+                  "lc (latency-critical: takes the GPU from best-effort work) or be (best-effort, default)");
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
   run->callback([options, inject] {
     options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;

@@ -22,6 +22,10 @@ struct RunOptions {
   std::string name;            // "" = a new vGPU of its own
   InjectMode inject = InjectMode::kPreload;
   std::string state_dir;       // "" = VgpuStore::DefaultRoot()
+  // Compute (issue 3), as typed, validated by RunCommand: "" = not given.
+  std::string compute;         // --compute N: proportional share, percent 1..100
+  std::string compute_cap;     // --compute-cap N: hard ceiling, percent 1..100
+  std::string priority;        // --priority lc|be
   std::vector<std::string> command;
 };
 

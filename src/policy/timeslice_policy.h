@@ -4,14 +4,21 @@
 // The GPU round-robins between busy channel groups (TSGs), each running for
 // its timeslice before the next gets the GPU; idle TSGs are skipped, so
 // shares set this way are work-conserving: a vGPU running alone gets the
-// whole GPU. Measured on an H200 (../shared/reference/gpu-facts.md): shares
-// follow slices (3000/7000 µs gave 31.5/68.5%, 1000/9000 µs 10.7/89.3%); each
-// switch costs ~180 µs, so slices below ~1 ms between busy BE vGPUs waste
-// the GPU (three at 200 µs lost 25%, at 2000 µs ~1%); an LC TSG with a long
-// slice keeps the GPU while it is busy, and a small BE slice bounds how long
-// LC waits for the GPU (BE 200 µs: LC p99 432 µs; BE 1000 µs: 1208 µs).
+// whole GPU. Measured on an H200 (../shared/reference/gpu-facts.md and
+// docs/benchmarks.md):
+//   - shares follow slices (3000/7000 µs gave 31.5/68.5%, 1000/9000 µs
+//     10.7/89.3%);
+//   - each switch between busy TSGs costs ~70–180 µs, so slices below ~1 ms
+//     between busy BE vGPUs waste the GPU (three at 200 µs lost 25%, at
+//     2000 µs ~1%);
+//   - an LC TSG with a long slice keeps the GPU while it is busy, and the BE
+//     slice bounds how long LC waits for the GPU (BE 1000 µs: LC p99 1208 µs;
+//     200 µs: 432 µs; 50 µs: 300 µs; alone 74 µs). A lone busy TSG whose
+//     slice expires is not switched out, so a small slice costs a BE nothing
+//     while no other TSG is busy.
 //
-// Pure function of its inputs; thread-safe; allocates its result.
+// Pure function of its inputs; thread-safe; allocates its result. Called by
+// ApplyNodeSchedule (node_schedule.h) from the CLI supervisor and the daemon.
 #ifndef GPUSLICE_POLICY_TIMESLICE_POLICY_H_
 #define GPUSLICE_POLICY_TIMESLICE_POLICY_H_
 
@@ -34,12 +41,21 @@ struct TimeslicePolicyConfig {
   // above 1 ms for shares down to 10%, where switching costs ~1%.
   uint64_t be_period_us = 10000;
   uint64_t be_min_slice_us = 1000;
-  // With an LC vGPU present, BE slices split this shorter period, bounding
-  // LC's wait for the GPU, but no slice goes below be_min_slice_with_lc_us.
-  uint64_t be_period_with_lc_us = 400;
-  uint64_t be_min_slice_with_lc_us = 50;
+  // One BE beside LC: nothing else to switch to but the LC, so the slice can
+  // be as small as LC latency wants (50 µs: LC p99 = alone + ~230 µs) at no
+  // cost to the BE's throughput.
+  uint64_t be_slice_beside_lc_us = 50;
+  // Two or more BE beside LC switch among themselves too, and every switch
+  // costs up to ~180 µs of GPU time; they split this period (LC then waits up
+  // to about one period), with no slice below the floor. 2000 µs loses <~15%
+  // to BE-vs-BE switching, against ~25% for three BE at 200 µs.
+  uint64_t be_period_with_lc_us = 2000;
+  uint64_t be_min_slice_with_lc_us = 250;
   // LC keeps the GPU for as long as it has work.
   uint64_t lc_slice_us = 5000000;
+  // Two or more LC vGPUs must not hold each other off for seconds: each gets
+  // the driver's default compute slice.
+  uint64_t lc_shared_slice_us = 2048;
 };
 
 // One timeslice per input vGPU, in input order.

@@ -1,0 +1,142 @@
+#include "policy/node_schedule.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+
+namespace gpuslice::policy {
+namespace {
+
+using Uuid = std::array<uint8_t, 16>;
+
+struct OpenVgpu {
+  std::string name;
+  core::VgpuHandle handle;
+  std::array<uint64_t, core::kMaxDevices> wanted{};
+};
+
+uint64_t LoadRelaxed(const uint64_t& word) {
+  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_acquire);
+}
+
+// The limits file is 0444 so that no application can open it for writing.
+// Its owner (the user running `gpuslice run` or the daemon) may still lift
+// that bit for the instant it takes to open a writable mapping; root needs
+// no such step.
+StatusOr<port::MappedFile> OpenLimitsForWrite(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/limits";
+  auto file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
+  if (file.ok()) return file;
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || chmod(path.c_str(), 0600) != 0) {
+    return Status::Error("cannot write the limits of vGPU '" + name + "' (" + file.status().message() +
+                         "); run gpuslice as the user who owns the state directory");
+  }
+  file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
+  chmod(path.c_str(), st.st_mode & 07777);
+  if (!file.ok()) {
+    return Status::Error("cannot write the limits of vGPU '" + name + "' (" + file.status().message() +
+                         "); run gpuslice as the user who owns the state directory");
+  }
+  return file;
+}
+
+// flock on <root>/.schedule.lock; released when destroyed or its holder dies.
+class ScheduleLock {
+ public:
+  explicit ScheduleLock(const std::string& root) {
+    fd_ = open((root + "/.schedule.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ >= 0) {
+      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~ScheduleLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ScheduleLock(const ScheduleLock&) = delete;
+  ScheduleLock& operator=(const ScheduleLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConfig& config,
+                         NodeScheduleResult* result) {
+  struct stat st;
+  if (stat((store.root() + "/vgpus").c_str(), &st) != 0) return Status::Ok();  // no vGPU ever made here
+  ScheduleLock lock(store.root());
+  if (!lock.held()) {
+    return Status::Error("cannot lock " + store.root() + "/.schedule.lock: " + strerror(errno) +
+                         "; make the state directory writable for this user");
+  }
+
+  Status first_error;
+  std::vector<std::unique_ptr<OpenVgpu>> vgpus;
+  for (const std::string& name : store.List()) {
+    auto handle = core::VgpuHandle::Open(store.DirOf(name), port::MappedFile::Access::kReadOnly);
+    if (!handle.ok()) {
+      // Removed since List(), or corrupted: it runs nothing we can schedule.
+      if (first_error.ok() && stat(store.DirOf(name).c_str(), &st) == 0) first_error = handle.status();
+      continue;
+    }
+    vgpus.push_back(std::make_unique<OpenVgpu>(OpenVgpu{name, std::move(handle.value()), {}}));
+  }
+
+  // GPU -> (vGPU, device index) of every vGPU that includes it.
+  std::map<Uuid, std::vector<std::pair<OpenVgpu*, uint32_t>>> by_gpu;
+  for (auto& v : vgpus) {
+    const core::Limits& limits = v->handle.limits();
+    for (uint32_t i = 0; i < limits.device_count; ++i) {
+      const core::DeviceLimit& d = limits.devices[i];
+      if ((d.flags & core::kDeviceFlagPresent) == 0) continue;
+      Uuid uuid;
+      memcpy(uuid.data(), d.uuid, uuid.size());
+      by_gpu[uuid].emplace_back(v.get(), i);
+    }
+  }
+  for (const auto& [uuid, members] : by_gpu) {
+    std::vector<VgpuOnGpu> inputs;
+    for (const auto& [v, i] : members) {
+      const core::DeviceLimit& d = v->handle.limits().devices[i];
+      inputs.push_back({v->name, static_cast<core::Priority>(d.priority), d.compute_share_pct});
+    }
+    const std::vector<uint64_t> slices = ComputeTimeslices(inputs, config);
+    for (size_t k = 0; k < members.size(); ++k) members[k].first->wanted[members[k].second] = slices[k];
+  }
+
+  for (auto& v : vgpus) {
+    const core::Limits& current = v->handle.limits();
+    bool changed = false;
+    for (uint32_t i = 0; i < current.device_count; ++i) {
+      if (LoadRelaxed(current.devices[i].timeslice_us) != v->wanted[i]) changed = true;
+    }
+    if (!changed) continue;
+    auto writable = OpenLimitsForWrite(v->handle.dir(), v->name);
+    if (!writable.ok()) {
+      if (first_error.ok()) first_error = writable.status();
+      continue;
+    }
+    auto* limits = static_cast<core::Limits*>(writable->data());
+    for (uint32_t i = 0; i < limits->device_count && i < core::kMaxDevices; ++i) {
+      std::atomic_ref<uint64_t>(limits->devices[i].timeslice_us).store(v->wanted[i], std::memory_order_relaxed);
+    }
+    // Release: a reader that sees the new generation sees the new slices.
+    std::atomic_ref<uint64_t>(limits->generation).fetch_add(1, std::memory_order_release);
+    if (result != nullptr) result->changed.push_back(v->name);
+  }
+  return first_error;
+}
+
+}  // namespace gpuslice::policy

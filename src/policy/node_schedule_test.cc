@@ -1,0 +1,134 @@
+#include "policy/node_schedule.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <thread>
+
+namespace gpuslice::policy {
+namespace {
+
+using core::Priority;
+
+class NodeScheduleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuslice-schedule-test-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  // A vGPU on the given GPUs (identified by one distinguishing byte).
+  void Create(const std::string& name, std::vector<uint8_t> gpus, uint32_t share = 100,
+              Priority priority = Priority::kBestEffort) {
+    core::VgpuSpec spec;
+    spec.name = name;
+    for (uint8_t g : gpus) {
+      core::DeviceSpec d;
+      d.uuid[0] = g;
+      d.compute_share_pct = share;
+      d.priority = priority;
+      spec.devices.push_back(d);
+    }
+    bool created = false;
+    auto dir = store_.CreateOrJoin(spec, true, &created);
+    ASSERT_TRUE(dir.ok()) << dir.status().message();
+  }
+
+  core::VgpuHandle Open(const std::string& name) {
+    auto h = core::VgpuHandle::Open(store_.DirOf(name), port::MappedFile::Access::kReadOnly);
+    EXPECT_TRUE(h.ok()) << h.status().message();
+    return std::move(h.value());
+  }
+
+  std::string root_;
+  core::VgpuStore store_{""};
+};
+
+TEST_F(NodeScheduleTest, EmptyOrMissingStoreIsNothingToDo) {
+  core::VgpuStore missing(root_ + "/nowhere");
+  EXPECT_TRUE(ApplyNodeSchedule(missing).ok());
+}
+
+TEST_F(NodeScheduleTest, SharesOnOneGpuBecomeSlicesAndBumpGeneration) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1}, 30);
+  Create("b", {1}, 70);
+  core::VgpuHandle a = Open("a");
+  core::VgpuHandle b = Open("b");
+  const uint64_t gen_a = a.limits().generation;
+  NodeScheduleResult result;
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, &result).ok());
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a.limits().devices[0].timeslice_us, 3000u);
+  EXPECT_EQ(b.limits().devices[0].timeslice_us, 7000u);
+  EXPECT_EQ(a.limits().generation, gen_a + 1);
+
+  // Nothing changed: no generation bump, so processes re-apply nothing.
+  result = {};
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, &result).ok());
+  EXPECT_TRUE(result.changed.empty());
+  EXPECT_EQ(a.limits().generation, gen_a + 1);
+}
+
+TEST_F(NodeScheduleTest, LimitsStayReadOnlyOnDisk) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1});
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  struct stat st;
+  ASSERT_EQ(stat((store_.DirOf("a") + "/limits").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(Open("a").limits().devices[0].timeslice_us, 10000u);
+}
+
+TEST_F(NodeScheduleTest, EachGpuIsScheduledOnItsOwn) {
+  store_ = core::VgpuStore(root_);
+  Create("both", {1, 2}, 50);
+  Create("lc", {1}, 100, Priority::kLatencyCritical);
+  Create("other", {2}, 50);
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  core::VgpuHandle both = Open("both");
+  EXPECT_EQ(both.limits().devices[0].timeslice_us, 50u);    // lone BE beside an LC
+  EXPECT_EQ(both.limits().devices[1].timeslice_us, 5000u);  // half of 10 ms
+  EXPECT_EQ(Open("lc").limits().devices[0].timeslice_us, 5000000u);
+  EXPECT_EQ(Open("other").limits().devices[0].timeslice_us, 5000u);
+}
+
+TEST_F(NodeScheduleTest, RemovalGivesTheGpuBack) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1}, 30);
+  Create("b", {1}, 70);
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  core::VgpuHandle a = Open("a");
+  ASSERT_EQ(a.limits().devices[0].timeslice_us, 3000u);
+  auto removed = store_.RemoveIfUnused("b");
+  ASSERT_TRUE(removed.ok() && removed.value());
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  EXPECT_EQ(a.limits().devices[0].timeslice_us, 10000u);
+}
+
+TEST_F(NodeScheduleTest, ConcurrentCallersConvergeOnTheLatestSet) {
+  store_ = core::VgpuStore(root_);
+  for (int i = 0; i < 4; ++i) Create("v" + std::to_string(i), {1}, 25);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back([&] { EXPECT_TRUE(ApplyNodeSchedule(store_).ok()); });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Open("v" + std::to_string(i)).limits().devices[0].timeslice_us, 2500u);
+}
+
+TEST_F(NodeScheduleTest, CorruptedVgpuIsReportedAndOthersStillScheduled) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1});
+  Create("bad", {1});
+  const std::string bad = store_.DirOf("bad") + "/limits";
+  ASSERT_EQ(chmod(bad.c_str(), 0644), 0);
+  std::filesystem::resize_file(bad, 8);
+  Status s = ApplyNodeSchedule(store_);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bad"), std::string::npos) << s.message();
+  EXPECT_EQ(Open("a").limits().devices[0].timeslice_us, 10000u);
+}
+
+}  // namespace
+}  // namespace gpuslice::policy
