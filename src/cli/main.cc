@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "k8s/commands.h"
 
 namespace gpuslice::cli {
 int& ExitCode() {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
 
   gpuslice::cli::AddRunCommand(app);
   // Commands of later modules are added here, one line each.
+  gpuslice::k8s::AddCommands(app);
 
   try {
     app.parse(argc, argv);

@@ -54,8 +54,13 @@ grpc::Status CheckIds(const ResourceManager& resources, Resource resource,
     if (!seen.insert(id).second) return Invalid(field + ": device ID \"" + id + "\" is listed twice");
     gpus->push_back(*gpu);
   }
-  if (resource == Resource::kVcore && ids.size() > 100 && ids.size() % 100 != 0) {
-    return Invalid(field + " asks for " + std::to_string(ids.size()) +
+  return grpc::Status::OK;
+}
+
+// vcore comes as a share of one GPU or as whole GPUs (pod_request.h).
+grpc::Status CheckAmount(Resource resource, uint64_t count, const std::string& field) {
+  if (resource == Resource::kVcore && count > 100 && count % 100 != 0) {
+    return Invalid(field + " asks for " + std::to_string(count) +
                    " gpuslice.io/vcore: that is neither a share of one GPU (1 to 100) nor whole GPUs (a multiple of "
                    "100); fix the container's resource request");
   }
@@ -148,6 +153,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   const std::string name = ResourceName(resource);
   std::vector<uint32_t> id_gpus;
   if (grpc::Status s = CheckIds(*resources_, resource, request.devices_ids(), "Allocate", &id_gpus); !s.ok()) return s;
+  if (grpc::Status s = CheckAmount(resource, request.devices_ids_size(), "Allocate"); !s.ok()) return s;
   const std::vector<std::string> ids(request.devices_ids().begin(), request.devices_ids().end());
   const uint64_t count = ids.size();
   const std::string& node = resources_->node_name();
@@ -309,6 +315,7 @@ grpc::Status AllocationService::PreferContainer(Resource resource,
     return Invalid("allocation_size " + std::to_string(size) + " must be between 1 and the " +
                    std::to_string(available.size()) + " available devices");
   }
+  if (grpc::Status s = CheckAmount(resource, static_cast<uint64_t>(size), "allocation_size"); !s.ok()) return s;
 
   // Available IDs per GPU, in unit order.
   std::map<uint32_t, std::vector<std::string>> by_gpu;

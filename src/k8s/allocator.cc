@@ -8,6 +8,7 @@ namespace {
 
 constexpr double kEpsilon = 1e-9;
 constexpr double kTopologyWeight = 0.6;
+constexpr double kNodeWeight = 0.3;  // PlacePod: the whole node's packing, beside the chosen GPUs' score
 constexpr double kUnknownLinkQuality = 0.05;  // below "system": an unpublished link is the worst bet
 // Above this many candidate sets, multi-GPU choice is greedy (grow each
 // start GPU by its best-linked neighbour) rather than exhaustive.
@@ -199,6 +200,21 @@ StatusOr<PodPlacement> PlacePod(std::vector<GpuState> gpus, const NodeTopology* 
     out.score += placement->score;
   }
   if (!pod.containers.empty()) out.score /= static_cast<double>(pod.containers.size());
+  // The node as a whole counts too: with spread, of two nodes that each have
+  // an empty GPU, the emptier node should win; with binpack, the fuller.
+  double fullness = 0;
+  size_t healthy = 0;
+  for (const GpuState& g : gpus) {
+    if (!g.healthy) continue;
+    const double vcore = std::min(1.0, g.vcore_used / 100.0);
+    const double memory =
+        g.vmemory_total == 0 ? vcore : std::min(1.0, static_cast<double>(g.vmemory_used) / static_cast<double>(g.vmemory_total));
+    fullness += 0.5 * vcore + 0.5 * memory;
+    ++healthy;
+  }
+  if (healthy > 0) fullness /= static_cast<double>(healthy);
+  const double node_packing = policy == PackingPolicy::kBinpack ? fullness : 1.0 - fullness;
+  out.score = (1.0 - kNodeWeight) * out.score + kNodeWeight * node_packing;
   return out;
 }
 

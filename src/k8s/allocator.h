@@ -70,10 +70,14 @@ void ApplyPlacement(std::vector<GpuState>& gpus, const std::vector<uint32_t>& ch
 
 struct PodPlacement {
   std::map<std::string, std::vector<uint32_t>> gpus;  // container name -> indices
-  double score = 0;                                   // mean over containers
+  double score = 0;                                   // [0, 1]
 };
 // Places every gpuslice container of the pod, in admission order, each
-// seeing the GPUs as the previous ones left them.
+// seeing the GPUs as the previous ones left them. The score, which the
+// extender ranks nodes by, is 70% the containers' mean placement score and
+// 30% the packing policy applied to the whole node afterwards (binpack: the
+// fuller node, spread: the emptier), so that nodes whose chosen GPUs tie
+// are still told apart.
 StatusOr<PodPlacement> PlacePod(std::vector<GpuState> gpus, const NodeTopology* topology, const PodRequest& pod,
                                 PackingPolicy policy);
 

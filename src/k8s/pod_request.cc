@@ -16,6 +16,7 @@ constexpr uint64_t kMaxQuantity = 1ull << 40;
 // strings ("50"). A hand-made object may use a JSON number.
 StatusOr<uint64_t> ParseQuantity(const json& value, const std::string& where) {
   if (value.is_number_unsigned()) return value.get<uint64_t>();
+  if (value.is_number_integer() && value.get<int64_t>() >= 0) return static_cast<uint64_t>(value.get<int64_t>());
   if (value.is_string()) {
     const std::string text = value.get<std::string>();
     uint64_t n = 0;

@@ -1,0 +1,381 @@
+// AllocationService as tables of request -> response: GetPreferredAllocation
+// and Allocate for each resource, the vGPU they create (its limits file read
+// back), and malformed requests, each answered with a gRPC error that names
+// the problem and leaves no trace in the state directory.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "core/vgpu_store.h"
+#include "fake_kube_api.h"
+#include "k8s/allocation_service.h"
+#include "k8s/names.h"
+#include "port/nvml_library.h"
+#include "test_util.h"
+
+namespace gpuslice::k8s {
+namespace {
+
+using nlohmann::json;
+using testing::FakeKubeApi;
+using testing::MakePod;
+using testing::TempDir;
+
+constexpr uint64_t kGpuMemory = 4ull << 30;  // 16 vmemory units per GPU
+const char* const kUuids[] = {"GPU-face0000-0000-0000-0000-000000000000", "GPU-face0000-0000-0000-0000-000000000001"};
+
+NodeTopology TwoGpus() {
+  NodeTopology t;
+  t.node = "node-a";
+  for (uint32_t i = 0; i < 2; ++i) t.gpus.push_back({i, kUuids[i], "Fake H100", kGpuMemory, ""});
+  t.links.push_back({0, 1, LinkType::kNvlink, 18});
+  return t;
+}
+
+std::vector<std::string> Ids(Resource r, uint32_t gpu, uint32_t first, uint32_t count) {
+  std::vector<std::string> ids;
+  for (uint32_t u = first; u < first + count; ++u) ids.push_back(MakeDeviceId(r, kUuids[gpu], u));
+  return ids;
+}
+
+v1beta1::AllocateRequest AllocateOf(const std::vector<std::vector<std::string>>& containers) {
+  v1beta1::AllocateRequest req;
+  for (const auto& ids : containers) {
+    auto* c = req.add_container_requests();
+    for (const auto& id : ids) c->add_devices_ids(id);
+  }
+  return req;
+}
+
+std::vector<std::string> Concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+class AllocationServiceTest : public ::testing::Test {
+ protected:
+  AllocationServiceTest()
+      : resources_(TwoGpus(), "node-a"),
+        provisioner_(NewStoreProvisioner(dir_ / "state")),
+        store_(dir_ / "state/k8s/assignments") {
+    std::filesystem::create_directories(dir_ / "lib/shim");
+    std::filesystem::create_directories(dir_ / "dev");
+    for (const char* f : {"lib/libgpuslice-cuda.so", "lib/shim/libcuda.so.1", "dev/nvidiactl", "dev/nvidia-uvm",
+                          "dev/nvidia0", "dev/nvidia1"}) {
+      testing::WriteFile(dir_ / f, "");
+    }
+    env_.library_dir = dir_ / "lib";
+    env_.dev_root = dir_ / "dev";
+    env_.proc_root = dir_ / "proc";
+    service_ = std::make_unique<AllocationService>(&resources_, &api_, provisioner_.get(), &store_, env_,
+                                                   PackingPolicy::kBinpack, [] { return int64_t{1000}; });
+  }
+
+  grpc::Status Allocate(Resource r, const std::vector<std::vector<std::string>>& containers,
+                        v1beta1::AllocateResponse* out = nullptr) {
+    v1beta1::AllocateResponse response;
+    grpc::Status s = service_->Allocate(r, AllocateOf(containers), &response);
+    if (out != nullptr) *out = response;
+    return s;
+  }
+
+  std::vector<std::string> Prefer(Resource r, const std::vector<std::string>& available, int size,
+                                  const std::vector<std::string>& must = {}, grpc::Status* status = nullptr) {
+    v1beta1::PreferredAllocationRequest req;
+    auto* c = req.add_container_requests();
+    for (const auto& id : available) c->add_available_deviceids(id);
+    for (const auto& id : must) c->add_must_include_deviceids(id);
+    c->set_allocation_size(size);
+    v1beta1::PreferredAllocationResponse response;
+    grpc::Status s = service_->GetPreferredAllocation(r, req, &response);
+    if (status != nullptr) *status = s;
+    if (!s.ok() || response.container_responses_size() != 1) return {};
+    return {response.container_responses(0).deviceids().begin(), response.container_responses(0).deviceids().end()};
+  }
+
+  // Everything an error must leave untouched.
+  std::string StateFingerprint() const {
+    std::string out;
+    for (const auto& name : provisioner_->List()) out += name + ";";
+    for (const auto& a : store_.LoadAll(nullptr)) out += AssignmentToJson(a);
+    out += NodeUsageToJson(resources_.Usage());
+    return out;
+  }
+
+  TempDir dir_;
+  ResourceManager resources_;
+  FakeKubeApi api_;
+  std::unique_ptr<VgpuProvisioner> provisioner_;
+  AssignmentStore store_;
+  ContainerEnvironment env_;
+  std::unique_ptr<AllocationService> service_;
+};
+
+std::map<std::string, std::pair<std::string, bool>> MountsOf(const v1beta1::ContainerAllocateResponse& r) {
+  std::map<std::string, std::pair<std::string, bool>> out;  // container path -> (host path, read-only)
+  for (const auto& m : r.mounts()) out[m.container_path()] = {m.host_path(), m.read_only()};
+  return out;
+}
+
+TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu) {
+  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 50, 8}},
+                      {{kPriorityAnnotation, "lc"}, {kGpusAnnotation, R"({"main": [1]})"}, {kBindNodeAnnotation, "node-a"}},
+                      "node-a"));
+  // The kubelet took IDs of GPU 0; the extender's annotation says GPU 1.
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &response).ok());
+  ASSERT_EQ(response.container_responses_size(), 1);
+  const auto& c = response.container_responses(0);
+
+  const auto mounts = MountsOf(c);
+  ASSERT_EQ(mounts.size(), 3u);
+  const std::string vgpu_dir = dir_ / "state/vgpus/k8s-uid-infer-0";
+  EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/limits"), std::make_pair(vgpu_dir + "/limits", true));
+  EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/ledger"), std::make_pair(vgpu_dir + "/ledger", false));
+  EXPECT_EQ(mounts.at("/usr/local/gpuslice/lib/libgpuslice-cuda.so"),
+            std::make_pair(dir_ / "lib/libgpuslice-cuda.so", true));
+
+  const auto& envs = c.envs();
+  EXPECT_EQ(envs.at("GPUSLICE_VGPU_DIR"), "/run/gpuslice/vgpu");
+  EXPECT_EQ(envs.at("LD_PRELOAD"), "/usr/local/gpuslice/lib/libgpuslice-cuda.so");
+  EXPECT_EQ(envs.at("GPUSLICE_REAL_DRIVER"), "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+  EXPECT_EQ(envs.at("CUDA_VISIBLE_DEVICES"), kUuids[1]);
+  EXPECT_EQ(envs.at("NVIDIA_VISIBLE_DEVICES"), kUuids[1]);
+  EXPECT_EQ(envs.count("LD_LIBRARY_PATH"), 0u);
+
+  std::vector<std::string> devices;
+  for (const auto& d : c.devices()) {
+    devices.push_back(d.container_path());
+    EXPECT_EQ(d.host_path(), dir_ / "dev" + d.container_path().substr(4));
+    EXPECT_EQ(d.permissions(), "rw");
+  }
+  EXPECT_EQ(devices, (std::vector<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1"}));
+
+  // The vGPU itself: one GPU, 2 GiB, a 50% share, latency-critical.
+  auto handle = core::VgpuHandle::Open(vgpu_dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  const core::Limits& limits = handle->limits();
+  ASSERT_EQ(limits.device_count, 1u);
+  std::array<uint8_t, 16> uuid{};
+  ASSERT_TRUE(port::ParseGpuUuid(kUuids[1], &uuid));
+  EXPECT_EQ(memcmp(limits.devices[0].uuid, uuid.data(), 16), 0);
+  EXPECT_EQ(limits.devices[0].memory_limit_bytes, 8 * kVmemoryUnitBytes);
+  EXPECT_EQ(limits.devices[0].compute_share_pct, 50u);
+  EXPECT_EQ(limits.devices[0].priority, static_cast<uint32_t>(core::Priority::kLatencyCritical));
+  struct stat st;
+  ASSERT_EQ(stat((vgpu_dir + "/limits").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  ASSERT_EQ(stat((vgpu_dir + "/ledger").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+
+  // The container's other resource joins the same vGPU.
+  ASSERT_TRUE(Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 1, 0, 8)}, &response).ok());
+  EXPECT_EQ(MountsOf(response.container_responses(0)).at("/run/gpuslice/vgpu/limits").first, vgpu_dir + "/limits");
+  EXPECT_EQ(provisioner_->List(), std::vector<std::string>{"k8s-uid-infer-0"});
+  const auto records = store_.LoadAll(nullptr);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].device_ids.at(Resource::kVcore).size(), 50u);
+  EXPECT_EQ(records[0].device_ids.at(Resource::kVmemory).size(), 8u);
+  const NodeUsage usage = resources_.Usage();
+  EXPECT_EQ(usage.gpus[1].vcore_used, 50u);
+  EXPECT_EQ(usage.gpus[1].vmemory_used, 8u);
+  EXPECT_EQ(usage.gpus[0].vcore_used, 0u);
+  EXPECT_EQ(usage.pods, std::vector<std::string>{"uid-infer"});
+
+  // A retried call gets the same answer and changes nothing.
+  const std::string before = StateFingerprint();
+  v1beta1::AllocateResponse again;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &again).ok());
+  EXPECT_EQ(MountsOf(again.container_responses(0)), mounts);
+  EXPECT_EQ(StateFingerprint(), before);
+}
+
+TEST_F(AllocationServiceTest, WithoutAnAnnotationTheKubeletsIdsOrTheAllocatorDecide) {
+  api_.PutPod(MakePod("ml", "a", "uid-a", {{"main", 40, 4}}, json::object(), "node-a"));
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 1, 10, 40)}, &r).ok());
+  EXPECT_EQ(r.container_responses(0).envs().at("CUDA_VISIBLE_DEVICES"), kUuids[1]);  // the IDs' GPU
+  // IDs spread over both GPUs for a one-GPU container: binpack puts it with a.
+  api_.PutPod(MakePod("ml", "b", "uid-b", {{"main", 30, 4}}, json::object(), "node-a"));
+  ASSERT_TRUE(
+      Allocate(Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 15), Ids(Resource::kVcore, 1, 50, 15))}, &r)
+          .ok());
+  EXPECT_EQ(r.container_responses(0).envs().at("CUDA_VISIBLE_DEVICES"), kUuids[1]);
+  EXPECT_EQ(resources_.Usage().gpus[1].vcore_used, 70u);
+}
+
+TEST_F(AllocationServiceTest, WholeGpus) {
+  api_.PutPod(MakePod("ml", "wide", "uid-wide", {{"main", 200, 16}}, json::object(), "node-a"));
+  api_.PutPod(MakePod("ml", "solo", "uid-solo", {{"main", 100, 0}}, json::object(), "node-b"));
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(
+      Allocate(Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 100))}, &r)
+          .ok());
+  EXPECT_EQ(r.container_responses(0).envs().at("CUDA_VISIBLE_DEVICES"), std::string(kUuids[0]) + "," + kUuids[1]);
+  EXPECT_EQ(r.container_responses(0).devices_size(), 4);  // ctl, uvm, nvidia0, nvidia1
+  auto handle = core::VgpuHandle::Open(dir_ / "state/vgpus/k8s-uid-wide-0", port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok());
+  ASSERT_EQ(handle->limits().device_count, 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(handle->limits().devices[i].memory_limit_bytes, 8 * kVmemoryUnitBytes);  // 16 units over 2 GPUs
+    EXPECT_EQ(handle->limits().devices[i].compute_share_pct, 100u);
+  }
+}
+
+TEST_F(AllocationServiceTest, AWholeGpuWithoutVmemoryIsNotCapped) {
+  api_.PutPod(MakePod("ml", "solo", "uid-solo", {{"main", 100, 0}}, json::object(), "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 100)}).ok());
+  auto handle = core::VgpuHandle::Open(dir_ / "state/vgpus/k8s-uid-solo-0", port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ(handle->limits().devices[0].memory_limit_bytes, core::kUnlimited);
+}
+
+TEST_F(AllocationServiceTest, LibpathModeAndNoNvidiaRuntime) {
+  env_.inject = InjectMode::kLibraryPath;
+  env_.set_nvidia_visible_devices = false;
+  env_.container_driver_path = "";
+  service_ = std::make_unique<AllocationService>(&resources_, &api_, provisioner_.get(), &store_, env_,
+                                                 PackingPolicy::kBinpack);
+  api_.PutPod(MakePod("ml", "a", "uid-a", {{"main", 40, 4}}, json::object(), "node-a"));
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 0, 0, 4)}, &r).ok());
+  const auto& envs = r.container_responses(0).envs();
+  EXPECT_EQ(envs.at("LD_LIBRARY_PATH"), "/usr/local/gpuslice/lib/shim:/usr/local/nvidia/lib64:/usr/local/nvidia/lib");
+  EXPECT_EQ(envs.count("LD_PRELOAD"), 0u);
+  EXPECT_EQ(envs.count("NVIDIA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(envs.count("GPUSLICE_REAL_DRIVER"), 0u);
+  EXPECT_EQ(MountsOf(r.container_responses(0)).at("/usr/local/gpuslice/lib/shim/libcuda.so.1"),
+            std::make_pair(dir_ / "lib/shim/libcuda.so.1", true));
+}
+
+TEST_F(AllocationServiceTest, MalformedAndImpossibleRequestsAreRefusedWithoutTrace) {
+  // Bound in this order by the extender: infer, then big.
+  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 50, 8}},
+                      {{kGpusAnnotation, R"({"main": [1]})"}, {kBindTimeAnnotation, "1"}}, "node-a"));
+  api_.PutPod(MakePod("ml", "big", "uid-big", {{"main", 90, 8}},
+                      {{kGpusAnnotation, R"({"main": [1]})"}, {kBindTimeAnnotation, "2"}}, "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 1, 0, 50)}).ok());  // GPU 1 now half full
+  const std::string before = StateFingerprint();
+
+  struct Case {
+    const char* name;
+    Resource resource;
+    std::vector<std::vector<std::string>> containers;
+    grpc::StatusCode code;
+    const char* want;
+  } cases[] = {
+      {"no container requests", Resource::kVcore, {}, grpc::StatusCode::INVALID_ARGUMENT, "has no container requests"},
+      {"no device IDs", Resource::kVcore, {{}}, grpc::StatusCode::INVALID_ARGUMENT, "Allocate is empty"},
+      {"unknown ID", Resource::kVcore, {{"GPU-nope-vcore-1"}}, grpc::StatusCode::INVALID_ARGUMENT,
+       "unknown gpuslice.io/vcore device ID \"GPU-nope-vcore-1\""},
+      {"garbage ID", Resource::kVmemory, {{std::string(300, 'x')}}, grpc::StatusCode::INVALID_ARGUMENT,
+       "unknown gpuslice.io/vmemory device ID"},
+      {"vmemory unit past the GPU", Resource::kVmemory, {Ids(Resource::kVmemory, 0, 10, 7)},
+       grpc::StatusCode::INVALID_ARGUMENT, "unknown gpuslice.io/vmemory device ID"},
+      {"the other resource's ID", Resource::kVcore, {Ids(Resource::kVmemory, 0, 0, 2)},
+       grpc::StatusCode::INVALID_ARGUMENT, "belongs to gpuslice.io/vmemory, not gpuslice.io/vcore"},
+      {"duplicate IDs", Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 3), Ids(Resource::kVcore, 0, 2, 1))},
+       grpc::StatusCode::INVALID_ARGUMENT, "is listed twice"},
+      {"oversize: 150 vcore", Resource::kVcore,
+       {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 50))}, grpc::StatusCode::INVALID_ARGUMENT,
+       "neither a share of one GPU"},
+      {"oversize: no pod wants 200 vcore", Resource::kVcore,
+       {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 100))},
+       grpc::StatusCode::FAILED_PRECONDITION, "no pod waiting on node node-a has a container asking for exactly 200"},
+      {"the annotated GPU is full", Resource::kVcore, {Ids(Resource::kVcore, 1, 0, 90)},
+       grpc::StatusCode::FAILED_PRECONDITION, "GPU 1 has 50 vcore free, the container needs 90; delete the pod"},
+      {"a second container fails: the first is undone", Resource::kVmemory,
+       {Ids(Resource::kVmemory, 1, 0, 8), Ids(Resource::kVmemory, 0, 0, 9)}, grpc::StatusCode::FAILED_PRECONDITION,
+       "container request 1: no pod waiting"},
+  };
+  for (const Case& c : cases) {
+    v1beta1::AllocateResponse response;
+    const grpc::Status s = service_->Allocate(c.resource, AllocateOf(c.containers), &response);
+    EXPECT_EQ(s.error_code(), c.code) << c.name << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find(c.want), std::string::npos) << c.name << ": " << s.error_message();
+    EXPECT_EQ(response.container_responses_size(), 0) << c.name;
+    EXPECT_EQ(StateFingerprint(), before) << c.name;
+  }
+
+  // Without the API, and with an API that fails.
+  api_.SetListError("connection refused");
+  grpc::Status s = Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 1, 0, 8)});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(s.error_message().find("connection refused"), std::string::npos);
+  AllocationService offline(&resources_, nullptr, provisioner_.get(), &store_, env_, PackingPolicy::kBinpack);
+  v1beta1::AllocateResponse response;
+  s = offline.Allocate(Resource::kVmemory, AllocateOf({Ids(Resource::kVmemory, 1, 0, 8)}), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("no Kubernetes API access"), std::string::npos);
+  EXPECT_EQ(StateFingerprint(), before);
+
+  // And the state still works: the pending vmemory half goes through.
+  api_.SetListError("");
+  ASSERT_TRUE(Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 1, 0, 8)}).ok());
+  EXPECT_EQ(resources_.Usage().gpus[1].vmemory_used, 8u);
+}
+
+TEST_F(AllocationServiceTest, AMissingLibraryIsReportedAndNothingIsKept) {
+  std::filesystem::remove(dir_ / "lib/libgpuslice-cuda.so");
+  api_.PutPod(MakePod("ml", "a", "uid-a", {{"main", 40, 4}}, json::object(), "node-a"));
+  const grpc::Status s = Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 40)});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("the gpuslice library is missing on the host"), std::string::npos);
+  EXPECT_TRUE(provisioner_->List().empty());
+  EXPECT_TRUE(store_.LoadAll(nullptr).empty());
+}
+
+TEST_F(AllocationServiceTest, PreferredAllocationFollowsTheTargetGpus) {
+  std::vector<std::string> all_vcore = Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 100));
+  // A pod the extender put on GPU 1.
+  api_.PutPod(MakePod("ml", "a", "uid-a", {{"main", 30, 4}}, {{kGpusAnnotation, R"({"main": [1]})"}}, "node-a"));
+  auto picked = Prefer(Resource::kVcore, all_vcore, 30);
+  ASSERT_EQ(picked.size(), 30u);
+  for (const auto& id : picked) EXPECT_EQ(ParseDeviceId(id)->gpu_uuid, kUuids[1]) << id;
+  // must_include comes first, whatever its GPU.
+  picked = Prefer(Resource::kVcore, all_vcore, 30, {Ids(Resource::kVcore, 0, 5, 1)[0]});
+  ASSERT_EQ(picked.size(), 30u);
+  EXPECT_EQ(picked[0], Ids(Resource::kVcore, 0, 5, 1)[0]);
+  // Whole GPUs: half from each.
+  api_.Clear();
+  api_.PutPod(MakePod("ml", "w", "uid-w", {{"main", 200, 16}}, json::object(), "node-a"));
+  picked = Prefer(Resource::kVmemory, Concat(Ids(Resource::kVmemory, 0, 0, 16), Ids(Resource::kVmemory, 1, 0, 16)), 16);
+  ASSERT_EQ(picked.size(), 16u);
+  int on_gpu0 = 0;
+  for (const auto& id : picked) on_gpu0 += ParseDeviceId(id)->gpu_uuid == kUuids[0];
+  EXPECT_EQ(on_gpu0, 8);
+  // No pod known: one GPU that can hold it all, the fuller one (binpack).
+  api_.Clear();
+  picked = Prefer(Resource::kVcore, Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 60, 40)), 30);
+  ASSERT_EQ(picked.size(), 30u);
+  for (const auto& id : picked) EXPECT_EQ(ParseDeviceId(id)->gpu_uuid, kUuids[1]) << id;
+}
+
+TEST_F(AllocationServiceTest, PreferredAllocationRejectsBadRequests) {
+  const auto available = Ids(Resource::kVcore, 0, 0, 10);
+  struct Case {
+    std::vector<std::string> available;
+    int size;
+    std::vector<std::string> must;
+    const char* want;
+  } cases[] = {
+      {available, 0, {}, "allocation_size 0 must be between 1 and the 10"},
+      {available, 11, {}, "allocation_size 11"},
+      {available, 2, {Ids(Resource::kVcore, 1, 0, 1)}, "is not among available_deviceIDs"},
+      {{"bogus"}, 1, {}, "unknown gpuslice.io/vcore device ID \"bogus\""},
+      {{}, 1, {}, "available_deviceIDs is empty"},
+  };
+  for (const Case& c : cases) {
+    grpc::Status s;
+    EXPECT_TRUE(Prefer(Resource::kVcore, c.available, c.size, c.must, &s).empty());
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.want;
+    EXPECT_NE(s.error_message().find(c.want), std::string::npos) << s.error_message();
+  }
+  v1beta1::PreferredAllocationResponse response;
+  EXPECT_EQ(service_->GetPreferredAllocation(Resource::kVcore, {}, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace gpuslice::k8s
