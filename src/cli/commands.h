@@ -18,6 +18,11 @@ namespace gpuslice::cli {
 int& ExitCode();
 
 void AddRunCommand(CLI::App& app);
+void AddDaemonCommand(CLI::App& app);   // daemon_command.cc
+void AddLsCommand(CLI::App& app);       // ls_command.cc
+void AddTopCommand(CLI::App& app);      // top_command.cc
+void AddSetCommand(CLI::App& app);      // set_command.cc
+void AddDevicesCommand(CLI::App& app);  // devices_command.cc
 
 }  // namespace gpuslice::cli
 

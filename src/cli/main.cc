@@ -20,6 +20,11 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all");
 
   gpuslice::cli::AddRunCommand(app);
+  gpuslice::cli::AddDaemonCommand(app);
+  gpuslice::cli::AddLsCommand(app);
+  gpuslice::cli::AddTopCommand(app);
+  gpuslice::cli::AddSetCommand(app);
+  gpuslice::cli::AddDevicesCommand(app);
   // Commands of later modules are added here, one line each.
   gpuslice::k8s::AddCommands(app);
 

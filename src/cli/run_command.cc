@@ -11,9 +11,12 @@
 
 #include "cli/child_process.h"
 #include "cli/commands.h"
+#include "cli/run_via_daemon.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "daemon/daemon_client.h"
+#include "daemon/socket_path.h"
 #include "policy/node_schedule.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
@@ -178,6 +181,14 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   if (real_driver.empty()) {
     return Fail("no NVIDIA driver found (libcuda.so.1 is not installed); install the NVIDIA driver, "
                 "or set GPUSLICE_REAL_DRIVER to its libcuda.so.1");
+  }
+  // A daemon answering on the socket creates or joins the vGPU
+  // (run_via_daemon.h); without one, everything below runs standalone.
+  if (auto client = daemon::DaemonClient::ConnectIfRunning(daemon::DefaultSocketPath(options.state_dir))) {
+    const std::string real_nvml = port::LocateRealNvml(nullptr);
+    return RunViaDaemon(*client, options, name, [&](const std::string& dir, const std::vector<port::GpuInfo>& gpus) {
+      return ChildEnvironment(options, dir, library, real_driver, real_nvml, gpus);
+    });
   }
   auto nvml = port::NvmlLibrary::Open();
   if (!nvml.ok()) return Fail(nvml.status().message());

@@ -18,6 +18,9 @@
 //   launch              cuGraphLaunch of the newest graph
 //   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
 //   meminfo             -> "meminfo FREE TOTAL"
+//   watchinfo PATH      read cuMemGetInfo, create PATH, then poll until the total
+//                       changes (a live resize) -> "changed TOTAL CLOCK_MONOTONIC_NS"
+//                       (or "changed timeout" after 30 s)
 //   totalmem            -> "totalmem BYTES"
 //   physical            -> "physical BYTES" (what the fake GPU really holds)
 //   nvml                -> "nvml TOTAL USED" (nvmlDeviceGetMemoryInfo of GPU 0)
@@ -266,6 +269,23 @@ int main(int argc, char** argv) {
       const CUresult r = DRIVER(cuMemGetInfo_v2)(&free_b, &total_b);
       if (r == CUDA_SUCCESS) printf("meminfo %zu %zu\n", free_b, total_b);
       else Report("meminfo", r);
+    } else if (cmd == "watchinfo") {
+      size_t free_b = 0, first = 0, total_b = 0;
+      CUresult r = DRIVER(cuMemGetInfo_v2)(&free_b, &first);
+      if (FILE* f = fopen(arg(1), "w")) fclose(f);  // the baseline is taken
+      ++i;
+      timespec now{}, start{};
+      clock_gettime(CLOCK_MONOTONIC, &start);
+      const timespec pause = {0, 200000};
+      for (total_b = first; r == CUDA_SUCCESS && total_b == first;) {
+        nanosleep(&pause, nullptr);
+        r = DRIVER(cuMemGetInfo_v2)(&free_b, &total_b);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 30) break;
+      }
+      if (r != CUDA_SUCCESS) Report("changed", r);
+      else if (total_b == first) printf("changed timeout\n");
+      else printf("changed %zu %lld\n", total_b, static_cast<long long>(now.tv_sec) * 1000000000ll + now.tv_nsec);
     } else if (cmd == "totalmem") {
       size_t bytes = 0;
       const CUresult r = DRIVER(cuDeviceTotalMem_v2)(&bytes, CurrentDevice());

@@ -1,0 +1,36 @@
+#include "cli/cli_flags.h"
+
+#include "core/byte_size.h"
+
+namespace gpuslice::cli {
+
+StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text) {
+  uint32_t value = 0;
+  bool ok = !text.empty() && text.size() <= 3;
+  for (char c : text) {
+    if (c < '0' || c > '9') ok = false;
+    else value = value * 10 + static_cast<uint32_t>(c - '0');
+  }
+  if (!ok || value < 1 || value > 100) {
+    return Status::Error(flag + ": '" + text + "' is not a whole percentage from 1 to 100; write e.g. " + flag +
+                         " 30");
+  }
+  return value;
+}
+
+StatusOr<core::Priority> ParsePriorityFlag(const std::string& flag, const std::string& text) {
+  if (text == "be" || text == "best_effort") return core::Priority::kBestEffort;
+  if (text == "lc" || text == "latency_critical") return core::Priority::kLatencyCritical;
+  return Status::Error(flag + ": '" + text + "' is not a priority; write " + flag + " lc (latency-critical) or " +
+                       flag + " be (best-effort)");
+}
+
+StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text) {
+  if (text == "unlimited") return core::kUnlimited;
+  auto bytes = core::ParseByteSize(text);
+  if (!bytes.ok()) return Status::Error(flag + ": " + bytes.status().message());
+  if (bytes.value() == 0) return Status::Error(flag + ": a limit of 0 bytes allows nothing; write e.g. " + flag + " 4GiB");
+  return bytes.value();
+}
+
+}  // namespace gpuslice::cli

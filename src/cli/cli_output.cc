@@ -1,0 +1,177 @@
+#include "cli/cli_output.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/byte_size.h"
+
+namespace gpuslice::cli {
+namespace {
+
+namespace pb = control::v1;
+
+// nvidia-smi topo -m's legend, so the matrix reads the same.
+std::string LinkCode(const pb::Link& link) {
+  if (link.type() == "nvlink") return "NV" + std::to_string(link.nvlinks());
+  if (link.type() == "board") return "BRD";
+  if (link.type() == "pcie_single_switch") return "PIX";
+  if (link.type() == "pcie_multiple_switches") return "PXB";
+  if (link.type() == "pcie_host_bridge") return "PHB";
+  if (link.type() == "numa_node") return "NODE";
+  if (link.type() == "system") return "SYS";
+  return "?";
+}
+
+}  // namespace
+
+std::string PriorityText(pb::Priority priority) { return priority == pb::PRIORITY_LATENCY_CRITICAL ? "lc" : "be"; }
+
+std::string LimitText(const pb::VgpuDevice& device) {
+  return device.memory_unlimited() ? "unlimited" : core::FormatByteSize(device.memory_limit_bytes());
+}
+
+std::string RatioText(bool present, double ratio) {
+  if (!present) return "-";
+  return std::to_string(static_cast<int>(std::lround(ratio * 100))) + "%";
+}
+
+std::string FormatColumns(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(widths[i] - row[i].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+Json DevicesJson(const pb::GetDevicesResponse& devices) {
+  Json out;
+  out["node"] = devices.node();
+  out["driver_version"] = devices.driver_version();
+  out["gpus"] = Json::array();
+  for (const auto& g : devices.gpus()) {
+    Json gpu;
+    gpu["index"] = g.index();
+    gpu["uuid"] = g.uuid();
+    gpu["name"] = g.name();
+    gpu["memory_total_bytes"] = g.memory_total_bytes();
+    gpu["pci_bus_id"] = g.pci_bus_id();
+    out["gpus"].push_back(gpu);
+  }
+  out["links"] = Json::array();
+  for (const auto& l : devices.links()) {
+    Json link;
+    link["a"] = l.a();
+    link["b"] = l.b();
+    link["type"] = l.type();
+    link["nvlinks"] = l.nvlinks();
+    out["links"].push_back(link);
+  }
+  return out;
+}
+
+Json VgpuJson(const pb::Vgpu& v) {
+  Json out;
+  out["name"] = v.name();
+  out["priority"] = PriorityText(v.priority());
+  out["persistent"] = v.persistent();
+  out["has_members"] = v.has_members();
+  out["generation"] = v.generation();
+  out["dir"] = v.dir();
+  out["devices"] = Json::array();
+  for (const auto& d : v.devices()) {
+    Json dev;
+    dev["gpu"] = d.has_gpu_index() ? Json(d.gpu_index()) : Json(nullptr);
+    dev["uuid"] = d.gpu_uuid();
+    dev["memory_limit_bytes"] = d.memory_unlimited() ? Json(nullptr) : Json(d.memory_limit_bytes());
+    dev["memory_used_bytes"] = d.memory_used_bytes();
+    dev["memory_total_bytes"] = d.memory_total_bytes();
+    dev["compute_share_pct"] = d.compute_share_pct();
+    dev["compute_cap_pct"] = d.compute_cap_pct();
+    dev["timeslice_us"] = d.timeslice_us();
+    dev["compute_measured_ratio"] = d.has_compute_measured_ratio() ? Json(d.compute_measured_ratio()) : Json(nullptr);
+    out["devices"].push_back(dev);
+  }
+  out["processes"] = Json::array();
+  for (const auto& p : v.processes()) {
+    Json proc;
+    proc["pid"] = p.pid();
+    proc["same_pid_namespace"] = p.same_pid_namespace();
+    proc["memory_used_bytes"] = Json(std::vector<uint64_t>(p.memory_used_bytes().begin(), p.memory_used_bytes().end()));
+    out["processes"].push_back(proc);
+  }
+  out["denied_allocations"] = v.denied_allocations();
+  out["reaped_processes"] = v.reaped_processes();
+  out["timeslice_applications"] = v.timeslice_applications();
+  out["timeslice_failures"] = v.timeslice_failures();
+  return out;
+}
+
+std::string DevicesTable(const pb::GetDevicesResponse& devices) {
+  std::string out = "node " + devices.node() + ", NVIDIA driver " +
+                    (devices.driver_version().empty() ? "unknown" : devices.driver_version()) + "\n\n";
+  std::vector<std::vector<std::string>> rows = {{"GPU", "NAME", "MEMORY", "PCI BUS ID", "UUID"}};
+  for (const auto& g : devices.gpus()) {
+    rows.push_back({std::to_string(g.index()), g.name(), core::FormatByteSize(g.memory_total_bytes()),
+                    g.pci_bus_id().empty() ? "-" : g.pci_bus_id(), g.uuid()});
+  }
+  out += FormatColumns(rows);
+  if (devices.gpus_size() > 1) {
+    std::vector<std::vector<std::string>> matrix;
+    std::vector<std::string> header = {""};
+    for (const auto& g : devices.gpus()) header.push_back("GPU" + std::to_string(g.index()));
+    matrix.push_back(header);
+    for (const auto& a : devices.gpus()) {
+      std::vector<std::string> row = {"GPU" + std::to_string(a.index())};
+      for (const auto& b : devices.gpus()) {
+        std::string code = "X";
+        for (const auto& l : devices.links()) {
+          if ((l.a() == a.index() && l.b() == b.index()) || (l.a() == b.index() && l.b() == a.index())) {
+            code = LinkCode(l);
+          }
+        }
+        row.push_back(code);
+      }
+      matrix.push_back(row);
+    }
+    out += "\n" + FormatColumns(matrix) +
+           "\nNV#: # active NVLinks  BRD: same board  PIX: one PCIe switch  PXB: several PCIe switches\n"
+           "PHB: PCIe host bridge  NODE: same NUMA node  SYS: across CPU sockets\n";
+  }
+  return out;
+}
+
+std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesResponse&) {
+  if (vgpus.empty()) return "no vGPUs\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"NAME", "PRIO", "GPU", "MEMORY USED", "LIMIT", "COMPUTE", "MEASURED", "SLICE", "PROCS", "PIDS"}};
+  for (const auto& v : vgpus) {
+    std::string pids;
+    for (const auto& p : v.processes()) pids += (pids.empty() ? "" : ",") + std::to_string(p.pid());
+    for (int i = 0; i < v.devices_size(); ++i) {
+      const auto& d = v.devices(i);
+      std::string compute = std::to_string(d.compute_share_pct()) + "%";
+      if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
+      rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") : "",
+                      i == 0 ? PriorityText(v.priority()) : "",
+                      d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
+                      core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
+                      RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
+                      d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us",
+                      i == 0 ? std::to_string(v.processes_size()) : "", i == 0 ? (pids.empty() ? "-" : pids) : ""});
+    }
+  }
+  return FormatColumns(rows);
+}
+
+}  // namespace gpuslice::cli

@@ -1,0 +1,40 @@
+// cli_output.h — how the listing commands print: human tables and the
+// stable --json shapes (documented in docs/operations.md).
+//
+// JSON keys are snake_case, sizes are bytes, ratios 0..1, and an unlimited
+// memory limit is null. Called from the CLI's main thread; pure functions
+// that allocate.
+#ifndef GPUSLICE_CLI_CLI_OUTPUT_H_
+#define GPUSLICE_CLI_CLI_OUTPUT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "gpuslice/control.pb.h"
+
+namespace gpuslice::cli {
+
+using Json = nlohmann::ordered_json;
+
+Json DevicesJson(const control::v1::GetDevicesResponse& devices);
+Json VgpuJson(const control::v1::Vgpu& vgpu);
+
+std::string DevicesTable(const control::v1::GetDevicesResponse& devices);
+// One row per vGPU and GPU, then its processes.
+std::string VgpuTable(const std::vector<control::v1::Vgpu>& vgpus, const control::v1::GetDevicesResponse& devices);
+
+// "4 GiB", or "unlimited".
+std::string LimitText(const control::v1::VgpuDevice& device);
+std::string PriorityText(control::v1::Priority priority);  // "be" / "lc"
+// "37%", or "-" when absent.
+std::string RatioText(bool present, double ratio);
+
+// Left-aligned columns, two spaces apart.
+std::string FormatColumns(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace gpuslice::cli
+
+#endif  // GPUSLICE_CLI_CLI_OUTPUT_H_

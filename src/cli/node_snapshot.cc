@@ -1,0 +1,68 @@
+#include "cli/node_snapshot.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/vgpu_store.h"
+#include "daemon/control_service.h"
+#include "daemon/node_devices.h"
+#include "daemon/vgpu_manager.h"
+#include "port/nvml_library.h"
+
+namespace gpuslice::cli {
+namespace {
+
+StatusOr<NodeSnapshot> FromDaemon(daemon::DaemonClient& client, const std::string& name, bool with_vgpus) {
+  NodeSnapshot snapshot;
+  auto status = client.GetStatus();
+  if (!status.ok()) return status.status();
+  snapshot.daemon_pid = status->pid();
+  auto devices = client.GetDevices();
+  if (!devices.ok()) return devices.status();
+  snapshot.devices = std::move(devices.value());
+  if (with_vgpus) {
+    control::v1::ListVgpusRequest request;
+    request.set_name(name);
+    auto list = client.ListVgpus(request);
+    if (!list.ok()) return list.status();
+    snapshot.vgpus.assign(list->vgpus().begin(), list->vgpus().end());
+  }
+  return snapshot;
+}
+
+StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::string& name, bool with_vgpus) {
+  // The daemon's code logs through spdlog; here stdout is the command's
+  // output (maybe JSON), so its warnings go to stderr.
+  static const bool logger_set = [] {
+    spdlog::set_default_logger(spdlog::stderr_color_st("gpuslice"));
+    spdlog::set_level(spdlog::level::warn);
+    return true;
+  }();
+  (void)logger_set;
+  NodeSnapshot snapshot;
+  daemon::NodeDevices devices;
+  auto nvml = port::NvmlLibrary::Open();
+  if (!nvml.ok()) return nvml.status();
+  auto discovered = daemon::DiscoverNodeDevices(*nvml.value());
+  if (!discovered.ok()) return discovered.status();
+  devices = std::move(discovered.value());
+  daemon::ToProto(devices, &snapshot.devices);
+  if (!with_vgpus) return snapshot;
+  // The manager without a schedule only reads: List adopts read-only.
+  daemon::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir),
+                              &devices, nullptr, {});
+  std::vector<daemon::VgpuView> views;
+  if (daemon::ApiStatus s = manager.List(name, &views); !s.ok()) return Status::Error(s.message());
+  for (const auto& v : views) daemon::ToProto(v, &snapshot.vgpus.emplace_back());
+  return snapshot;
+}
+
+}  // namespace
+
+StatusOr<NodeSnapshot> TakeNodeSnapshot(daemon::DaemonClient* client, const std::string& state_dir,
+                                        const std::string& name, bool with_vgpus) {
+  if (client != nullptr) return FromDaemon(*client, name, with_vgpus);
+  return Standalone(state_dir, name, with_vgpus);
+}
+
+}  // namespace gpuslice::cli

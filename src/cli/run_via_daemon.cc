@@ -1,0 +1,112 @@
+#include "cli/run_via_daemon.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/child_process.h"
+#include "cli/cli_flags.h"
+#include "core/byte_size.h"
+#include "core/memory_ledger.h"
+#include "core/vgpu_store.h"
+#include "port/process.h"
+
+namespace gpuslice::cli {
+namespace {
+
+namespace pb = control::v1;
+
+constexpr int kGpusliceError = 2;
+constexpr int kReapIntervalMs = 200;
+
+int Fail(const std::string& message) {
+  std::cerr << "gpuslice: " << message << "\n";
+  return kGpusliceError;
+}
+
+StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::string& name) {
+  pb::CreateVgpuRequest request;
+  request.set_name(name);
+  for (const auto& g : o.gpus) request.add_gpus(g);
+  if (!o.memory.empty()) {
+    auto bytes = core::ParseByteSize(o.memory);
+    if (!bytes.ok()) return Status::Error("--memory: " + bytes.status().message());
+    request.set_memory_limit_bytes(bytes.value());
+  }
+  if (!o.compute.empty()) {
+    auto pct = ParsePercentFlag("--compute", o.compute);
+    if (!pct.ok()) return pct.status();
+    request.set_compute_share_pct(pct.value());
+  }
+  if (!o.compute_cap.empty()) {
+    auto pct = ParsePercentFlag("--compute-cap", o.compute_cap);
+    if (!pct.ok()) return pct.status();
+    request.set_compute_cap_pct(pct.value());
+  }
+  if (!o.priority.empty()) {
+    auto p = ParsePriorityFlag("--priority", o.priority);
+    if (!p.ok()) return p.status();
+    request.set_priority(p.value() == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL
+                                                                       : pb::PRIORITY_BEST_EFFORT);
+  }
+  request.set_join_existing(true);
+  request.set_client_pid(static_cast<uint32_t>(getpid()));
+  return request;
+}
+
+}  // namespace
+
+int RunViaDaemon(daemon::DaemonClient& client, const RunOptions& options, const std::string& name,
+                 const ChildEnvironmentFn& environment) {
+  auto request = BuildRequest(options, name);
+  if (!request.ok()) return Fail(request.status().message());
+  auto vgpu = client.CreateVgpu(request.value());
+  if (!vgpu.ok()) return Fail(vgpu.status().message());
+  const std::string& dir = vgpu->dir();
+  const std::string suffix = "/vgpus/" + name;
+  if (dir.size() <= suffix.size() || dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return Fail("the daemon placed vGPU '" + name + "' at " + dir + ", not in a state directory; restart the daemon");
+  }
+  core::VgpuStore store(dir.substr(0, dir.size() - suffix.size()));
+
+  pb::DeleteVgpuRequest release;
+  release.set_name(name);
+  release.set_if_unused(true);
+  release.set_client_pid(static_cast<uint32_t>(getpid()));
+  // The daemon keeps the vGPU for us (client_pid) until we hold it ourselves.
+  auto membership = store.HoldMembership(name);
+  if (!membership.ok()) {
+    (void)client.DeleteVgpu(release);
+    return Fail(membership.status().message());
+  }
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  if (!handle.ok()) {
+    close(membership.value());
+    (void)client.DeleteVgpu(release);
+    return Fail(handle.status().message());
+  }
+  std::vector<port::GpuInfo> gpus;
+  for (const auto& uuid : vgpu->gpu_uuids()) {
+    port::GpuInfo g;
+    g.uuid_text = uuid;
+    gpus.push_back(g);
+  }
+  auto child = ChildProcess::Spawn(options.command, environment(dir, gpus));
+  if (!child.ok()) {
+    close(membership.value());
+    (void)client.DeleteVgpu(release);
+    std::cerr << "gpuslice: " << child.status().message() << "\n";
+    return 127;
+  }
+  // The daemon reaps too; this keeps reclaiming within 200 ms even while the
+  // daemon is down or restarting.
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  const int status = child->Supervise(kReapIntervalMs, [&] { ledger.ReapDeadProcesses(port::SystemProcessProbe()); });
+  ledger.ReapDeadProcesses(port::SystemProcessProbe());
+  close(membership.value());
+  // Best effort: a daemon that is gone (or restarted) collects it later.
+  (void)client.DeleteVgpu(release);
+  return status;
+}
+
+}  // namespace gpuslice::cli

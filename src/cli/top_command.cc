@@ -1,0 +1,140 @@
+// `gpuslice top`: a live view per GPU and vGPU, redrawn every interval:
+// memory used/limit, compute share target and measured, priority, the
+// timeslice in force, processes, denials. --once / --iterations N print that
+// many frames and exit (for scripts and captures); --json prints one JSON
+// object per frame and line.
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <thread>
+
+#include "cli/cli_output.h"
+#include "cli/commands.h"
+#include "cli/node_snapshot.h"
+#include "core/byte_size.h"
+#include "daemon/socket_path.h"
+
+namespace gpuslice::cli {
+namespace {
+
+namespace pb = control::v1;
+
+struct TopOptions {
+  bool once = false;
+  int iterations = 0;  // 0: until interrupted
+  int interval_ms = 1000;
+  bool json = false;
+  std::string state_dir;
+  std::string socket;
+};
+
+std::string Clock() {
+  const time_t now = time(nullptr);
+  tm local{};
+  localtime_r(&now, &local);
+  char buf[32];
+  strftime(buf, sizeof buf, "%H:%M:%S", &local);
+  return buf;
+}
+
+std::string Percent(uint64_t part, uint64_t whole) {
+  if (whole == 0) return "";
+  return " (" + std::to_string(part * 100 / whole) + "%)";
+}
+
+std::string Frame(const NodeSnapshot& s) {
+  std::string out = "gpuslice top  node " + s.devices.node() + "  " +
+                    (s.daemon_pid != 0 ? "daemon pid " + std::to_string(s.daemon_pid)
+                                       : std::string("no daemon: read from the state directory, nothing measured")) +
+                    "  " + Clock() + "\n";
+  for (const auto& gpu : s.devices.gpus()) {
+    uint64_t used = 0;
+    std::vector<std::vector<std::string>> rows = {
+        {"  VGPU", "PRIO", "MEMORY USED / LIMIT", "SHARE", "MEASURED", "SLICE", "PROCS", "DENIED", "LC P99"}};
+    for (const auto& v : s.vgpus) {
+      for (const auto& d : v.devices()) {
+        if (!d.has_gpu_index() || d.gpu_index() != gpu.index()) continue;
+        used += d.memory_used_bytes();
+        const uint64_t limit = d.memory_unlimited() ? gpu.memory_total_bytes() : d.memory_limit_bytes();
+        std::string share = std::to_string(d.compute_share_pct()) + "%";
+        if (d.compute_cap_pct() != 0) share += " cap " + std::to_string(d.compute_cap_pct()) + "%";
+        rows.push_back({"  " + v.name(), PriorityText(v.priority()),
+                        core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) +
+                            Percent(d.memory_used_bytes(), limit),
+                        share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
+                        d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us",
+                        std::to_string(v.processes_size()), std::to_string(v.denied_allocations()),
+                        // FIXME(#4): LC latency is not recorded anywhere the daemon can read yet.
+                        "-"});
+      }
+    }
+    out += "\nGPU " + std::to_string(gpu.index()) + "  " + gpu.name() + "  " +
+           core::FormatByteSize(gpu.memory_total_bytes()) + ", vGPUs hold " + core::FormatByteSize(used) +
+           Percent(used, gpu.memory_total_bytes()) + "\n";
+    if (rows.size() == 1) out += "  no vGPUs\n";
+    else out += FormatColumns(rows);
+  }
+  return out;
+}
+
+Json FrameJson(const NodeSnapshot& s) {
+  Json out;
+  out["time_unix_seconds"] = static_cast<int64_t>(time(nullptr));
+  out["daemon_pid"] = s.daemon_pid;
+  out["devices"] = DevicesJson(s.devices);
+  out["vgpus"] = Json::array();
+  for (const auto& v : s.vgpus) out["vgpus"].push_back(VgpuJson(v));
+  return out;
+}
+
+int RunTop(const TopOptions& o) {
+  if (o.interval_ms < 50 || o.interval_ms > 3600000) {
+    std::cerr << "gpuslice: --interval-ms " << o.interval_ms << " is out of range; give 50 to 3600000\n";
+    return 2;
+  }
+  if (o.iterations < 0) {
+    std::cerr << "gpuslice: --iterations " << o.iterations << " is negative; give a count, or leave it out\n";
+    return 2;
+  }
+  const int frames = o.once ? 1 : o.iterations;
+  const bool redraw = !o.json && frames != 1 && isatty(STDOUT_FILENO);
+  const std::string socket = o.socket.empty() ? daemon::DefaultSocketPath(o.state_dir) : o.socket;
+  for (int i = 0; frames == 0 || i < frames; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));  // the refresh period
+    // Reconnect each frame: top keeps working across a daemon restart.
+    auto client = daemon::DaemonClient::ConnectIfRunning(socket);
+    auto snapshot = TakeNodeSnapshot(client.get(), o.state_dir, "", /*with_vgpus=*/true);
+    if (!snapshot.ok()) {
+      std::cerr << "gpuslice: " << snapshot.status().message() << "\n";
+      return 2;
+    }
+    if (o.json) {
+      std::cout << FrameJson(snapshot.value()).dump() << std::endl;
+      continue;
+    }
+    if (redraw) std::cout << "\x1b[H\x1b[2J";  // home, clear
+    else if (i > 0) std::cout << "\n";
+    std::cout << Frame(snapshot.value()) << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddTopCommand(CLI::App& app) {
+  auto o = std::make_shared<TopOptions>();
+  CLI::App* cmd = app.add_subcommand("top", "Live view per GPU and vGPU: memory, compute share, priority");
+  cmd->add_flag("--once", o->once, "Print one frame and exit");
+  cmd->add_option("--iterations", o->iterations, "Print this many frames and exit (default: until Ctrl-C)");
+  cmd->add_option("--interval-ms", o->interval_ms, "Time between frames in milliseconds (default 1000)");
+  cmd->add_flag("--json", o->json, "One JSON object per frame and line");
+  cmd->add_option("--state-dir", o->state_dir, "State directory (default: as for run)");
+  cmd->add_option("--socket", o->socket, "The daemon's socket (default: $GPUSLICE_SOCKET, <state-dir>/gpuslice.sock)");
+  cmd->callback([o] { ExitCode() = RunTop(*o); });
+}
+
+}  // namespace gpuslice::cli

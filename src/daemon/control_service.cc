@@ -1,0 +1,168 @@
+#include "daemon/control_service.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+namespace pb = control::v1;
+
+grpc::Status ToGrpc(const ApiStatus& s) {
+  switch (s.code()) {
+    case ApiCode::kOk: return grpc::Status::OK;
+    case ApiCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
+    case ApiCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, s.message()};
+    case ApiCode::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, s.message()};
+    case ApiCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
+    case ApiCode::kInternal: break;
+  }
+  return {grpc::StatusCode::INTERNAL, s.message()};
+}
+
+grpc::Status Invalid(const std::string& message) { return {grpc::StatusCode::INVALID_ARGUMENT, message}; }
+
+// Proto3 enums are open: any int may arrive. Unspecified = nullopt.
+bool FromProto(int value, std::optional<core::Priority>* out) {
+  switch (value) {
+    case pb::PRIORITY_UNSPECIFIED: *out = std::nullopt; return true;
+    case pb::PRIORITY_BEST_EFFORT: *out = core::Priority::kBestEffort; return true;
+    case pb::PRIORITY_LATENCY_CRITICAL: *out = core::Priority::kLatencyCritical; return true;
+    default: return false;
+  }
+}
+
+pb::Priority ToProto(core::Priority p) {
+  return p == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL : pb::PRIORITY_BEST_EFFORT;
+}
+
+constexpr char kBadPriority[] =
+    "priority: unknown value; use PRIORITY_BEST_EFFORT or PRIORITY_LATENCY_CRITICAL (CLI: --priority be|lc)";
+
+}  // namespace
+
+void ToProto(const VgpuView& view, pb::Vgpu* out) {
+  out->set_name(view.name);
+  out->set_dir(view.dir);
+  out->set_priority(ToProto(view.priority));
+  out->set_persistent(view.persistent);
+  out->set_generation(view.generation);
+  out->set_has_members(view.has_members);
+  for (const auto& d : view.devices) {
+    pb::VgpuDevice* pd = out->add_devices();
+    if (d.gpu_index) pd->set_gpu_index(*d.gpu_index);
+    pd->set_gpu_uuid(d.gpu_uuid);
+    pd->set_memory_total_bytes(d.memory_total_bytes);
+    pd->set_memory_unlimited(d.memory_limit_bytes == core::kUnlimited);
+    pd->set_memory_limit_bytes(d.memory_limit_bytes == core::kUnlimited ? 0 : d.memory_limit_bytes);
+    pd->set_memory_used_bytes(d.memory_used_bytes);
+    pd->set_compute_share_pct(d.compute_share_pct);
+    pd->set_compute_cap_pct(d.compute_cap_pct);
+    pd->set_timeslice_us(d.timeslice_us);
+    if (d.compute_measured_ratio) pd->set_compute_measured_ratio(*d.compute_measured_ratio);
+  }
+  for (const auto& p : view.processes) {
+    pb::VgpuProcess* pp = out->add_processes();
+    pp->set_pid(p.pid);
+    pp->set_same_pid_namespace(p.same_pid_namespace);
+    for (uint64_t used : p.memory_used_bytes) pp->add_memory_used_bytes(used);
+  }
+  out->set_denied_allocations(view.denied_allocations);
+  out->set_reaped_processes(view.reaped_processes);
+  out->set_timeslice_applications(view.timeslice_applications);
+  out->set_timeslice_failures(view.timeslice_failures);
+}
+
+void ToProto(const NodeDevices& devices, pb::GetDevicesResponse* response) {
+  response->set_node(devices.node);
+  response->set_driver_version(devices.driver_version);
+  for (const auto& g : devices.gpus) {
+    pb::Gpu* out = response->add_gpus();
+    out->set_index(g.index);
+    out->set_uuid(g.uuid_text);
+    out->set_name(g.name);
+    out->set_memory_total_bytes(g.memory_total_bytes);
+    out->set_pci_bus_id(g.pci_bus_id);
+  }
+  for (const auto& l : devices.links) {
+    pb::Link* out = response->add_links();
+    out->set_a(l.a);
+    out->set_b(l.b);
+    out->set_type(port::LinkTypeName(l.type));
+    out->set_nvlinks(l.nvlinks);
+  }
+}
+
+grpc::Status ControlService::GetDevices(grpc::ServerContext*, const pb::GetDevicesRequest*,
+                                        pb::GetDevicesResponse* response) {
+  ToProto(*devices_, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVgpuRequest* request,
+                                        pb::CreateVgpuResponse* response) {
+  CreateOptions o;
+  o.name = request->name();
+  o.gpus.assign(request->gpus().begin(), request->gpus().end());
+  if (request->has_memory_limit_bytes()) o.memory_limit_bytes = request->memory_limit_bytes();
+  if (request->has_compute_share_pct()) o.compute_share_pct = request->compute_share_pct();
+  if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
+  if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
+  o.join_existing = request->join_existing();
+  o.persistent = request->persistent();
+  o.client_pid = request->client_pid();
+  CreateResult result;
+  if (ApiStatus s = manager_->Create(o, &result); !s.ok()) return ToGrpc(s);
+  response->set_name(result.name);
+  response->set_dir(result.dir);
+  response->set_created(result.created);
+  for (const auto& uuid : result.gpu_uuids) response->add_gpu_uuids(uuid);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ListVgpus(grpc::ServerContext*, const pb::ListVgpusRequest* request,
+                                       pb::ListVgpusResponse* response) {
+  std::vector<VgpuView> views;
+  if (ApiStatus s = manager_->List(request->name(), &views); !s.ok()) return ToGrpc(s);
+  for (const auto& v : views) ToProto(v, response->add_vgpus());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVgpuRequest* request,
+                                        pb::ResizeVgpuResponse* response) {
+  ResizeOptions o;
+  o.name = request->name();
+  if (request->memory_unlimited() && request->has_memory_limit_bytes()) {
+    return Invalid("memory_limit_bytes and memory_unlimited contradict each other; give one");
+  }
+  if (request->has_memory_limit_bytes()) o.memory_limit_bytes = request->memory_limit_bytes();
+  if (request->memory_unlimited()) o.memory_limit_bytes = core::kUnlimited;
+  if (request->has_compute_share_pct()) o.compute_share_pct = request->compute_share_pct();
+  if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
+  if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
+  o.force = request->force();
+  VgpuView after;
+  if (ApiStatus s = manager_->Resize(o, &after); !s.ok()) return ToGrpc(s);
+  ToProto(after, response->mutable_vgpu());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DeleteVgpu(grpc::ServerContext*, const pb::DeleteVgpuRequest* request,
+                                        pb::DeleteVgpuResponse* response) {
+  bool deleted = false;
+  if (ApiStatus s = manager_->Delete(request->name(), request->if_unused(), request->client_pid(), &deleted); !s.ok()) {
+    return ToGrpc(s);
+  }
+  response->set_deleted(deleted);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetStatus(grpc::ServerContext*, const pb::GetStatusRequest*,
+                                       pb::GetStatusResponse* response) {
+  response->set_pid(identity_->pid);
+  response->set_version(identity_->version);
+  response->set_start_time_unix_seconds(identity_->start_time_unix_seconds);
+  response->set_state_dir(identity_->state_dir);
+  response->set_socket_path(identity_->socket_path);
+  response->set_metrics_address(identity_->metrics_address);
+  return grpc::Status::OK;
+}
+
+}  // namespace gpuslice::daemon

@@ -1,0 +1,62 @@
+// control_service.h — the gRPC face of the daemon: proto/gpuslice/control.proto
+// translated to and from VgpuManager and NodeDevices.
+//
+// Every request is checked here or in the manager before it touches state;
+// bad input answers INVALID_ARGUMENT with a message naming the field and the
+// fix, never a crash (fuzz/control_api_fuzz.cc drives these methods with
+// arbitrary messages). Handlers run on gRPC's threads, concurrently; they
+// block on the manager's mutex and on file-system work, and allocate.
+#ifndef GPUSLICE_DAEMON_CONTROL_SERVICE_H_
+#define GPUSLICE_DAEMON_CONTROL_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "daemon/node_devices.h"
+#include "daemon/vgpu_manager.h"
+#include "gpuslice/control.grpc.pb.h"
+
+namespace gpuslice::daemon {
+
+// What GetStatus reports about the daemon itself.
+struct DaemonIdentity {
+  uint32_t pid = 0;
+  std::string version;
+  int64_t start_time_unix_seconds = 0;
+  std::string state_dir;
+  std::string socket_path;
+  std::string metrics_address;
+};
+
+class ControlService final : public control::v1::Control::Service {
+ public:
+  // All three must outlive the service.
+  ControlService(VgpuManager* manager, const NodeDevices* devices, const DaemonIdentity* identity)
+      : manager_(manager), devices_(devices), identity_(identity) {}
+
+  grpc::Status GetDevices(grpc::ServerContext*, const control::v1::GetDevicesRequest*,
+                          control::v1::GetDevicesResponse*) override;
+  grpc::Status CreateVgpu(grpc::ServerContext*, const control::v1::CreateVgpuRequest*,
+                          control::v1::CreateVgpuResponse*) override;
+  grpc::Status ListVgpus(grpc::ServerContext*, const control::v1::ListVgpusRequest*,
+                         control::v1::ListVgpusResponse*) override;
+  grpc::Status ResizeVgpu(grpc::ServerContext*, const control::v1::ResizeVgpuRequest*,
+                          control::v1::ResizeVgpuResponse*) override;
+  grpc::Status DeleteVgpu(grpc::ServerContext*, const control::v1::DeleteVgpuRequest*,
+                          control::v1::DeleteVgpuResponse*) override;
+  grpc::Status GetStatus(grpc::ServerContext*, const control::v1::GetStatusRequest*,
+                         control::v1::GetStatusResponse*) override;
+
+ private:
+  VgpuManager* const manager_;
+  const NodeDevices* const devices_;
+  const DaemonIdentity* const identity_;
+};
+
+// Exposed for the CLI's standalone views and for tests.
+void ToProto(const VgpuView& view, control::v1::Vgpu* out);
+void ToProto(const NodeDevices& devices, control::v1::GetDevicesResponse* out);
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_CONTROL_SERVICE_H_

@@ -1,0 +1,219 @@
+#include "daemon/daemon.h"
+
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/vgpu_store.h"
+#include "daemon/control_service.h"
+#include "daemon/control_socket.h"
+#include "daemon/instance_lock.h"
+#include "daemon/metrics_exporter.h"
+#include "daemon/node_devices.h"
+#include "daemon/schedule_worker.h"
+#include "daemon/socket_path.h"
+#include "daemon/utilization_sampler.h"
+#include "daemon/vgpu_manager.h"
+#include "metrics/http_server.h"
+#include "metrics/registry.h"
+#include "policy/node_schedule.h"
+#include "port/nvml_library.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+constexpr int kStartError = 2;
+constexpr auto kSampleInterval = std::chrono::seconds(1);
+
+int Fail(const std::string& message) {
+  spdlog::error("{}", message);
+  return kStartError;
+}
+
+// The housekeeping thread: GC every reap interval, compute sampling every
+// second. Stops (and joins) on destruction.
+class Housekeeper {
+ public:
+  Housekeeper(VgpuManager* manager, UtilizationSampler* sampler, MetricsExporter* exporter,
+              std::chrono::milliseconds interval)
+      : manager_(manager), sampler_(sampler), exporter_(exporter), interval_(interval) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~Housekeeper() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    auto next_sample = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      const GcResult gc = manager_->CollectGarbage();
+      if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
+      if (std::chrono::steady_clock::now() >= next_sample) {
+        sampler_->Sample();
+        next_sample = std::chrono::steady_clock::now() + kSampleInterval;
+      }
+      lock.lock();
+      cv_.wait_for(lock, interval_, [this] { return stop_; });
+    }
+  }
+
+  VgpuManager* const manager_;
+  UtilizationSampler* const sampler_;
+  MetricsExporter* const exporter_;
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+void SetLogLevel(const std::string& level) {
+  // stderr: the journal takes it under systemd, and stdout stays clean.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("gpuslice-daemon"));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ gpuslice-daemon: %v");
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+}  // namespace
+
+int RunDaemon(const config::DaemonConfig& config) {
+  SetLogLevel(config.log_level);
+  const std::string state_dir = config.state_dir.empty() ? core::VgpuStore::DefaultRoot() : config.state_dir;
+  // A socket path left at its built-in default follows the state directory
+  // (socket_path.h), so a daemon with its own state directory never collides
+  // with the system one.
+  const std::string socket_path = config.socket.path == config::DaemonConfig{}.socket.path
+                                      ? DefaultSocketPath(state_dir)
+                                      : config.socket.path;
+
+  std::optional<gid_t> group;
+  if (!config.socket.group.empty()) {
+    auto gid = LookupGroup(config.socket.group);
+    if (!gid.ok()) return Fail(gid.status().message());
+    group = gid.value();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir + "/vgpus", ec);
+  if (ec) {
+    return Fail("cannot create the state directory " + state_dir + ": " + ec.message() +
+                "; set state_dir (or GPUSLICE_STATE_DIR) to a writable directory");
+  }
+  // Group members reach the socket and their vGPUs' files through the state
+  // directory, but may not list it.
+  chmod(state_dir.c_str(), group ? 0710 : 0700);
+  if (group && chown(state_dir.c_str(), static_cast<uid_t>(-1), *group) != 0) {
+    return Fail("cannot give " + state_dir + " to group " + config.socket.group +
+                "; run the daemon as root or as a member of that group");
+  }
+  auto instance = InstanceLock::Acquire(state_dir);
+  if (!instance.ok()) return Fail(instance.status().message());
+  if (Status s = PrepareSocketPath(socket_path); !s.ok()) return Fail(s.message());
+
+  auto nvml = port::NvmlLibrary::Open();
+  if (!nvml.ok()) return Fail(nvml.status().message());
+  auto devices = DiscoverNodeDevices(*nvml.value());
+  if (!devices.ok()) return Fail(devices.status().message());
+  for (const auto& g : devices->gpus) {
+    spdlog::info("GPU {}: {} {} ({} MiB, {})", g.index, g.name, g.uuid_text, g.memory_total_bytes >> 20,
+                 g.pci_bus_id.empty() ? "no PCI id" : g.pci_bus_id);
+  }
+
+  core::VgpuStore store(state_dir);
+  const policy::TimeslicePolicyConfig timeslices = config.timeslices;
+  ScheduleWorker schedule([store, timeslices] { return policy::ApplyNodeSchedule(store, timeslices); });
+  ManagerOptions options;
+  options.default_memory_bytes = config.defaults.memory_bytes;
+  options.default_compute_pct = config.defaults.compute_pct;
+  options.default_priority = config.defaults.priority;
+  options.group = group;
+  VgpuManager manager(store, &devices.value(), &schedule, options);
+  const size_t adopted = manager.Adopt();
+
+  DaemonIdentity identity;
+  identity.pid = static_cast<uint32_t>(getpid());
+  identity.version = "0.1.0";
+  identity.start_time_unix_seconds = static_cast<int64_t>(time(nullptr));
+  identity.state_dir = state_dir;
+  identity.socket_path = socket_path;
+
+  metrics::Registry registry;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  std::optional<MetricsExporter> exporter;
+  if (config.metrics.enabled) {
+    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds);
+    if (!e.ok()) return Fail(e.status().message());
+    exporter.emplace(std::move(e.value()));
+    metrics::HttpServerOptions http;
+    http.address = config.metrics.address;
+    http.allow_remote = config.metrics.allow_remote;
+    metrics_server = std::make_unique<metrics::MetricsHttpServer>(&registry, http);
+    if (Status s = metrics_server->Start(); !s.ok()) return Fail("metrics: " + s.message());
+    identity.metrics_address = metrics_server->bound_address();
+  }
+
+  // Signals are taken by sigwait below; block them before any thread starts
+  // so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ControlService service(&manager, &devices.value(), &identity);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  // The socket is created by gRPC's bind; umask makes it owner-only from
+  // its first instant, before RestrictSocket sets the final mode.
+  const mode_t old_umask = umask(0177);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  umask(old_umask);
+  if (server == nullptr) {
+    return Fail("cannot listen on " + socket_path + "; check that its directory is writable, or set socket.path");
+  }
+  if (Status s = RestrictSocket(socket_path, group); !s.ok()) {
+    server->Shutdown();
+    unlink(socket_path.c_str());
+    return Fail(s.message());
+  }
+
+  UtilizationSampler sampler(nvml.value().get(), &manager);
+  std::optional<Housekeeper> housekeeper;
+  housekeeper.emplace(&manager, &sampler, exporter ? &*exporter : nullptr,
+                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
+  spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
+               devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
+               identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  spdlog::info("stopping on signal {}", signal_number);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  housekeeper.reset();
+  if (metrics_server) metrics_server->Stop();
+  unlink(socket_path.c_str());
+  return 0;
+}
+
+}  // namespace gpuslice::daemon

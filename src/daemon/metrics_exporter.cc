@@ -1,0 +1,60 @@
+#include "daemon/metrics_exporter.h"
+
+#include <string>
+
+namespace gpuslice::daemon {
+
+void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices,
+                     const std::vector<VgpuView>& views) {
+  // vGPUs come and go: start every per-vGPU family afresh.
+  m.vgpu_memory_used_bytes->Clear();
+  m.vgpu_memory_limit_bytes->Clear();
+  m.vgpu_compute_share_target_ratio->Clear();
+  m.vgpu_compute_share_measured_ratio->Clear();
+  m.vgpu_allocation_denials_total->Clear();
+  m.vgpu_timeslice_applications_total->Clear();
+  m.vgpu_timeslice_failures_total->Clear();
+  m.vgpu_processes->Clear();
+  m.gpu_memory_total_bytes->Clear();
+  for (const auto& g : devices.gpus) {
+    m.gpu_memory_total_bytes->WithLabels({std::to_string(g.index)}).Set(static_cast<double>(g.memory_total_bytes));
+  }
+  for (const auto& v : views) {
+    for (const auto& d : v.devices) {
+      // A GPU the node no longer has is labelled by UUID rather than dropped.
+      const metrics::LabelValues labels = {d.gpu_index ? std::to_string(*d.gpu_index) : d.gpu_uuid, v.name};
+      m.vgpu_memory_used_bytes->WithLabels(labels).Set(static_cast<double>(d.memory_used_bytes));
+      const uint64_t limit = d.memory_limit_bytes == core::kUnlimited ? d.memory_total_bytes : d.memory_limit_bytes;
+      m.vgpu_memory_limit_bytes->WithLabels(labels).Set(static_cast<double>(limit));
+      m.vgpu_compute_share_target_ratio->WithLabels(labels).Set(d.compute_share_pct / 100.0);
+      if (d.compute_measured_ratio) {
+        m.vgpu_compute_share_measured_ratio->WithLabels(labels).Set(*d.compute_measured_ratio);
+      }
+    }
+    const metrics::LabelValues vgpu = {v.name};
+    m.vgpu_allocation_denials_total->WithLabels(vgpu).Set(static_cast<double>(v.denied_allocations));
+    m.vgpu_timeslice_applications_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_applications));
+    m.vgpu_timeslice_failures_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_failures));
+    m.vgpu_processes->WithLabels(vgpu).Set(static_cast<double>(v.processes.size()));
+  }
+  // FIXME(#4): gpuslice_vgpu_lc_latency_seconds stays empty until the
+  // interposer records LC latency somewhere the daemon can read (the ledger
+  // has no field for it yet).
+}
+
+StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, VgpuManager* manager,
+                                                  int64_t start_time_unix_seconds) {
+  auto m = metrics::RegisterGpusliceMetrics(*registry);
+  if (!m.ok()) return m.status();
+  const metrics::GpusliceMetrics families = m.value();
+  families.daemon_up->WithLabels({}).Set(1);
+  families.daemon_start_time_seconds->WithLabels({}).Set(static_cast<double>(start_time_unix_seconds));
+  families.daemon_reaped_processes_total->WithLabels({});  // exported as 0 from the start
+  registry->AddCollector([families, manager] {
+    std::vector<VgpuView> views;
+    if (manager->List("", &views).ok()) FillVgpuMetrics(families, manager->devices(), views);
+  });
+  return MetricsExporter(families);
+}
+
+}  // namespace gpuslice::daemon

@@ -1,0 +1,42 @@
+// metrics_exporter.h — the daemon's Prometheus series (docs/metrics.md),
+// filled from the vGPUs' mapped state on every scrape.
+//
+// Registers gpuslice's metric families on the registry and one collector,
+// which lists the manager's vGPUs (collect on scrape: the ledgers are the
+// truth, so nothing is mirrored in between). The collector runs on the
+// metrics server's thread and takes the manager's mutex for the listing.
+// The reaped-processes counter is incremented by the housekeeping thread.
+#ifndef GPUSLICE_DAEMON_METRICS_EXPORTER_H_
+#define GPUSLICE_DAEMON_METRICS_EXPORTER_H_
+
+#include <cstdint>
+
+#include "core/status.h"
+#include "daemon/vgpu_manager.h"
+#include "metrics/gpuslice_metrics.h"
+#include "metrics/registry.h"
+
+namespace gpuslice::daemon {
+
+class MetricsExporter {
+ public:
+  // Registers the families and the collector. `manager` must outlive the
+  // registry's last Render().
+  static StatusOr<MetricsExporter> Create(metrics::Registry* registry, VgpuManager* manager,
+                                          int64_t start_time_unix_seconds);
+
+  // Dead processes reclaimed by this daemon.
+  void CountReaped(uint32_t n) { metrics_.daemon_reaped_processes_total->WithLabels({}).Increment(n); }
+
+ private:
+  explicit MetricsExporter(metrics::GpusliceMetrics m) : metrics_(m) {}
+  metrics::GpusliceMetrics metrics_;
+};
+
+// One collection pass, exposed for tests: sets every series from `views`.
+void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices,
+                     const std::vector<VgpuView>& views);
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_METRICS_EXPORTER_H_

@@ -1,0 +1,442 @@
+#include "daemon/vgpu_manager.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "core/byte_size.h"
+#include "core/memory_ledger.h"
+#include "daemon/limits_writer.h"
+#include "port/process.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+template <typename T>
+T Load(const T& word) {
+  return std::atomic_ref<T>(const_cast<T&>(word)).load(std::memory_order_acquire);
+}
+template <typename T>
+void Store(T& word, T value) {
+  std::atomic_ref<T>(word).store(value, std::memory_order_release);
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+ino_t InodeOf(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+std::string Limit(uint64_t bytes) {
+  return bytes == core::kUnlimited ? std::string("unlimited") : core::FormatByteSize(bytes);
+}
+
+const char* PriorityName(uint32_t p) { return p == 1 ? "lc" : "be"; }
+
+ApiStatus CheckPercent(const char* what, const std::optional<uint32_t>& pct) {
+  if (pct && (*pct < 1 || *pct > 100)) {
+    return {ApiCode::kInvalidArgument,
+            std::string(what) + " " + std::to_string(*pct) + " is out of range; give a whole percentage from 1 to 100"};
+  }
+  return ApiStatus::Ok();
+}
+
+}  // namespace
+
+VgpuManager::VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule,
+                         ManagerOptions options)
+    : store_(std::move(store)), devices_(devices), schedule_(schedule), options_(std::move(options)) {}
+
+size_t VgpuManager::Adopt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RefreshLocked();
+  for (const auto& [name, m] : vgpus_) {
+    core::MemoryLedger account(&m->handle.limits(), &m->handle.ledger());
+    spdlog::info("adopted vGPU '{}' ({}, {} live processes)", name, m->persistent ? "persistent" : "ephemeral",
+                 account.LiveProcessCount());
+  }
+  if (schedule_ != nullptr && !vgpus_.empty()) schedule_->Request();
+  return vgpus_.size();
+}
+
+Status VgpuManager::AdoptLocked(const std::string& name) {
+  const std::string dir = store_.DirOf(name);
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  if (!handle.ok()) return handle.status();
+  auto m = std::make_shared<Managed>(Managed{std::move(handle.value())});
+  m->limits_inode = InodeOf(dir + "/limits");
+  m->persistent = Exists(dir + "/" + kPersistentMarker);
+  m->grace_until = Clock::now() + options_.grace;
+  vgpus_[name] = std::move(m);
+  return Status::Ok();
+}
+
+void VgpuManager::RefreshLocked() {
+  const std::vector<std::string> names = store_.List();
+  std::map<std::string, std::shared_ptr<Managed>> kept;
+  for (const std::string& name : names) {
+    auto it = vgpus_.find(name);
+    if (it != vgpus_.end() && it->second->limits_inode == InodeOf(store_.DirOf(name) + "/limits")) {
+      kept[name] = it->second;
+      continue;
+    }
+    // New to us (made by a standalone `gpuslice run`, or before a restart),
+    // or replaced under the same name.
+    vgpus_.erase(name);
+    if (Status s = AdoptLocked(name); !s.ok()) {
+      spdlog::warn("skipping vGPU '{}': {}", name, s.message());
+      continue;
+    }
+    kept[name] = vgpus_[name];
+  }
+  vgpus_ = std::move(kept);
+}
+
+void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
+  if (!options_.group) return;
+  // Group members' applications map the ledger read-write and take the
+  // members lock, so the group needs those files and a path to them.
+  const gid_t gid = *options_.group;
+  struct Item {
+    std::string path;
+    mode_t mode;
+  };
+  const Item items[] = {{store_.root(), 0710}, {store_.root() + "/vgpus", 0710}, {dir, 0750},
+                        {dir + "/limits", 0444}, {dir + "/ledger", 0660}, {dir + "/members", 0660}};
+  for (const Item& item : items) {
+    if (chown(item.path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(item.path.c_str(), item.mode) != 0) {
+      spdlog::warn("cannot share {} with group {}: {}", item.path, gid, strerror(errno));
+    }
+  }
+}
+
+ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
+  if (Status s = core::VgpuStore::ValidateName(o.name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  if (o.gpus.size() > core::kMaxDevices) {
+    return {ApiCode::kInvalidArgument,
+            "a vGPU has at most " + std::to_string(core::kMaxDevices) + " GPUs; name fewer"};
+  }
+  if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
+  if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  if (o.memory_limit_bytes && *o.memory_limit_bytes == 0) {
+    return {ApiCode::kInvalidArgument, "a memory limit of 0 bytes allows nothing; give at least 1 MiB"};
+  }
+  auto gpus = devices_->Select(o.gpus);
+  if (!gpus.ok()) return {ApiCode::kInvalidArgument, gpus.status().message()};
+
+  core::VgpuSpec spec;
+  spec.name = o.name;
+  for (const auto& g : gpus.value()) {
+    core::DeviceSpec d;
+    d.uuid = g.uuid;
+    d.memory_limit_bytes = o.memory_limit_bytes.value_or(options_.default_memory_bytes.value_or(core::kUnlimited));
+    d.compute_share_pct = o.compute_share_pct.value_or(options_.default_compute_pct);
+    d.compute_cap_pct = o.compute_cap_pct.value_or(100) == 100 ? 0 : *o.compute_cap_pct;
+    d.priority = o.priority.value_or(options_.default_priority);
+    spec.devices.push_back(d);
+  }
+
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::string dir = store_.DirOf(o.name);
+  const bool exists = Exists(dir);
+  if (exists && !o.join_existing) {
+    return {ApiCode::kAlreadyExists, "vGPU '" + o.name + "' already exists; join it, delete it first, or pick another name"};
+  }
+  if (exists) {
+    // A join that states memory, GPUs or compute must agree with the vGPU:
+    // silently joining a different one would break the caller's assumptions.
+    auto existing = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+    if (!existing.ok()) return {ApiCode::kInternal, existing.status().message()};
+    const core::Limits& limits = existing->limits();
+    const core::DeviceLimit& d0 = limits.devices[0];
+    std::string mismatch;
+    if (!o.gpus.empty()) {
+      bool same = limits.device_count == spec.devices.size();
+      for (size_t i = 0; same && i < spec.devices.size(); ++i) {
+        same = memcmp(limits.devices[i].uuid, spec.devices[i].uuid.data(), 16) == 0;
+      }
+      if (!same) mismatch = "other GPUs";
+    }
+    if (o.memory_limit_bytes && Load(d0.memory_limit_bytes) != *o.memory_limit_bytes) {
+      mismatch = "a " + Limit(Load(d0.memory_limit_bytes)) + " memory limit";
+    }
+    if ((o.compute_share_pct && Load(d0.compute_share_pct) != *o.compute_share_pct) ||
+        (o.compute_cap_pct && Load(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
+        (o.priority && Load(d0.priority) != static_cast<uint32_t>(*o.priority))) {
+      mismatch = "compute share " + std::to_string(Load(d0.compute_share_pct)) + "%, priority " +
+                 PriorityName(Load(d0.priority));
+    }
+    if (!mismatch.empty()) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' already exists with " + mismatch +
+                                                "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
+    }
+  }
+  bool created = false;
+  auto made = store_.CreateOrJoin(spec, /*spec_is_explicit=*/false, &created);
+  if (!made.ok()) return {ApiCode::kInternal, made.status().message()};
+  if (created) {
+    if (o.persistent) {
+      const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+      if (fd >= 0) close(fd);
+    }
+    ApplyGroupPermissions(dir);
+  } else if (o.persistent && !Exists(dir + "/" + kPersistentMarker)) {
+    const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+    if (fd >= 0) close(fd);
+  }
+  auto it = vgpus_.find(o.name);
+  if (created || it == vgpus_.end() || it->second->limits_inode != InodeOf(dir + "/limits")) {
+    if (Status s = AdoptLocked(o.name); !s.ok()) return {ApiCode::kInternal, s.message()};
+    it = vgpus_.find(o.name);
+  }
+  Managed& m = *it->second;
+  m.persistent = m.persistent || o.persistent;
+  const uint64_t client_start =
+      o.client_pid != 0 ? port::ProcessStartTime(static_cast<pid_t>(o.client_pid)) : 0;
+  if (client_start != 0) {
+    // Kept while the client lives, until it releases: no grace needed.
+    m.pending.push_back({o.client_pid, client_start});
+    if (created) m.grace_until = Clock::now();
+  } else {
+    // No pid, or one we cannot watch (another pid namespace): a grace
+    // period covers the moment until the client takes its membership.
+    m.grace_until = Clock::now() + options_.grace;
+  }
+
+  result->name = o.name;
+  result->dir = dir;
+  result->created = created;
+  result->gpu_uuids.clear();
+  const core::Limits& limits = m.handle.limits();
+  for (uint32_t i = 0; i < limits.device_count && i < core::kMaxDevices; ++i) {
+    result->gpu_uuids.push_back(FormatGpuUuid(limits.devices[i].uuid));
+  }
+  if (created) {
+    spdlog::info("created vGPU '{}' ({}, {} GPU(s), memory {})", o.name, o.persistent ? "persistent" : "ephemeral",
+                 spec.devices.size(), Limit(spec.devices[0].memory_limit_bytes));
+    if (schedule_ != nullptr) schedule_->Request();
+  }
+  return ApiStatus::Ok();
+}
+
+ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
+  if (Status s = core::VgpuStore::ValidateName(o.name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
+  if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  if (o.memory_limit_bytes && *o.memory_limit_bytes == 0) {
+    return {ApiCode::kInvalidArgument, "a memory limit of 0 bytes allows nothing; give at least 1 MiB"};
+  }
+  if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !o.priority) {
+    return {ApiCode::kInvalidArgument, "nothing to change; give --memory, --compute, --compute-cap or --priority"};
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  RefreshLocked();
+  auto it = vgpus_.find(o.name);
+  if (it == vgpus_.end()) {
+    return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
+  }
+  Managed& m = *it->second;
+  const core::Limits& limits = m.handle.limits();
+  core::MemoryLedger account(&limits, &m.handle.ledger());
+  const uint32_t device_count = std::min(limits.device_count, core::kMaxDevices);
+  if (o.memory_limit_bytes && !o.force) {
+    for (uint32_t i = 0; i < device_count; ++i) {
+      const uint64_t used = account.UsedBytes(i);
+      if (used > *o.memory_limit_bytes) {
+        const port::GpuInfo* gpu = devices_->Find(limits.devices[i].uuid);
+        return {ApiCode::kFailedPrecondition,
+                "vGPU '" + o.name + "' uses " + core::FormatByteSize(used) + " on GPU " +
+                    (gpu != nullptr ? std::to_string(gpu->index) : FormatGpuUuid(limits.devices[i].uuid)) +
+                    ", more than the new " + core::FormatByteSize(*o.memory_limit_bytes) +
+                    " limit; free memory in its processes first, or pass --force to keep what they hold and "
+                    "refuse new allocations until usage falls below the limit"};
+      }
+    }
+  }
+  auto writable = OpenLimitsForWrite(m.handle.dir());
+  if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
+  auto* w = static_cast<core::Limits*>(writable->data());
+  bool compute_changed = false;
+  for (uint32_t i = 0; i < device_count; ++i) {
+    core::DeviceLimit& d = w->devices[i];
+    // Every process reads the limit with an atomic load at its next
+    // allocation (and in cuMemGetInfo), so this store is the resize.
+    if (o.memory_limit_bytes) Store(d.memory_limit_bytes, *o.memory_limit_bytes);
+    if (o.compute_share_pct) Store(d.compute_share_pct, *o.compute_share_pct);
+    if (o.compute_cap_pct) Store(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
+    if (o.priority) Store(d.priority, static_cast<uint32_t>(*o.priority));
+  }
+  compute_changed = o.compute_share_pct || o.compute_cap_pct || o.priority;
+  // Release: whoever sees the new generation sees the new values.
+  std::atomic_ref<uint64_t>(w->generation).fetch_add(1, std::memory_order_release);
+  spdlog::info("resized vGPU '{}'{}{}{}{}", o.name,
+               o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",
+               o.compute_share_pct ? " compute " + std::to_string(*o.compute_share_pct) + "%" : "",
+               o.compute_cap_pct ? " cap " + std::to_string(*o.compute_cap_pct) + "%" : "",
+               o.priority ? std::string(" priority ") + PriorityName(static_cast<uint32_t>(*o.priority)) : "");
+  auto keep = it->second;
+  lock.unlock();
+  // Shares and priority become timeslices through the node schedule; apply
+  // it before answering so that the change is in force when `set` returns.
+  if (compute_changed && schedule_ != nullptr) {
+    if (Status s = schedule_->ApplyNow(); !s.ok()) {
+      return {ApiCode::kInternal, "the limits changed, but the compute schedule was not updated: " + s.message()};
+    }
+  }
+  lock.lock();
+  *after = ViewLocked(o.name, *keep);
+  return ApiStatus::Ok();
+}
+
+ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) {
+  *deleted = false;
+  if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  std::lock_guard<std::mutex> lock(mu_);
+  RefreshLocked();
+  auto it = vgpus_.find(name);
+  if (it == vgpus_.end()) {
+    if (if_unused) return ApiStatus::Ok();
+    return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
+  }
+  Managed& m = *it->second;
+  if (client_pid != 0) {
+    std::erase_if(m.pending, [&](const Pending& p) { return p.pid == client_pid; });
+  }
+  if (if_unused) {
+    // The departing client's own claim is gone; the grace still protects
+    // a client that joined without a pid.
+    if (!RemovableLocked(name, m, Clock::now())) return ApiStatus::Ok();
+  } else {
+    core::MemoryLedger account(&m.handle.limits(), &m.handle.ledger());
+    account.ReapDeadProcesses(port::SystemProcessProbe());
+    if (const uint32_t live = account.LiveProcessCount(); live > 0) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + name + "' still has " + std::to_string(live) +
+                                                " running process(es); stop them first (`gpuslice ls " + name +
+                                                "` shows their pids)"};
+    }
+    if (HasMembers(m.handle.dir())) {
+      return {ApiCode::kFailedPrecondition,
+              "vGPU '" + name + "' is held by a running `gpuslice run`; stop that command first"};
+    }
+  }
+  auto removed = store_.RemoveIfUnused(name);
+  if (!removed.ok()) return {ApiCode::kInternal, removed.status().message()};
+  if (!removed.value()) {
+    if (if_unused) return ApiStatus::Ok();
+    return {ApiCode::kFailedPrecondition, "vGPU '" + name + "' came into use while being deleted; try again"};
+  }
+  vgpus_.erase(name);
+  *deleted = true;
+  spdlog::info("deleted vGPU '{}'", name);
+  if (schedule_ != nullptr) schedule_->Request();
+  return ApiStatus::Ok();
+}
+
+bool VgpuManager::RemovableLocked(const std::string&, Managed& m, Clock::time_point now) {
+  if (m.persistent || now < m.grace_until) return false;
+  std::erase_if(m.pending, [](const Pending& p) {
+    return port::ProcessStartTime(static_cast<pid_t>(p.pid)) != p.start_time;  // gone or reused
+  });
+  if (!m.pending.empty()) return false;
+  core::MemoryLedger account(&m.handle.limits(), &m.handle.ledger());
+  if (account.LiveProcessCount() > 0) return false;
+  return !HasMembers(m.handle.dir());
+}
+
+ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* views) {
+  views->clear();
+  if (!name.empty()) {
+    if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  RefreshLocked();
+  for (const auto& [n, m] : vgpus_) {
+    if (name.empty() || n == name) views->push_back(ViewLocked(n, *m));
+  }
+  if (!name.empty() && views->empty()) {
+    return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
+  }
+  return ApiStatus::Ok();
+}
+
+VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
+  VgpuView view = ReadVgpuView(m.handle, *devices_);
+  view.persistent = m.persistent;
+  for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
+    view.devices[i].compute_measured_ratio = m.measured[i];
+  }
+  return view;
+}
+
+GcResult VgpuManager::CollectGarbage() {
+  GcResult result;
+  std::vector<std::shared_ptr<Managed>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefreshLocked();
+    for (const auto& [name, m] : vgpus_) all.push_back(m);
+  }
+  // Lock-free by the ledger's design: a reaper CASes each dead slot before
+  // clearing it, so this may race with every other reaper on the node.
+  for (const auto& m : all) {
+    core::MemoryLedger account(&m->handle.limits(), &m->handle.ledger());
+    result.reaped_processes += account.ReapDeadProcesses(port::SystemProcessProbe());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  for (auto it = vgpus_.begin(); it != vgpus_.end();) {
+    if (!RemovableLocked(it->first, *it->second, now)) {
+      ++it;
+      continue;
+    }
+    auto removed = store_.RemoveIfUnused(it->first);
+    if (!removed.ok()) {
+      spdlog::warn("cannot remove unused vGPU '{}': {}", it->first, removed.status().message());
+      ++it;
+      continue;
+    }
+    if (!removed.value()) {
+      ++it;
+      continue;
+    }
+    spdlog::info("removed unused vGPU '{}'", it->first);
+    result.removed.push_back(it->first);
+    it = vgpus_.erase(it);
+  }
+  if (!result.removed.empty() && schedule_ != nullptr) schedule_->Request();
+  return result;
+}
+
+void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std::optional<double>>>& ratios) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [name, m] : vgpus_) {
+    auto it = ratios.find(name);
+    m->measured = it != ratios.end() ? it->second : std::vector<std::optional<double>>{};
+  }
+}
+
+std::vector<VgpuManager::ProcessOnGpu> VgpuManager::ProcessesInDaemonNamespace() {
+  std::vector<ProcessOnGpu> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [name, m] : vgpus_) {
+    const VgpuView view = ReadVgpuView(m->handle, *devices_);
+    for (const auto& p : view.processes) {
+      if (!p.same_pid_namespace) continue;
+      for (uint32_t i = 0; i < view.devices.size(); ++i) {
+        if (view.devices[i].gpu_index) out.push_back({p.pid, name, i, *view.devices[i].gpu_index});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuslice::daemon

@@ -1,0 +1,164 @@
+// vgpu_manager.h — the daemon's vGPU lifecycle: create or join, list,
+// resize, delete, and garbage collection, over the state directory.
+//
+// The store on disk is the state. The manager keeps only what it can rebuild
+// by scanning the store (open mappings, one per vGPU) plus two short-lived,
+// in-memory facts: the clients that were just handed a vGPU and have not yet
+// taken its membership lock, and the latest measured compute shares. A
+// restarted daemon re-adopts every vGPU by scanning; running applications
+// never depended on the daemon process, so they keep their limits and
+// accounting throughout.
+//
+// Ephemeral vGPUs (what `gpuslice run` makes) are removed once no member
+// holds them, no process uses them and no client is on its way in;
+// persistent ones (a `persistent` create, for the Kubernetes plugin) stay
+// until deleted. Persistence is a file in the vGPU's directory, so it
+// survives restarts.
+//
+// Thread-safe: every public method may be called from any thread (gRPC
+// handlers, the housekeeping thread); they serialise on one mutex, held for
+// file-system work of about a millisecond. Ledger reaping runs outside it.
+// Methods allocate and make syscalls.
+#ifndef GPUSLICE_DAEMON_VGPU_MANAGER_H_
+#define GPUSLICE_DAEMON_VGPU_MANAGER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/vgpu_store.h"
+#include "daemon/api_status.h"
+#include "daemon/node_devices.h"
+#include "daemon/schedule_worker.h"
+#include "daemon/vgpu_view.h"
+
+namespace gpuslice::daemon {
+
+struct ManagerOptions {
+  // Applied to creates that leave a value out (the config's `defaults`).
+  std::optional<uint64_t> default_memory_bytes;  // unset: unlimited
+  uint32_t default_compute_pct = 100;
+  core::Priority default_priority = core::Priority::kBestEffort;
+  // How long a vGPU handed to a client that gave no pid (or was adopted at
+  // start) is kept before it may be collected: covers the moment between the
+  // answer and the client's membership lock.
+  std::chrono::milliseconds grace{std::chrono::seconds(3)};
+  // Group that may use vGPUs besides the daemon's user; unset: owner only.
+  std::optional<gid_t> group;
+};
+
+struct CreateOptions {
+  std::string name;
+  std::vector<std::string> gpus;  // indices or UUIDs; empty = all
+  std::optional<uint64_t> memory_limit_bytes;
+  std::optional<uint32_t> compute_share_pct;
+  std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
+  std::optional<core::Priority> priority;
+  bool join_existing = false;
+  bool persistent = false;
+  uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
+};
+
+struct CreateResult {
+  std::string name;
+  std::string dir;
+  bool created = false;
+  std::vector<std::string> gpu_uuids;
+};
+
+struct ResizeOptions {
+  std::string name;
+  std::optional<uint64_t> memory_limit_bytes;  // core::kUnlimited lifts the limit
+  std::optional<uint32_t> compute_share_pct;
+  std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
+  std::optional<core::Priority> priority;
+  bool force = false;
+};
+
+struct GcResult {
+  uint32_t reaped_processes = 0;
+  std::vector<std::string> removed;
+};
+
+class VgpuManager {
+ public:
+  // `devices` and `schedule` must outlive the manager.
+  VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule, ManagerOptions options);
+
+  // Scans the store and adopts every vGPU in it. Call once, at start.
+  // Returns how many were adopted; corrupted ones are logged and skipped.
+  size_t Adopt();
+
+  ApiStatus Create(const CreateOptions& options, CreateResult* result);
+  ApiStatus Resize(const ResizeOptions& options, VgpuView* after);
+  // if_unused: only an unused ephemeral vGPU, and never an error. Otherwise
+  // refused while processes or members use it. `client_pid` (if_unused):
+  // the departing client, whose pending claim is dropped first.
+  ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted);
+  // Every vGPU, or the one named ("" = all). Unknown name: NOT_FOUND.
+  ApiStatus List(const std::string& name, std::vector<VgpuView>* views);
+
+  // Reaps dead processes from every ledger, then removes unused ephemeral
+  // vGPUs. Run by the housekeeping thread every reap interval.
+  GcResult CollectGarbage();
+
+  // Per vGPU name, per device index: measured share of GPU time (0..1), or
+  // nullopt where NVML cannot tell. Replaces the previous measurement.
+  void SetMeasuredRatios(const std::map<std::string, std::vector<std::optional<double>>>& ratios);
+  // (pid, vGPU name, device index) of every live process, for the sampler.
+  struct ProcessOnGpu {
+    uint32_t pid;
+    std::string vgpu;
+    uint32_t device;
+    uint32_t gpu_index;
+  };
+  std::vector<ProcessOnGpu> ProcessesInDaemonNamespace();
+
+  const core::VgpuStore& store() const { return store_; }
+  const NodeDevices& devices() const { return *devices_; }
+
+ private:
+  struct Pending {
+    uint32_t pid;
+    uint64_t start_time;
+  };
+  struct Managed {
+    core::VgpuHandle handle;
+    ino_t limits_inode = 0;
+    bool persistent = false;
+    std::chrono::steady_clock::time_point grace_until;
+    std::vector<Pending> pending;
+    std::vector<std::optional<double>> measured;
+  };
+  using Clock = std::chrono::steady_clock;
+
+  // Brings the map in line with the directory (new, gone and replaced
+  // vGPUs). REQUIRES mu_.
+  void RefreshLocked();
+  // Opens (or reopens) one vGPU into the map. REQUIRES mu_.
+  Status AdoptLocked(const std::string& name);
+  bool RemovableLocked(const std::string& name, Managed& m, Clock::time_point now);
+  void ApplyGroupPermissions(const std::string& dir) const;
+  VgpuView ViewLocked(const std::string& name, const Managed& m) const;
+
+  core::VgpuStore store_;
+  const NodeDevices* const devices_;
+  ScheduleWorker* const schedule_;
+  const ManagerOptions options_;
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Managed>> vgpus_;  // guarded by mu_
+};
+
+// The name of the file that marks a vGPU persistent.
+inline constexpr char kPersistentMarker[] = "persistent";
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_VGPU_MANAGER_H_

@@ -1,0 +1,257 @@
+#include "daemon/vgpu_manager.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "core/memory_ledger.h"
+#include "daemon/vgpu_view.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+
+class VgpuManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gs-manager-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    for (uint32_t i = 0; i < 2; ++i) {
+      port::GpuInfo g;
+      g.index = i;
+      g.uuid[0] = 0xfa;
+      g.uuid[15] = static_cast<uint8_t>(i);
+      g.uuid_text = FormatGpuUuid(g.uuid.data());
+      g.memory_total_bytes = 1024 * kMiB;
+      devices_.gpus.push_back(g);
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  std::unique_ptr<VgpuManager> Manager(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
+    ManagerOptions o;
+    o.grace = grace;
+    return std::make_unique<VgpuManager>(core::VgpuStore(root_), &devices_, &schedule_, o);
+  }
+  static CreateOptions Create(const std::string& name, std::optional<uint64_t> memory = 64 * kMiB) {
+    CreateOptions o;
+    o.name = name;
+    o.gpus = {"0"};
+    o.memory_limit_bytes = memory;
+    return o;
+  }
+  bool Exists(const std::string& name) const { return std::filesystem::exists(root_ + "/vgpus/" + name); }
+
+  std::string root_;
+  NodeDevices devices_;
+  std::atomic<int> schedules_{0};
+  ScheduleWorker schedule_{[this] {
+    ++schedules_;
+    return Status::Ok();
+  }};
+};
+
+TEST_F(VgpuManagerTest, CreatesJoinsAndRefusesConflictingJoins) {
+  auto m = Manager();
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("a"), &r).ok());
+  EXPECT_TRUE(r.created);
+  EXPECT_EQ(r.dir, root_ + "/vgpus/a");
+  EXPECT_EQ(r.gpu_uuids, std::vector<std::string>{devices_.gpus[0].uuid_text});
+
+  EXPECT_EQ(m->Create(Create("a"), &r).code(), ApiCode::kAlreadyExists);
+  CreateOptions join = Create("a", std::nullopt);
+  join.gpus.clear();
+  join.join_existing = true;
+  ASSERT_TRUE(m->Create(join, &r).ok());
+  EXPECT_FALSE(r.created);
+  join.memory_limit_bytes = 128 * kMiB;
+  ApiStatus s = m->Create(join, &r);
+  EXPECT_EQ(s.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("64 MiB"), std::string::npos) << s.message();
+}
+
+TEST_F(VgpuManagerTest, BadRequestsAreInvalidArguments) {
+  auto m = Manager();
+  CreateResult r;
+  CreateOptions o = Create("../etc");
+  EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  o = Create("b");
+  o.compute_share_pct = 0;
+  EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  o = Create("b");
+  o.gpus = {"9"};
+  EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  o = Create("b", 0);
+  EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  EXPECT_FALSE(Exists("b"));
+  ResizeOptions resize;
+  resize.name = "nope";
+  resize.compute_share_pct = 50;
+  VgpuView v;
+  EXPECT_EQ(m->Resize(resize, &v).code(), ApiCode::kNotFound);
+  resize.name = "b";
+  resize.compute_share_pct = 101;
+  EXPECT_EQ(m->Resize(resize, &v).code(), ApiCode::kInvalidArgument);
+}
+
+TEST_F(VgpuManagerTest, ResizeRefusesShrinkingBelowUseUnlessForced) {
+  auto m = Manager();
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("a"), &r).ok());
+  auto handle = core::VgpuHandle::Open(r.dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok());
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  ASSERT_TRUE(ledger.Attach(port::SystemProcessProbe().Self(), port::SystemProcessProbe()).ok());
+  ASSERT_TRUE(ledger.TryCharge(0, 40 * kMiB));
+
+  ResizeOptions resize;
+  resize.name = "a";
+  resize.memory_limit_bytes = 32 * kMiB;
+  VgpuView after;
+  ApiStatus s = m->Resize(resize, &after);
+  ASSERT_EQ(s.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("uses 40 MiB on GPU 0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--force"), std::string::npos);
+  EXPECT_EQ(ledger.LimitBytes(0), 64 * kMiB);
+
+  resize.force = true;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(ledger.LimitBytes(0), 32 * kMiB);  // the application's own view
+  EXPECT_FALSE(ledger.TryCharge(0, 1));          // over the limit: nothing new
+  ledger.Uncharge(0, 40 * kMiB);
+  EXPECT_TRUE(ledger.TryCharge(0, 16 * kMiB));  // back under it: allocations resume
+  EXPECT_EQ(after.devices[0].memory_limit_bytes, 32 * kMiB);
+
+  // Growing needs no force, and lifting the limit is a resize too.
+  resize.force = false;
+  resize.memory_limit_bytes = core::kUnlimited;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(ledger.LimitBytes(0), core::kUnlimited);
+  ledger.Detach();
+}
+
+TEST_F(VgpuManagerTest, ComputeResizeBumpsGenerationAndReschedulesBeforeAnswering) {
+  auto m = Manager();
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("a"), &r).ok());
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m->List("a", &views).ok());
+  const uint64_t generation = views[0].generation;
+  const uint64_t passes = schedule_.passes();
+  ResizeOptions resize;
+  resize.name = "a";
+  resize.compute_share_pct = 30;
+  resize.priority = core::Priority::kLatencyCritical;
+  VgpuView after;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_GT(after.generation, generation);
+  EXPECT_EQ(after.devices[0].compute_share_pct, 30u);
+  EXPECT_EQ(after.priority, core::Priority::kLatencyCritical);
+  EXPECT_GT(schedule_.passes(), passes);  // ApplyNow ran on the caller's thread
+}
+
+TEST_F(VgpuManagerTest, GcRemovesUnusedEphemeralVgpusOnly) {
+  auto m = Manager();
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("ephemeral"), &r).ok());
+  CreateOptions p = Create("kept");
+  p.persistent = true;
+  ASSERT_TRUE(m->Create(p, &r).ok());
+  CreateOptions leased = Create("leased");
+  leased.client_pid = static_cast<uint32_t>(getpid());  // alive: kept until it releases
+  ASSERT_TRUE(m->Create(leased, &r).ok());
+
+  GcResult gc = m->CollectGarbage();
+  EXPECT_EQ(gc.removed, std::vector<std::string>{"ephemeral"});
+  EXPECT_FALSE(Exists("ephemeral"));
+  EXPECT_TRUE(Exists("kept"));
+  EXPECT_TRUE(Exists("leased"));
+
+  bool deleted = false;
+  ASSERT_TRUE(m->Delete("leased", /*if_unused=*/true, static_cast<uint32_t>(getpid()), &deleted).ok());
+  EXPECT_TRUE(deleted);
+  ASSERT_TRUE(m->Delete("kept", /*if_unused=*/true, 0, &deleted).ok());
+  EXPECT_FALSE(deleted);  // persistent: only an explicit delete
+  ASSERT_TRUE(m->Delete("kept", /*if_unused=*/false, 0, &deleted).ok());
+  EXPECT_TRUE(deleted);
+  EXPECT_EQ(m->Delete("kept", false, 0, &deleted).code(), ApiCode::kNotFound);
+}
+
+TEST_F(VgpuManagerTest, GraceKeepsAJustHandedOutVgpu) {
+  auto m = Manager(std::chrono::hours(1));
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("fresh"), &r).ok());
+  EXPECT_TRUE(m->CollectGarbage().removed.empty());
+  EXPECT_TRUE(Exists("fresh"));
+}
+
+TEST_F(VgpuManagerTest, DeleteRefusesAVgpuInUse) {
+  auto m = Manager();
+  CreateResult r;
+  CreateOptions p = Create("busy");
+  p.persistent = true;
+  ASSERT_TRUE(m->Create(p, &r).ok());
+  auto handle = core::VgpuHandle::Open(r.dir, port::MappedFile::Access::kReadOnly);
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  ASSERT_TRUE(ledger.Attach(port::SystemProcessProbe().Self(), port::SystemProcessProbe()).ok());
+  bool deleted = true;
+  ApiStatus s = m->Delete("busy", false, 0, &deleted);
+  EXPECT_EQ(s.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("1 running process"), std::string::npos) << s.message();
+  EXPECT_FALSE(deleted);
+  ledger.Detach();
+  ASSERT_TRUE(m->Delete("busy", false, 0, &deleted).ok());
+  EXPECT_TRUE(deleted);
+}
+
+// A restarted daemon finds every vGPU in the store, with its persistence,
+// its limits and its accounting, and reaps the processes that died while
+// no daemon ran.
+TEST_F(VgpuManagerTest, AdoptsTheStoreAndReapsWhoDiedMeanwhile) {
+  std::string dir;
+  {
+    auto first = Manager();
+    CreateResult r;
+    CreateOptions p = Create("kept", 100 * kMiB);
+    p.persistent = true;
+    ASSERT_TRUE(first->Create(p, &r).ok());
+    dir = r.dir;
+  }
+  // A process that charges 30 MiB, then dies.
+  const pid_t child = fork();
+  if (child == 0) {
+    auto h = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+    core::MemoryLedger l(&h->limits(), &h->ledger());
+    if (!l.Attach(port::SystemProcessProbe().Self(), port::SystemProcessProbe()).ok() || !l.TryCharge(0, 30 * kMiB)) {
+      _exit(1);
+    }
+    _exit(0);  // dies holding its slot, as after kill -9
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+
+  auto second = Manager();
+  EXPECT_EQ(second->Adopt(), 1u);
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(second->List("", &views).ok());
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_TRUE(views[0].persistent);
+  EXPECT_EQ(views[0].devices[0].memory_limit_bytes, 100 * kMiB);
+  EXPECT_EQ(views[0].devices[0].memory_used_bytes, 30 * kMiB);
+  GcResult gc = second->CollectGarbage();
+  EXPECT_EQ(gc.reaped_processes, 1u);
+  ASSERT_TRUE(second->List("kept", &views).ok());
+  EXPECT_EQ(views[0].devices[0].memory_used_bytes, 0u);
+  EXPECT_EQ(views[0].reaped_processes, 1u);
+  EXPECT_TRUE(views[0].processes.empty());
+}
+
+}  // namespace
+}  // namespace gpuslice::daemon

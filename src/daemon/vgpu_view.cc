@@ -1,0 +1,93 @@
+#include "daemon/vgpu_view.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include "core/memory_ledger.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+template <typename T>
+T Load(const T& word) {
+  return std::atomic_ref<T>(const_cast<T&>(word)).load(std::memory_order_acquire);
+}
+
+uint64_t SelfPidNamespace() {
+  static const uint64_t ns = port::SystemProcessProbe().Self().pid_namespace;
+  return ns;
+}
+
+}  // namespace
+
+std::string FormatGpuUuid(const uint8_t uuid[16]) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    out += kHex[uuid[i] >> 4];
+    out += kHex[uuid[i] & 15];
+  }
+  return out;
+}
+
+bool HasMembers(const std::string& dir) {
+  const int fd = open((dir + "/members").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+  close(fd);  // drops our lock if we got it
+  return held;
+}
+
+VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
+  const core::Limits& limits = handle.limits();
+  core::Ledger& ledger = handle.ledger();
+  VgpuView view;
+  view.name = limits.name;
+  view.dir = handle.dir();
+  view.generation = Load(limits.generation);
+  const uint32_t device_count = std::min(limits.device_count, core::kMaxDevices);
+  core::MemoryLedger account(&limits, &ledger);
+  for (uint32_t i = 0; i < device_count; ++i) {
+    const core::DeviceLimit& d = limits.devices[i];
+    VgpuDeviceView dv;
+    if (const port::GpuInfo* gpu = node.Find(d.uuid)) {
+      dv.gpu_index = gpu->index;
+      dv.gpu_uuid = gpu->uuid_text;
+      dv.memory_total_bytes = gpu->memory_total_bytes;
+    } else {
+      dv.gpu_uuid = FormatGpuUuid(d.uuid);
+    }
+    dv.memory_limit_bytes = Load(d.memory_limit_bytes);
+    dv.memory_used_bytes = account.UsedBytes(i);
+    dv.compute_share_pct = Load(d.compute_share_pct);
+    dv.compute_cap_pct = Load(d.compute_cap_pct);
+    dv.priority = static_cast<core::Priority>(Load(d.priority));
+    dv.timeslice_us = Load(d.timeslice_us);
+    view.devices.push_back(std::move(dv));
+  }
+  if (!view.devices.empty()) view.priority = view.devices[0].priority;
+
+  const uint32_t high_water = std::min(Load(ledger.slot_high_water), core::kMaxProcesses);
+  for (uint32_t s = 0; s < high_water; ++s) {
+    const core::ProcessSlot& slot = ledger.slots[s];
+    const uint64_t owner = Load(slot.owner);
+    if (owner == 0 || owner == core::kSlotReaping) continue;
+    VgpuProcessView p;
+    p.pid = static_cast<uint32_t>(owner >> 32);
+    p.same_pid_namespace = slot.pid_namespace == SelfPidNamespace();
+    for (uint32_t i = 0; i < device_count; ++i) p.memory_used_bytes.push_back(Load(slot.used_bytes[i]));
+    view.processes.push_back(std::move(p));
+  }
+  view.denied_allocations = Load(ledger.denied_allocations);
+  view.reaped_processes = Load(ledger.reaped_processes);
+  view.timeslice_applications = Load(ledger.timeslice_applications);
+  view.timeslice_failures = Load(ledger.timeslice_failures);
+  view.has_members = HasMembers(handle.dir());
+  return view;
+}
+
+}  // namespace gpuslice::daemon

@@ -1,0 +1,67 @@
+// vgpu_view.h — a snapshot of one vGPU as the control API shows it: limits,
+// usage per GPU and per process, lifetime counters.
+//
+// Read from the vGPU's mapped files with atomic loads, without any lock: a
+// snapshot may mix values a few microseconds apart, never torn ones. Called
+// by VgpuManager under its lock, from gRPC and housekeeping threads.
+// Allocates; makes one flock probe (HasMembers) per call.
+#ifndef GPUSLICE_DAEMON_VGPU_VIEW_H_
+#define GPUSLICE_DAEMON_VGPU_VIEW_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/vgpu_layout.h"
+#include "core/vgpu_store.h"
+#include "daemon/node_devices.h"
+
+namespace gpuslice::daemon {
+
+struct VgpuDeviceView {
+  std::optional<uint32_t> gpu_index;  // absent: a GPU this node does not have (any more)
+  std::string gpu_uuid;               // "GPU-..."
+  uint64_t memory_total_bytes = 0;    // the GPU's own size; 0 when unknown
+  uint64_t memory_limit_bytes = core::kUnlimited;
+  uint64_t memory_used_bytes = 0;
+  uint32_t compute_share_pct = 100;
+  uint32_t compute_cap_pct = 0;
+  core::Priority priority = core::Priority::kBestEffort;
+  uint64_t timeslice_us = 0;
+  std::optional<double> compute_measured_ratio;
+};
+
+struct VgpuProcessView {
+  uint32_t pid = 0;
+  bool same_pid_namespace = true;
+  std::vector<uint64_t> memory_used_bytes;  // per device
+};
+
+struct VgpuView {
+  std::string name;
+  std::string dir;
+  bool persistent = false;
+  bool has_members = false;
+  uint64_t generation = 0;
+  core::Priority priority = core::Priority::kBestEffort;  // the first device's
+  std::vector<VgpuDeviceView> devices;
+  std::vector<VgpuProcessView> processes;
+  uint64_t denied_allocations = 0;
+  uint64_t reaped_processes = 0;
+  uint64_t timeslice_applications = 0;
+  uint64_t timeslice_failures = 0;
+};
+
+VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& devices);
+
+// True while a `gpuslice run` (or other member) holds the vGPU's members
+// lock. Probes with a non-blocking exclusive flock, released at once.
+bool HasMembers(const std::string& dir);
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", NVML's spelling.
+std::string FormatGpuUuid(const uint8_t uuid[16]);
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_VGPU_VIEW_H_

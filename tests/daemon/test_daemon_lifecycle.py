@@ -1,0 +1,106 @@
+"""The daemon as a process: start-up refusals, the socket, `gpuslice run`
+through the daemon, and garbage collection of what runs leave behind."""
+import os
+import stat
+import subprocess
+
+from conftest import GPUSLICE, MiB, poll, value
+
+
+def test_socket_is_owner_only_and_a_second_daemon_is_refused(dworld):
+    d = dworld.daemon()
+    mode = os.stat(dworld.socket).st_mode
+    assert stat.S_ISSOCK(mode)
+    assert stat.S_IMODE(mode) == 0o600
+    assert stat.S_IMODE(os.stat(dworld.state).st_mode) == 0o700
+    second = subprocess.run([GPUSLICE, "daemon", "--metrics-address", "127.0.0.1:0"], env=dworld.env,
+                            capture_output=True, text=True, timeout=30)
+    assert second.returncode == 2
+    assert f"another gpuslice daemon (pid {d.proc.pid})" in second.stderr
+    # The refusal left the first daemon serving.
+    assert dworld.gpuslice("ls").returncode == 0
+    assert "daemon pid" in dworld.gpuslice("top", "--once").stdout
+
+
+def test_a_live_socket_on_another_state_dir_is_refused_and_a_stale_one_replaced(dworld):
+    dworld.daemon()
+    other_state = dworld.state + "-other"
+    clash = subprocess.run([GPUSLICE, "daemon", "--state-dir", other_state, "--socket", dworld.socket,
+                            "--metrics-address", "127.0.0.1:0"],
+                           env=dworld.env, capture_output=True, text=True, timeout=30)
+    assert clash.returncode == 2
+    assert "another gpuslice daemon is already serving on " + dworld.socket in clash.stderr
+    dworld.daemons[0].kill9()
+    assert os.path.exists(dworld.socket)  # stale: nobody accepts on it
+    d2 = dworld.daemon()
+    assert dworld.gpuslice("ls").returncode == 0
+
+
+def test_run_goes_through_the_daemon_which_creates_the_vgpu(dworld):
+    d = dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    run = dworld.start("run", "--name", "via", "--memory", "64MiB", "--",
+                       *dworld.app_cmd(["init", "alloc", "40M", "ready", ready, "await", go, "fill", "1M"]))
+    pid = int(dworld.wait_for_file(ready))
+    assert "created vGPU 'via' (ephemeral, 1 GPU(s), memory 64 MiB)" in d.text()
+    v = dworld.ls("via")["via"]
+    assert v["devices"][0]["memory_limit_bytes"] == 64 * MiB
+    assert v["devices"][0]["memory_used_bytes"] == 40 * MiB
+    assert [p["pid"] for p in v["processes"]] == [pid]
+    assert v["has_members"] is True
+    open(go, "w").close()
+    out, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err
+    assert value(subprocess.CompletedProcess([], 0, out, err), "fill") == 24 * MiB
+    # The run released the vGPU as it left, and the daemon removed it.
+    poll(lambda: not os.path.exists(dworld.vgpu_dir("via")), 5, "vGPU removed")
+    assert "deleted vGPU 'via'" in d.text()
+
+
+def test_runs_sharing_a_name_share_one_account_through_the_daemon(dworld):
+    dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    first = dworld.start("run", "--name", "shared", "--memory", "64MiB", "--",
+                         *dworld.app_cmd(["init", "alloc", "40M", "ready", ready, "await", go]))
+    dworld.wait_for_file(ready)
+    second = dworld.gpuslice("run", "--name", "shared", "--", *dworld.app_cmd(["init", "fill", "1M"]))
+    assert second.returncode == 0, second.stderr
+    assert value(second, "fill") == 24 * MiB
+    conflict = dworld.gpuslice("run", "--name", "shared", "--memory", "1GiB", "--", "true")
+    assert conflict.returncode == 2
+    assert "already exists with a 64 MiB memory limit" in conflict.stderr
+    open(go, "w").close()
+    first.communicate(timeout=30)
+    assert first.returncode == 0
+
+
+def test_the_daemon_applies_its_configured_defaults(dworld):
+    cfg = dworld.path("config.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: 1\ndefaults:\n  memory: 32MiB\n  compute: 40\n")
+    dworld.daemon(["--config", cfg])
+    r = dworld.gpuslice("run", "--name", "dflt", "--", *dworld.app_cmd(["init", "meminfo"]))
+    assert r.returncode == 0, r.stderr
+    assert value(r, "meminfo", 2) == 32 * MiB
+
+
+def test_a_bad_config_is_refused_with_file_and_line(dworld):
+    cfg = dworld.path("bad.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: 1\nsocket:\n  paht: /tmp/x.sock\n")
+    r = subprocess.run([GPUSLICE, "daemon", "--config", cfg], env=dworld.env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2
+    assert "bad.yaml:3" in r.stderr and "paht" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_run_without_a_daemon_stays_standalone_even_with_a_stale_socket(dworld):
+    d = dworld.daemon()
+    d.kill9()
+    assert os.path.exists(dworld.socket)
+    r = dworld.gpuslice("run", "--name", "alone", "--memory", "64MiB", "--",
+                        *dworld.app_cmd(["init", "fill", "1M"]))
+    assert r.returncode == 0, r.stderr
+    assert value(r, "fill") == 64 * MiB
+    assert not os.path.exists(dworld.vgpu_dir("alone"))

@@ -1,0 +1,167 @@
+"""What operators see: `gpuslice devices`, `ls`, `top`, the measured compute
+share, and the daemon's Prometheus metrics, scraped by a real Prometheus."""
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from conftest import MiB, poll
+
+NVLINK = {"FAKE_GPU_COUNT": "2", "FAKE_GPU_NVLINK": "1"}
+
+
+def devices_json(dworld, env=None):
+    r = dworld.gpuslice("devices", "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_devices_json_has_exactly_the_documented_shape(dworld):
+    standalone = devices_json(dworld, NVLINK)
+    dworld.env.update(NVLINK)
+    dworld.daemon()
+    via_daemon = devices_json(dworld)
+    assert via_daemon == standalone
+    d = via_daemon
+    assert list(d) == ["node", "driver_version", "gpus", "links"]
+    assert d["node"] == socket.gethostname()
+    assert d["driver_version"] == "580.00-fake"
+    assert d["gpus"] == [
+        {"index": i, "uuid": f"GPU-face0000-0000-0000-0000-00000000000{i}", "name": "Fake H100",
+         "memory_total_bytes": 1024 * MiB, "pci_bus_id": f"00000000:0{i}:00.0"} for i in range(2)]
+    assert d["links"] == [{"a": 0, "b": 1, "type": "nvlink", "nvlinks": 18}]
+
+
+def test_devices_without_nvlink_report_the_pcie_level(dworld):
+    d = devices_json(dworld, {"FAKE_GPU_COUNT": "3"})
+    assert [(l["a"], l["b"], l["type"], l["nvlinks"]) for l in d["links"]] == [
+        (0, 1, "system", 0), (0, 2, "system", 0), (1, 2, "system", 0)]
+    table = dworld.gpuslice("devices", env={"FAKE_GPU_COUNT": "3", "FAKE_GPU_NVLINK": "1"}).stdout
+    assert re.search(r"GPU0\s+X\s+NV9\s+NV9", table), table
+
+
+def test_ls_and_top_show_limits_usage_and_processes(dworld):
+    dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "view", "--memory", "64MiB", "--compute", "40", "--", *dworld.app_cmd(
+        ["init", "alloc", "24M", "ready", ready, "await", go]))
+    pid = int(dworld.wait_for_file(ready))
+    table = dworld.gpuslice("ls").stdout
+    assert re.search(rf"view\s+be\s+0\s+24 MiB\s+64 MiB\s+40%\s+\S+\s+\S+\s+1\s+{pid}", table), table
+    top = dworld.gpuslice("top", "--once")
+    assert top.returncode == 0, top.stderr
+    assert "GPU 0  Fake H100" in top.stdout
+    assert re.search(r"view\s+be\s+24 MiB / 64 MiB \(37%\)\s+40%", top.stdout), top.stdout
+    frames = dworld.gpuslice("top", "--iterations", "2", "--interval-ms", "50", "--json")
+    assert frames.returncode == 0, frames.stderr
+    parsed = [json.loads(l) for l in frames.stdout.splitlines()]
+    assert len(parsed) == 2
+    assert parsed[1]["vgpus"][0]["processes"][0]["pid"] == pid
+    assert parsed[0]["daemon_pid"] == dworld.daemons[0].proc.pid
+    # Without a daemon, ls reads the state directory itself.
+    dworld.daemons[0].stop()
+    alone = dworld.ls("view")["view"]
+    assert alone["devices"][0]["memory_used_bytes"] == 24 * MiB
+    assert alone["devices"][0]["compute_measured_ratio"] is None
+    missing = dworld.gpuslice("ls", "nothere")
+    assert missing.returncode == 2 and "no vGPU 'nothere'" in missing.stderr
+    open(go, "w").close()
+    app.communicate(timeout=30)
+
+
+def test_measured_compute_share_comes_from_nvml_per_process_utilisation(dworld):
+    samples = dworld.path("utilisation")
+    open(samples, "w").close()
+    dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "busy", "--", *dworld.app_cmd(["init", "alloc", "1M", "ready", ready,
+                                                                       "await", go]))
+    pid = int(dworld.wait_for_file(ready))
+    with open(samples, "w") as f:
+        f.write(f"{pid} 42\n999999 90\n")  # the second pid belongs to no vGPU
+    poll(lambda: dworld.ls("busy")["busy"]["devices"][0]["compute_measured_ratio"] == pytest.approx(0.42),
+         5, "measured share")
+    open(go, "w").close()
+    app.communicate(timeout=30)
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def test_metrics_are_served_on_loopback_from_the_vgpus_state(dworld):
+    d = dworld.daemon()
+    assert d.metrics_port
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "met", "--memory", "64MiB", "--", *dworld.app_cmd(
+        ["init", "alloc", "40M", "alloc", "40M", "ready", ready, "await", go]))
+    dworld.wait_for_file(ready)
+    text = scrape(d.metrics_port)
+    assert 'gpuslice_vgpu_memory_used_bytes{gpu="0",vgpu="met"} 41943040' in text
+    assert 'gpuslice_vgpu_memory_limit_bytes{gpu="0",vgpu="met"} 67108864' in text
+    assert 'gpuslice_vgpu_allocation_denials_total{vgpu="met"} 1' in text
+    assert 'gpuslice_vgpu_compute_share_target_ratio{gpu="0",vgpu="met"} 1' in text
+    assert 'gpuslice_vgpu_processes{vgpu="met"} 1' in text
+    assert f'gpuslice_gpu_memory_total_bytes{{gpu="0"}} {1024 * MiB}' in text
+    assert "gpuslice_daemon_up 1" in text
+    assert re.search(r"gpuslice_daemon_start_time_seconds \d{10}", text)
+    open(go, "w").close()
+    app.communicate(timeout=30)
+    poll(lambda: 'vgpu="met"' not in scrape(d.metrics_port), 10, "series of a removed vGPU gone")
+    assert "gpuslice_daemon_reaped_processes_total" in scrape(d.metrics_port)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/prometheus"), reason="Debian package prometheus not installed")
+def test_a_real_prometheus_scrapes_the_daemon(dworld):
+    d = dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "prom", "--memory", "64MiB", "--", *dworld.app_cmd(
+        ["init", "alloc", "16M", "ready", ready, "await", go]))
+    dworld.wait_for_file(ready)
+    work = tempfile.mkdtemp(prefix="gsd-prom-", dir="/tmp")
+    with open(os.path.join(work, "prometheus.yml"), "w") as f:
+        f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslice\n"
+                f"    static_configs:\n      - targets: ['127.0.0.1:{d.metrics_port}']\n")
+    web = free_port()
+    log = open(os.path.join(work, "prometheus.log"), "w")
+    prom = subprocess.Popen(["/usr/bin/prometheus", f"--config.file={work}/prometheus.yml",
+                             f"--storage.tsdb.path={work}/data", f"--web.listen-address=127.0.0.1:{web}",
+                             "--log.level=warn"], stdout=log, stderr=log)
+    try:
+        query = urllib.parse.quote('gpuslice_vgpu_memory_used_bytes{vgpu="prom"}')
+
+        def answered():
+            assert prom.poll() is None, open(os.path.join(work, "prometheus.log")).read()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{web}/api/v1/query?query={query}", timeout=2) as r:
+                    result = json.loads(r.read())["data"]["result"]
+            except OSError:
+                return None
+            return result or None
+
+        started = time.monotonic()
+        result = poll(answered, 30, "Prometheus answering a gpuslice query")
+        print(f"Prometheus answered after {time.monotonic() - started:.1f} s")
+        assert result[0]["metric"]["gpu"] == "0"
+        assert result[0]["value"][1] == str(16 * MiB)
+    finally:
+        prom.kill()
+        prom.wait(timeout=10)
+        log.close()
+        subprocess.run(["rm", "-rf", work])
+        open(go, "w").close()
+        app.communicate(timeout=30)
