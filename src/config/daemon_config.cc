@@ -15,6 +15,7 @@
 
 #include "config/config_checks.h"
 #include "config/quote.h"
+#include "config/yaml_document.h"
 #include "core/byte_size.h"
 
 namespace gpuslice::config {
@@ -253,25 +254,14 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
 }  // namespace
 
 StatusOr<DaemonConfig> ParseDaemonConfig(std::string_view yaml, const std::string& file_name) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return Status::Error((e.mark.is_null() ? file_name : file_name + ":" + std::to_string(e.mark.line + 1)) +
-                         ": YAML syntax error: " + OneLine(e.msg) + "; fix the YAML at that line");
-  } catch (const std::exception& e) {
-    return Status::Error(file_name + ": cannot parse: " + OneLine(e.what()));
-  }
-  if (docs.empty() || docs.front().IsNull()) {
+  StatusOr<YAML::Node> root = LoadSingleDocument(yaml, file_name);
+  if (!root.ok()) return root.status();
+  if (root->IsNull()) {
     return Status::Error(file_name + ":1: version: missing; the file is empty, start it with `version: " +
                          std::to_string(kConfigVersion) + "` (docs/configuration.md)");
   }
-  if (docs.size() > 1) {
-    return Status::Error(file_name + ":" + std::to_string(docs[1].Mark().line + 1) + ": the file holds " +
-                         std::to_string(docs.size()) + " YAML documents; keep one (remove the '---' separators)");
-  }
   try {
-    return ParseDocument(docs.front(), file_name);
+    return ParseDocument(root.value(), file_name);
   } catch (const std::exception& e) {
     // yaml-cpp reports some malformed nodes only when they are read.
     return Status::Error(file_name + ": cannot read the configuration: " + OneLine(e.what()));
