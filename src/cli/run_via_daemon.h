@@ -3,9 +3,10 @@
 // The daemon, not this process, creates (or joins) the vGPU: it owns the
 // state directory, applies its configured defaults, and schedules compute.
 // This process then does what a standalone run does: holds the vGPU's
-// membership lock while the command runs, supervises the command, reaps the
-// ledger every 200 ms, and on exit asks the daemon to remove the vGPU if it
-// is unused (the daemon's own GC removes it otherwise, e.g. when this
+// membership lock while the command runs and supervises the command; the
+// daemon reaps dead processes (this process only every 2 s, as a fallback for
+// while the daemon is down). On exit it asks the daemon to remove the vGPU if
+// it is unused (the daemon's own GC removes it otherwise, e.g. when this
 // process is killed). The daemon dying mid-run changes nothing for the
 // command: its limits and accounting live in the vGPU's files.
 //

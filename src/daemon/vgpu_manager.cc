@@ -342,14 +342,16 @@ ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t 
 }
 
 bool VgpuManager::RemovableLocked(const std::string&, Managed& m, Clock::time_point now) {
+  // Cheapest tests first: this runs for every vGPU at every GC pass, under
+  // the lock, and a busy vGPU is answered by a scan of its mapped ledger.
   if (m.persistent || now < m.grace_until) return false;
+  core::MemoryLedger account(&m.handle.limits(), &m.handle.ledger());
+  if (account.LiveProcessCount() > 0) return false;
+  if (HasMembers(m.handle.dir())) return false;
   std::erase_if(m.pending, [](const Pending& p) {
     return port::ProcessStartTime(static_cast<pid_t>(p.pid)) != p.start_time;  // gone or reused
   });
-  if (!m.pending.empty()) return false;
-  core::MemoryLedger account(&m.handle.limits(), &m.handle.ledger());
-  if (account.LiveProcessCount() > 0) return false;
-  return !HasMembers(m.handle.dir());
+  return m.pending.empty();
 }
 
 ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* views) {

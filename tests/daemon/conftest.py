@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -48,16 +49,26 @@ class Daemon:
         self.proc = subprocess.Popen([GPUSLICE, "daemon", "--metrics-address", "127.0.0.1:0", *args],
                                      env={**world.env, **(env or {})}, stdout=self.log, stderr=self.log)
         self.metrics_port = None
+        self.args = list(args)
 
     def text(self):
         with open(self.log_path) as f:
             return f.read()
 
     def wait_ready(self, timeout=15.0):
+        """Until the control socket accepts (the daemon is serving)."""
+        path = os.path.join(self.world.state, "gpuslice.sock")
+
         def ready():
             if self.proc.poll() is not None:
                 raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.text()}")
-            return "serving on" in self.text()
+            with socket.socket(socket.AF_UNIX) as s:
+                try:
+                    s.connect(path)
+                except OSError:
+                    return False
+            # The socket answers before the last log line is written.
+            return "serving on" in self.text() or "--log-level" in self.args
         poll(ready, timeout, "daemon ready")
         m = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/metrics", self.text())
         self.metrics_port = int(m.group(1)) if m else None
