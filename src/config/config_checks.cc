@@ -80,9 +80,11 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
   const policy::TimeslicePolicyConfig& t = c.timeslices;
   CheckSlice(out, "timeslices.best_effort.period_us", t.be_period_us);
   CheckSlice(out, "timeslices.best_effort.min_slice_us", t.be_min_slice_us);
+  CheckSlice(out, "timeslices.best_effort.slice_beside_lc_us", t.be_slice_beside_lc_us);
   CheckSlice(out, "timeslices.best_effort.period_with_lc_us", t.be_period_with_lc_us);
   CheckSlice(out, "timeslices.best_effort.min_slice_with_lc_us", t.be_min_slice_with_lc_us);
   CheckSlice(out, "timeslices.latency_critical.slice_us", t.lc_slice_us);
+  CheckSlice(out, "timeslices.latency_critical.shared_slice_us", t.lc_shared_slice_us);
   if (t.be_min_slice_us > t.be_period_us) {
     out.push_back({{"timeslices.best_effort.min_slice_us", "timeslices.best_effort.period_us"},
                    std::to_string(t.be_min_slice_us) + " is longer than period_us (" + std::to_string(t.be_period_us) +

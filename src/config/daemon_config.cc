@@ -207,11 +207,13 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
   const std::vector<F> best_effort = {
       {"period_us", slice(&t.be_period_us)},
       {"min_slice_us", slice(&t.be_min_slice_us)},
+      {"slice_beside_lc_us", slice(&t.be_slice_beside_lc_us)},
       {"period_with_lc_us", slice(&t.be_period_with_lc_us)},
       {"min_slice_with_lc_us", slice(&t.be_min_slice_with_lc_us)},
   };
   const std::vector<F> latency_critical = {
       {"slice_us", slice(&t.lc_slice_us)},
+      {"shared_slice_us", slice(&t.lc_shared_slice_us)},
   };
   const std::vector<F> timeslices = {
       {"best_effort", [&](N v, K k) { return r.Map(v, k, best_effort); }},

@@ -45,8 +45,9 @@ defaults:
   compute: 30
   priority: lc
 timeslices:
-  best_effort: {period_us: 20000, min_slice_us: 2000, period_with_lc_us: 800, min_slice_with_lc_us: 100}
-  latency_critical: {slice_us: 1000000}
+  best_effort: {period_us: 20000, min_slice_us: 2000, slice_beside_lc_us: 70, period_with_lc_us: 800,
+                min_slice_with_lc_us: 100}
+  latency_critical: {slice_us: 1000000, shared_slice_us: 3000}
 reap_interval_ms: 50
 log_level: debug
 )");
@@ -65,6 +66,8 @@ log_level: debug
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, 800u);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, 100u);
   EXPECT_EQ(c->timeslices.lc_slice_us, 1000000u);
+  EXPECT_EQ(c->timeslices.be_slice_beside_lc_us, 70u);
+  EXPECT_EQ(c->timeslices.lc_shared_slice_us, 3000u);
   EXPECT_EQ(c->reap_interval_ms, 50u);
   EXPECT_EQ(c->log_level, "debug");
 }
@@ -172,8 +175,13 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->defaults.memory_bytes, d.defaults.memory_bytes);
   EXPECT_EQ(c->defaults.compute_pct, d.defaults.compute_pct);
   EXPECT_EQ(c->defaults.priority, d.defaults.priority);
-  // Timeslice defaults are not compared: they belong to src/policy and move
-  // with its measurements; the example states its values explicitly.
+  EXPECT_EQ(c->timeslices.be_period_us, d.timeslices.be_period_us);
+  EXPECT_EQ(c->timeslices.be_min_slice_us, d.timeslices.be_min_slice_us);
+  EXPECT_EQ(c->timeslices.be_slice_beside_lc_us, d.timeslices.be_slice_beside_lc_us);
+  EXPECT_EQ(c->timeslices.be_period_with_lc_us, d.timeslices.be_period_with_lc_us);
+  EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, d.timeslices.be_min_slice_with_lc_us);
+  EXPECT_EQ(c->timeslices.lc_slice_us, d.timeslices.lc_slice_us);
+  EXPECT_EQ(c->timeslices.lc_shared_slice_us, d.timeslices.lc_shared_slice_us);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);
   EXPECT_EQ(c->log_level, d.log_level);
 }
