@@ -20,7 +20,9 @@
   X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy)                    \
   X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGraphUpload) X(cuGraphUpload_ptsz) \
   X(cuDeviceGraphMemTrim)                                                       \
-  X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2)
+  X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2)                                     \
+  X(cuInit) X(cuDevicePrimaryCtxRetain)                                         \
+  X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4)
 
 #define GPUSLICE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
 

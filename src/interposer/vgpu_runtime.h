@@ -43,6 +43,8 @@ class VgpuRuntime {
   AllocationTable& allocations() { return allocations_; }
   PoolAccounts& pools() { return pools_; }
   const core::Limits& limits() const { return *limits_; }
+  // The ledger in use (shared, or private on failure), for lifetime counters.
+  core::Ledger* ledger_region() { return ledger_region_; }
 
   // The vGPU device slot of a CUDA device ordinal, or kUncapped.
   int DeviceSlot(CUdevice device) {

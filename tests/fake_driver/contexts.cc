@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fake_gpus.h"
+#include "fake_rm_client.h"  // tests/rm: channel groups through RM ioctls, as libcuda makes them
 #include "physical.h"
 #include "pools.h"
 
@@ -51,6 +52,7 @@ CUresult Create(CUcontext* pctx, int device) {
   auto ctx = std::make_unique<CUctx_st>(CUctx_st{device, false});
   CUcontext handle = ctx.get();
   GetContexts(locked).live.emplace(handle, std::move(ctx));
+  fake_rm_client::ContextCreated(handle);
   Stack().push_back(handle);  // a new context becomes current, as documented
   *pctx = handle;
   return CUDA_SUCCESS;
@@ -61,6 +63,7 @@ CUresult Destroy(CUcontext ctx) {
   const CUctx_st* c = Find(locked, ctx);
   if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
   GetContexts(locked).live.erase(ctx);
+  fake_rm_client::ContextDestroyed(ctx);
   auto& stack = Stack();
   if (!stack.empty() && stack.back() == ctx) stack.pop_back();
   return CUDA_SUCCESS;
@@ -139,6 +142,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (contexts.primary[dev] == nullptr) {
     auto ctx = std::make_unique<CUctx_st>(CUctx_st{dev, true});
     contexts.primary[dev] = ctx.get();
+    fake_rm_client::ContextCreated(ctx.get());
     contexts.live.emplace(ctx.get(), std::move(ctx));
   }
   ++contexts.primary_refs[dev];

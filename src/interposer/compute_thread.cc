@@ -1,0 +1,196 @@
+#include "interposer/compute_thread.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "core/vgpu_layout.h"
+#include "interposer/real_dlsym.h"
+#include "interposer/driver_table.h"
+#include "interposer/vgpu_runtime.h"
+#include "port/log.h"
+#include "rm/ioctl_hook.h"
+#include "rm/timeslice_control.h"
+
+namespace gpuslice::interposer {
+namespace {
+
+constexpr long kPollIntervalNs = 20'000'000;  // 2000 / 20 passes below assume it  // limits say ≤ 100 ms from change to hardware
+
+std::mutex g_start_mutex;  // process-local; thread start only
+std::atomic<bool> g_started{false};
+std::atomic<bool> g_fail_logged{false};
+std::atomic<bool> g_unknown_device_logged{false};
+
+rm::TimesliceControl& Control() {
+  static rm::TimesliceControl control(&rm::DriverIoctl());
+  return control;
+}
+
+// What the thread has done to each TSG, by registry serial. Thread-private.
+struct Applied {
+  uint64_t serial = 0;
+  uint64_t default_us = 0;  // read at first sight; 0 = unknown
+  uint64_t applied_us = 0;  // last value set (or refused), 0 = none yet
+};
+Applied g_applied[rm::TsgRegistry::kCapacity];
+uint64_t g_last_generation = 0;
+uint64_t g_last_epoch = ~0ull;
+std::mutex g_pass_mutex;  // the thread and tests; never contended in production
+
+Applied& AppliedFor(uint64_t serial) {
+  Applied* free_slot = nullptr;
+  for (Applied& a : g_applied) {
+    if (a.serial == serial) return a;
+    if (a.serial == 0 && free_slot == nullptr) free_slot = &a;
+  }
+  if (free_slot == nullptr) free_slot = &g_applied[serial % rm::TsgRegistry::kCapacity];
+  *free_slot = Applied{serial, 0, 0};
+  return *free_slot;
+}
+
+void Count(VgpuRuntime* rt, bool ok) {
+  core::Ledger* ledger = rt->ledger_region();
+  if (ledger == nullptr) return;
+  std::atomic_ref<uint64_t>(ok ? ledger->timeslice_applications : ledger->timeslice_failures)
+      .fetch_add(1, std::memory_order_relaxed);
+}
+
+// One info line whenever the set of channel groups changes: what the
+// library acts on, and what the ioctl hook saw to find it.
+void LogTracked(const rm::TsgRef* tsgs, uint32_t n) {
+  static uint32_t last_n = ~0u;
+  if (n == last_n || !port::LogEnabled(port::LogLevel::kInfo)) return;
+  last_n = n;
+  uint32_t compute = 0;
+  for (uint32_t i = 0; i < n; ++i) compute += tsgs[i].engine_type == rm::kEngineTypeGraphics;
+  const rm::IoctlHookStats stats = rm::HookStats();
+  port::Log(port::LogLevel::kInfo, "tracking %u channel groups (%u compute); the driver made %llu ioctls, %llu RM "
+            "allocations", n, compute, static_cast<unsigned long long>(stats.ioctls),
+            static_cast<unsigned long long>(stats.rm_allocs));
+}
+
+void* ResolveDefault(const char* symbol) { return RealDlsym(RTLD_DEFAULT, symbol); }
+
+void* ThreadMain(void* arg) {
+  auto* rt = static_cast<VgpuRuntime*>(arg);
+  for (uint64_t pass = 0;; ++pass) {
+    ApplyTimeslicesOnce(rt);
+    // Libraries the driver loads as it starts contexts are in by now.
+    if (pass == 5 || pass == 2000 / 20) rm::WatchNvidiaLibraries(&ResolveDefault);
+    if (pass == 2000 / 20 && port::LogEnabled(port::LogLevel::kInfo)) {
+      // Once, 2 s in: whether the hook sees the driver's ioctls at all.
+      rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
+      const rm::IoctlHookStats stats = rm::HookStats();
+      port::Log(port::LogLevel::kInfo, "after 2 s: %u channel groups tracked; the driver made %llu ioctls, %llu RM "
+                "allocations", rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity),
+                static_cast<unsigned long long>(stats.ioctls), static_cast<unsigned long long>(stats.rm_allocs));
+    }
+    timespec ts{0, kPollIntervalNs};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+  }
+  return nullptr;
+}
+
+void ForkChild() {
+  // The child has no thread and none of the parent's TSGs (CUDA does not
+  // survive fork); its own first context starts both afresh.
+  rm::Registry().Clear();
+  g_started.store(false, std::memory_order_release);
+  for (Applied& a : g_applied) a = Applied{};
+  g_last_epoch = ~0ull;
+}
+
+}  // namespace
+
+void PrepareCompute(VgpuRuntime* runtime) {
+  if (runtime == nullptr || rm::IoctlHookInstalled()) return;
+  void* handle = RealDriverHandle();
+  if (handle != nullptr) rm::InstallIoctlHook(handle, &ResolveDefault, ExportedIoctl());
+}
+
+void ApplyTimeslicesOnce(VgpuRuntime* rt) {
+  std::lock_guard<std::mutex> lock(g_pass_mutex);
+  const core::Limits& limits = rt->limits();
+  const uint64_t generation =
+      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.generation)).load(std::memory_order_acquire);
+  const uint64_t epoch = rm::Registry().epoch();
+  if (generation == g_last_generation && epoch == g_last_epoch) return;
+  g_last_generation = generation;
+  g_last_epoch = epoch;
+
+  rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
+  const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
+  LogTracked(tsgs, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const rm::TsgRef& tsg = tsgs[i];
+    // Copy engines have runlists of their own; their slices are left alone.
+    if (tsg.engine_type != rm::kEngineTypeGraphics) continue;
+    int slot = tsg.device >= 0 ? rt->DeviceSlot(tsg.device) : VgpuRuntime::kUncapped;
+    if (tsg.device < 0 && limits.device_count == 1) slot = 0;  // one GPU: it can only be that one
+    if (slot == VgpuRuntime::kUncapped) {
+      if (tsg.device < 0 && !g_unknown_device_logged.exchange(true)) {
+        port::Log(port::LogLevel::kWarn, "a channel group was made outside context creation in a multi-GPU "
+                  "vGPU; it keeps the driver's default timeslice");
+      }
+      continue;
+    }
+    const uint64_t want = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.devices[slot].timeslice_us))
+                              .load(std::memory_order_relaxed);
+    Applied& a = AppliedFor(tsg.serial);
+    if (a.applied_us == 0 && a.default_us == 0) {
+      uint64_t current = 0;
+      if (Control().Get(tsg, &current).ok) a.default_us = current;
+    }
+    const uint64_t target = want != 0 ? want : a.default_us;
+    if (target == 0 || target == a.applied_us) continue;
+    const rm::ControlResult r = Control().Set(tsg, target);
+    a.applied_us = target;  // a refused value is not retried until the target changes
+    Count(rt, r.ok);
+    if (r.ok) {
+      port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us", tsg.handle,
+                static_cast<unsigned long long>(target));
+    } else if (!g_fail_logged.exchange(true)) {
+      char why[96];
+      port::Log(port::LogLevel::kWarn,
+                "the driver refused to set a channel group's timeslice (%s); this process keeps the driver's "
+                "timeslices, so its compute share and priority are NOT enforced",
+                r.Describe(why, sizeof why));
+    }
+  }
+}
+
+void StartComputeThread(VgpuRuntime* rt) {
+  if (rt == nullptr || g_started.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_start_mutex);
+  if (g_started.load(std::memory_order_acquire)) return;
+  if (!rm::IoctlHookInstalled()) return;  // nothing to act on; already logged
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, &ForkChild); });
+  // The thread takes none of the application's signals.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 * 1024);  // Snapshot copies fit easily
+  pthread_t thread;
+  const int err = pthread_create(&thread, &attr, &ThreadMain, rt);
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (err != 0) {
+    port::Log(port::LogLevel::kWarn, "cannot start the compute thread (error %d); compute shares and priority "
+              "are NOT enforced for this process", err);
+    return;
+  }
+  pthread_setname_np(thread, "gpuslice-compute");
+  g_started.store(true, std::memory_order_release);
+}
+
+}  // namespace gpuslice::interposer

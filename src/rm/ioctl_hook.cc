@@ -1,0 +1,170 @@
+#include "rm/ioctl_hook.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+#include <mutex>
+
+#include "port/log.h"
+#include "rm/got_patch.h"
+
+namespace gpuslice::rm {
+namespace {
+
+std::atomic<void*> g_original{nullptr};     // what libcuda's patched import called
+std::atomic<void*> g_export_next{nullptr};  // what the exported ioctl forwards to
+std::atomic<bool> g_installed{false};
+std::mutex g_install_mutex;  // process-local; install only
+TsgRegistry g_registry;
+__thread int t_device_hint = -1;
+std::atomic<uint64_t> g_ioctls{0};
+std::atomic<uint64_t> g_rm_allocs{0};
+const void* g_exported_hook = nullptr;  // set under g_install_mutex
+
+int CallOriginal(int fd, unsigned long request, void* arg) {
+  void* fn = g_original.load(std::memory_order_acquire);
+  // Never reached before the original is stored (PatchImport's order); the
+  // raw system call is only a guard against a null call.
+  if (__builtin_expect(fn == nullptr, 0)) return static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
+  return reinterpret_cast<IoctlFn>(fn)(fd, request, arg);
+}
+
+// Looks at what an ioctl made or freed, after it returned.
+void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
+  g_ioctls.fetch_add(1, std::memory_order_relaxed);
+  // Only the two escapes that make and free objects are looked at; every
+  // other ioctl costs one compare.
+  if (IoctlType(request) != kIoctlMagic || (IoctlNr(request) != kEscRmAlloc && IoctlNr(request) != kEscRmFree)) return;
+  const int saved = errno;
+  if (IoctlNr(request) == kEscRmAlloc) {
+    const uint64_t n = g_rm_allocs.fetch_add(1, std::memory_order_relaxed);
+    // GPUSLICE_LOG=debug shows the first allocations as the driver made them.
+    if (n < 64 && arg != nullptr && IoctlSize(request) == sizeof(Nvos64) && port::LogEnabled(port::LogLevel::kDebug)) {
+      const auto* a = static_cast<const Nvos64*>(arg);
+      port::Log(port::LogLevel::kDebug, "RM alloc fd %d rc %d class 0x%x handle 0x%x status 0x%x params %u B", fd, rc,
+                a->hClass, a->hObjectNew, a->status, a->paramsSize);
+    }
+  }
+  g_registry.Observe(fd, request, arg, rc, t_device_hint);
+  errno = saved;
+}
+
+int HookedIoctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  const int rc = CallOriginal(fd, request, arg);
+  AfterIoctl(fd, request, arg, rc);
+  return rc;
+}
+
+// Our own controls go where libcuda's ioctls go: its import's original when
+// that was patched, else the ioctl after our exported one.
+class OriginalIoctl final : public RmIoctl {
+ public:
+  int Ioctl(int fd, unsigned long request, void* arg) override {
+    void* fn = g_original.load(std::memory_order_acquire);
+    if (fn == nullptr) fn = g_export_next.load(std::memory_order_acquire);
+    if (fn == nullptr) return static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
+    return reinterpret_cast<IoctlFn>(fn)(fd, request, arg);
+  }
+};
+OriginalIoctl g_driver_ioctl;
+
+}  // namespace
+
+int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg) {
+  if (next != nullptr && g_export_next.load(std::memory_order_relaxed) == nullptr) {
+    g_export_next.store(reinterpret_cast<void*>(next), std::memory_order_release);
+  }
+  const int rc = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
+  AfterIoctl(fd, request, arg, rc);
+  return rc;
+}
+
+bool InstallIoctlHook(void* handle, void* (*resolve)(const char*), const void* exported_hook) {
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (g_installed.load(std::memory_order_acquire)) return true;
+  g_exported_hook = exported_hook;
+  const GotPatchResult r =
+      PatchImport(handle, "ioctl", reinterpret_cast<void*>(&HookedIoctl), resolve, &g_original, exported_hook);
+  if (r.patched == 0) {
+    port::Log(port::LogLevel::kWarn,
+              "cannot watch the CUDA driver's channel groups (%s), so compute shares and priority are NOT "
+              "enforced for this process",
+              r.error != nullptr ? r.error : "the driver imports no ioctl");
+    return false;
+  }
+  g_installed.store(true, std::memory_order_release);
+  port::Log(port::LogLevel::kInfo, "watching the CUDA driver's RM ioctls (%d import slots)", r.patched);
+  return true;
+}
+
+bool IoctlHookInstalled() { return g_installed.load(std::memory_order_acquire); }
+
+namespace {
+
+struct NvidiaObjects {
+  static constexpr int kMax = 32;
+  char paths[kMax][256];
+  int count = 0;
+};
+
+int CollectNvidiaObjects(dl_phdr_info* info, size_t, void* data) {
+  auto* objects = static_cast<NvidiaObjects*>(data);
+  const char* path = info->dlpi_name;
+  if (path == nullptr || *path == '\0' || objects->count == NvidiaObjects::kMax) return 0;
+  const char* base = strrchr(path, '/');
+  base = base != nullptr ? base + 1 : path;
+  if (strncmp(base, "libcuda", 7) != 0 && strncmp(base, "libnvidia-", 10) != 0) return 0;
+  // Not ourselves: as libcuda.so.1 (the LD_LIBRARY_PATH mode) we match the name.
+  Dl_info self;
+  if (dladdr(reinterpret_cast<void*>(&HookedIoctl), &self) != 0 &&
+      reinterpret_cast<uintptr_t>(self.dli_fbase) == info->dlpi_addr) {
+    return 0;
+  }
+  if (strlen(path) >= sizeof objects->paths[0]) return 0;
+  strcpy(objects->paths[objects->count++], path);
+  return 0;
+}
+
+}  // namespace
+
+int WatchNvidiaLibraries(void* (*resolve)(const char*)) {
+  if (!IoctlHookInstalled()) return 0;
+  std::lock_guard<std::mutex> lock(g_install_mutex);
+  NvidiaObjects objects;
+  dl_iterate_phdr(&CollectNvidiaObjects, &objects);
+  int patched = 0;
+  for (int i = 0; i < objects.count; ++i) {
+    void* handle = dlopen(objects.paths[i], RTLD_NOW | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    const GotPatchResult r =
+        PatchImport(handle, "ioctl", reinterpret_cast<void*>(&HookedIoctl), resolve, &g_original, g_exported_hook);
+    if (r.patched > 0) {
+      port::Log(port::LogLevel::kInfo, "watching the RM ioctls of %s too", objects.paths[i]);
+      patched += r.patched;
+    }
+    dlclose(handle);
+  }
+  return patched;
+}
+
+TsgRegistry& Registry() { return g_registry; }
+
+IoctlHookStats HookStats() {
+  return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed)};
+}
+
+RmIoctl& DriverIoctl() { return g_driver_ioctl; }
+
+ScopedDeviceHint::ScopedDeviceHint(int device) : previous_(t_device_hint) { t_device_hint = device; }
+ScopedDeviceHint::~ScopedDeviceHint() { t_device_hint = previous_; }
+
+}  // namespace gpuslice::rm
