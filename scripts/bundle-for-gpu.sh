@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Packs what a GPU machine needs to run gpuslice built here into .device/bundle:
+# Packs what a GPU machine needs to run gpuslice built here ($BUILD, default
+# build/) into .device/bundle:
 #   bin/ lib/ (our binaries and libraries, stripped) and deps/ (every shared
 #   library they need that is not part of glibc), because GPU machines cannot
 #   install Debian packages. Use there with LD_LIBRARY_PATH=.device/bundle/deps
@@ -7,14 +8,15 @@
 # Carry it with the device tool: carry [".device/bundle"].
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${BUILD:-build}  # the build directory to pack
 out=.device/bundle
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib/shim" "$out/deps"
-for f in build/bin/*; do
+for f in "$build"/bin/*; do
   [ -f "$f" ] && [ -x "$f" ] && case "$(basename "$f")" in *_test|*_tests|fake_*) ;; *) cp "$f" "$out/bin/";; esac
 done
-cp build/lib/libgpuslice-cuda.so "$out/lib/"
-cp build/lib/shim/libcuda.so.1 "$out/lib/shim/"
-[ -d build/bench-gpu ] && cp -r build/bench-gpu "$out/bench-gpu"
+cp "$build"/lib/libgpuslice-cuda.so "$out/lib/"
+cp "$build"/lib/shim/libcuda.so.1 "$out/lib/shim/"
+for d in "$build"/bench-*; do [ -d "$d" ] && cp -r "$d" "$out/"; done
 strip --strip-debug "$out"/bin/* "$out"/lib/*.so "$out"/lib/shim/* 2>/dev/null || true
 # Non-glibc dependencies of our binaries.
 ldd "$out"/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
