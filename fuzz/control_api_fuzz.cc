@@ -12,6 +12,8 @@
 // Built with libFuzzer under clang (fuzz/CMakeLists.txt), and replayed over
 // the corpus in fuzz/corpus/control_api_fuzz/ as an ordinary test under g++.
 // fuzz/control_api_corpus.sh regenerates the seed inputs.
+#include <google/protobuf/stubs/logging.h>
+#include <spdlog/spdlog.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -20,8 +22,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-
-#include <spdlog/spdlog.h>
 
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
@@ -44,7 +44,8 @@ struct World {
   std::unique_ptr<ControlService> service;
 
   World() {
-    spdlog::set_level(spdlog::level::off);  // the manager logs every create and delete
+    spdlog::set_level(spdlog::level::off);     // the manager logs every create and delete
+    google::protobuf::SetLogHandler(nullptr);  // nor every string that is not UTF-8
     char tmpl[] = "/tmp/gpuslice-fuzz-XXXXXX";
     root = mkdtemp(tmpl);
     for (uint32_t i = 0; i < 2; ++i) {
@@ -89,7 +90,8 @@ void CheckAndReset(World& w) {
     if (!gpuslice::core::VgpuStore::ValidateName(v.name()).ok()) {
       gpuslice::fuzz::FuzzCheckFailed("a vGPU with an invalid name exists", v.name().c_str());
     }
-    if (!std::filesystem::is_directory(v.dir())) gpuslice::fuzz::FuzzCheckFailed("a listed vGPU has no directory", v.dir().c_str());
+    if (!std::filesystem::is_directory(v.dir()))
+      gpuslice::fuzz::FuzzCheckFailed("a listed vGPU has no directory", v.dir().c_str());
     if (v.devices_size() < 1 || v.devices_size() > 16) {
       gpuslice::fuzz::FuzzCheckFailed("a vGPU has a device count out of range", v.name().c_str());
     }
@@ -111,21 +113,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* body = data + 1;
   const size_t n = size - 1;
   switch (data[0] % 6) {
-    case 0:
-      Call<pb::GetDevicesRequest, pb::GetDevicesResponse>(body, n, &ControlService::GetDevices);
-      break;
-    case 1:
-      Call<pb::CreateVgpuRequest, pb::CreateVgpuResponse>(body, n, &ControlService::CreateVgpu);
-      break;
-    case 2:
-      Call<pb::ListVgpusRequest, pb::ListVgpusResponse>(body, n, &ControlService::ListVgpus);
-      break;
-    case 3:
-      Call<pb::ResizeVgpuRequest, pb::ResizeVgpuResponse>(body, n, &ControlService::ResizeVgpu);
-      break;
-    case 4:
-      Call<pb::DeleteVgpuRequest, pb::DeleteVgpuResponse>(body, n, &ControlService::DeleteVgpu);
-      break;
+    case 0: Call<pb::GetDevicesRequest, pb::GetDevicesResponse>(body, n, &ControlService::GetDevices); break;
+    case 1: Call<pb::CreateVgpuRequest, pb::CreateVgpuResponse>(body, n, &ControlService::CreateVgpu); break;
+    case 2: Call<pb::ListVgpusRequest, pb::ListVgpusResponse>(body, n, &ControlService::ListVgpus); break;
+    case 3: Call<pb::ResizeVgpuRequest, pb::ResizeVgpuResponse>(body, n, &ControlService::ResizeVgpu); break;
+    case 4: Call<pb::DeleteVgpuRequest, pb::DeleteVgpuResponse>(body, n, &ControlService::DeleteVgpu); break;
     case 5: {
       // A create followed by requests on the same vGPU: the message is a
       // CreateVgpuRequest whose name the others reuse.

@@ -12,6 +12,13 @@ count in MiB. Then stops them all (SIGTERM to each run, which forwards it)
 and checks that every vGPU is collected.
 
     bench/daemon/load_bench.py [--build build] [--processes 500] [--vgpus 20] [--deadline 5]
+                               [--mode runs|apps]
+
+--mode runs (default): each process is its own `gpuslice run`, which asks the
+daemon to create or join its vGPU (N clients of the control API at once).
+--mode apps: one `gpuslice run` per vGPU starts its share of the N
+applications itself (as a container's processes do): the daemon handles V
+joins, and the N processes register in the ledgers on their own.
 
 Exit status 0 when all were registered within the deadline with exact
 accounting; prints one summary line (and --json writes the figures).
@@ -19,6 +26,7 @@ accounting; prints one summary line (and --json writes the figures).
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import struct
@@ -67,6 +75,7 @@ def main():
     ap.add_argument("--processes", type=int, default=500)
     ap.add_argument("--vgpus", type=int, default=20)
     ap.add_argument("--deadline", type=float, default=5.0)
+    ap.add_argument("--mode", choices=["runs", "apps"], default="runs")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
 
@@ -98,12 +107,23 @@ def main():
             time.sleep(0.05)
         n, v = args.processes, args.vgpus
         start = time.monotonic()
-        for i in range(n):
-            runs.append(subprocess.Popen(
-                [gpuslice, "run", "--name", f"vgpu-{i % v}", "--memory", f"{n}MiB", "--", cuda_app,
-                 "--lookup=procaddress", "init", "alloc", "1M", "ready", os.path.join(work, f"ready-{i}"),
-                 "hold"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        app = [cuda_app, "--lookup=procaddress", "init", "alloc", "1M", "ready"]
+        if args.mode == "runs":
+            for i in range(n):
+                runs.append(subprocess.Popen(
+                    [gpuslice, "run", "--name", f"vgpu-{i % v}", "--memory", f"{n}MiB", "--", *app,
+                     os.path.join(work, f"ready-{i}"), "hold"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+        else:
+            # Each run's command starts its applications at once and waits;
+            # SIGTERM (forwarded by the run) reaches them through the shell's trap.
+            for k in range(v):
+                mine = [i for i in range(n) if i % v == k]
+                script = "trap 'kill $(jobs -p); wait; exit 143' TERM; " + " ".join(
+                    f"{' '.join(app)} {os.path.join(work, f'ready-{i}')} hold >/dev/null &" for i in mine) + " wait"
+                runs.append(subprocess.Popen(
+                    [gpuslice, "run", "--name", f"vgpu-{k}", "--memory", f"{n}MiB", "--", "/bin/bash", "-c", script],
+                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
         spawned = time.monotonic() - start
         all_registered = None
         while time.monotonic() - start < max(60.0, args.deadline * 4):
@@ -116,7 +136,7 @@ def main():
                 sys.exit(f"{len(failed)} runs exited early; first: {failed[0].stderr.read().decode()}")
             time.sleep(0.005)
         live, used = registered(state, v)
-        figures.update({"processes": n, "vgpus": v, "spawn_seconds": round(spawned, 3),
+        figures.update({"mode": args.mode, "processes": n, "vgpus": v, "spawn_seconds": round(spawned, 3),
                         "all_registered_seconds": round(all_registered, 3) if all_registered else None})
         # The daemon's own account: every application pid exactly once.
         listing = json.loads(subprocess.run([gpuslice, "ls", "--json"], env=env, capture_output=True,
@@ -130,6 +150,8 @@ def main():
             vg["devices"][0]["memory_used_bytes"] == len(vg["processes"]) * MiB for vg in listing)
         figures["accounting_exact"] = exact
         figures["daemon_rss_kib"] = int(open(f"/proc/{daemon.pid}/status").read().split("VmRSS:")[1].split()[0])
+        stat = open(f"/proc/{daemon.pid}/stat").read().rsplit(")", 1)[1].split()
+        figures["daemon_cpu_seconds"] = round((int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK"), 2)
         # Release them all (`gpuslice run` forwards SIGTERM to its command);
         # every ephemeral vGPU must be collected.
         release = time.monotonic()
@@ -142,6 +164,11 @@ def main():
         figures["all_exited_and_collected_seconds"] = round(time.monotonic() - release, 3)
         figures["left_over_vgpus"] = len(os.listdir(os.path.join(state, "vgpus")))
         figures["unexpected_exits"] = sum(1 for c in codes if c != 128 + signal.SIGTERM)
+        # CPU of every run and application (waited for, so counted here).
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        figures["clients_cpu_seconds"] = round(usage.ru_utime + usage.ru_stime, 2)
+        figures["cpus"] = os.cpu_count()
+        figures["load_average_1m_at_end"] = os.getloadavg()[0]
         ok = (all_registered is not None and all_registered <= args.deadline and exact and
               figures["left_over_vgpus"] == 0 and figures["unexpected_exits"] == 0)
     finally:

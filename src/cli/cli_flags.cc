@@ -8,12 +8,13 @@ StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& 
   uint32_t value = 0;
   bool ok = !text.empty() && text.size() <= 3;
   for (char c : text) {
-    if (c < '0' || c > '9') ok = false;
-    else value = value * 10 + static_cast<uint32_t>(c - '0');
+    if (c < '0' || c > '9')
+      ok = false;
+    else
+      value = value * 10 + static_cast<uint32_t>(c - '0');
   }
   if (!ok || value < 1 || value > 100) {
-    return Status::Error(flag + ": '" + text + "' is not a whole percentage from 1 to 100; write e.g. " + flag +
-                         " 30");
+    return Status::Error(flag + ": '" + text + "' is not a whole percentage from 1 to 100; write e.g. " + flag + " 30");
   }
   return value;
 }
@@ -29,7 +30,8 @@ StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& t
   if (text == "unlimited") return core::kUnlimited;
   auto bytes = core::ParseByteSize(text);
   if (!bytes.ok()) return Status::Error(flag + ": " + bytes.status().message());
-  if (bytes.value() == 0) return Status::Error(flag + ": a limit of 0 bytes allows nothing; write e.g. " + flag + " 4GiB");
+  if (bytes.value() == 0)
+    return Status::Error(flag + ": a limit of 0 bytes allows nothing; write e.g. " + flag + " 4GiB");
   return bytes.value();
 }
 

@@ -163,8 +163,7 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
       std::string compute = std::to_string(d.compute_share_pct()) + "%";
       if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
       rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") : "",
-                      i == 0 ? PriorityText(v.priority()) : "",
-                      d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
+                      i == 0 ? PriorityText(v.priority()) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
                       RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
                       d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us",

@@ -8,10 +8,9 @@
 #define GPUSLICE_CLI_CLI_OUTPUT_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "gpuslice/control.pb.h"
 

@@ -25,8 +25,10 @@ int RunDevices(const DevicesOptions& o) {
     std::cerr << "gpuslice: " << snapshot.status().message() << "\n";
     return 2;
   }
-  if (o.json) std::cout << DevicesJson(snapshot->devices).dump() << "\n";
-  else std::cout << DevicesTable(snapshot->devices);
+  if (o.json)
+    std::cout << DevicesJson(snapshot->devices).dump() << "\n";
+  else
+    std::cout << DevicesTable(snapshot->devices);
   return 0;
 }
 

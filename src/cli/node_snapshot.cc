@@ -49,8 +49,8 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   daemon::ToProto(devices, &snapshot.devices);
   if (!with_vgpus) return snapshot;
   // The manager without a schedule only reads: List adopts read-only.
-  daemon::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir),
-                              &devices, nullptr, {});
+  daemon::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir), &devices,
+                              nullptr, {});
   std::vector<daemon::VgpuView> views;
   if (daemon::ApiStatus s = manager.List(name, &views); !s.ok()) return Status::Error(s.message());
   for (const auto& v : views) daemon::ToProto(v, &snapshot.vgpus.emplace_back());

@@ -94,19 +94,23 @@ int RunSet(const SetOptions& o) {
     pb::ResizeVgpuRequest request;
     request.set_name(resize.name);
     if (resize.memory_limit_bytes) {
-      if (*resize.memory_limit_bytes == core::kUnlimited) request.set_memory_unlimited(true);
-      else request.set_memory_limit_bytes(*resize.memory_limit_bytes);
+      if (*resize.memory_limit_bytes == core::kUnlimited)
+        request.set_memory_unlimited(true);
+      else
+        request.set_memory_limit_bytes(*resize.memory_limit_bytes);
     }
     if (resize.compute_share_pct) request.set_compute_share_pct(*resize.compute_share_pct);
     if (resize.compute_cap_pct) request.set_compute_cap_pct(*resize.compute_cap_pct);
     if (resize.priority) {
       request.set_priority(*resize.priority == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL
-                                                                                 : pb::PRIORITY_BEST_EFFORT);
+                                                                                : pb::PRIORITY_BEST_EFFORT);
     }
     request.set_force(resize.force);
     auto response = client->ResizeVgpu(request);
-    if (response.ok()) result = response->vgpu();
-    else result = response.status();
+    if (response.ok())
+      result = response->vgpu();
+    else
+      result = response.status();
   } else {
     result = ResizeStandalone(o.state_dir, resize);
   }
@@ -123,8 +127,7 @@ int RunSet(const SetOptions& o) {
            (d.compute_cap_pct() != 0 ? " cap " + std::to_string(d.compute_cap_pct()) + "%" : "") + ", priority " +
            PriorityText(v.priority());
   }
-  std::cout << "vGPU '" << v.name() << "': " << what << "; in force for its " << v.processes_size()
-            << " process(es)\n";
+  std::cout << "vGPU '" << v.name() << "': " << what << "; in force for its " << v.processes_size() << " process(es)\n";
   return 0;
 }
 

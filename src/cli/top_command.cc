@@ -62,21 +62,23 @@ std::string Frame(const NodeSnapshot& s) {
         const uint64_t limit = d.memory_unlimited() ? gpu.memory_total_bytes() : d.memory_limit_bytes();
         std::string share = std::to_string(d.compute_share_pct()) + "%";
         if (d.compute_cap_pct() != 0) share += " cap " + std::to_string(d.compute_cap_pct()) + "%";
-        rows.push_back({"  " + v.name(), PriorityText(v.priority()),
-                        core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) +
-                            Percent(d.memory_used_bytes(), limit),
-                        share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
-                        d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us",
-                        std::to_string(v.processes_size()), std::to_string(v.denied_allocations()),
-                        // FIXME(#4): LC latency is not recorded anywhere the daemon can read yet.
-                        "-"});
+        rows.push_back(
+            {"  " + v.name(), PriorityText(v.priority()),
+             core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) + Percent(d.memory_used_bytes(), limit),
+             share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
+             d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us", std::to_string(v.processes_size()),
+             std::to_string(v.denied_allocations()),
+             // FIXME(#4): LC latency is not recorded anywhere the daemon can read yet.
+             "-"});
       }
     }
     out += "\nGPU " + std::to_string(gpu.index()) + "  " + gpu.name() + "  " +
            core::FormatByteSize(gpu.memory_total_bytes()) + ", vGPUs hold " + core::FormatByteSize(used) +
            Percent(used, gpu.memory_total_bytes()) + "\n";
-    if (rows.size() == 1) out += "  no vGPUs\n";
-    else out += FormatColumns(rows);
+    if (rows.size() == 1)
+      out += "  no vGPUs\n";
+    else
+      out += FormatColumns(rows);
   }
   return out;
 }
@@ -116,8 +118,10 @@ int RunTop(const TopOptions& o) {
       std::cout << FrameJson(snapshot.value()).dump() << std::endl;
       continue;
     }
-    if (redraw) std::cout << "\x1b[H\x1b[2J";  // home, clear
-    else if (i > 0) std::cout << "\n";
+    if (redraw)
+      std::cout << "\x1b[H\x1b[2J";  // home, clear
+    else if (i > 0)
+      std::cout << "\n";
     std::cout << Frame(snapshot.value()) << std::flush;
   }
   return 0;

@@ -30,8 +30,8 @@ Status PrepareSocketPath(const std::string& path) {
     return Status::Error("socket path '" + path + "' is not absolute; set socket.path to an absolute path");
   }
   if (path.size() >= sizeof addr.sun_path) {
-    return Status::Error("socket path " + path + " is " + std::to_string(path.size()) +
-                         " bytes, longer than the " + std::to_string(sizeof addr.sun_path - 1) +
+    return Status::Error("socket path " + path + " is " + std::to_string(path.size()) + " bytes, longer than the " +
+                         std::to_string(sizeof addr.sun_path - 1) +
                          " a unix socket allows; set socket.path (or GPUSLICE_SOCKET) to a shorter path");
   }
   const std::string dir = path.substr(0, path.rfind('/'));

@@ -102,9 +102,8 @@ int RunDaemon(const config::DaemonConfig& config) {
   // A socket path left at its built-in default follows the state directory
   // (socket_path.h), so a daemon with its own state directory never collides
   // with the system one.
-  const std::string socket_path = config.socket.path == config::DaemonConfig{}.socket.path
-                                      ? DefaultSocketPath(state_dir)
-                                      : config.socket.path;
+  const std::string socket_path =
+      config.socket.path == config::DaemonConfig{}.socket.path ? DefaultSocketPath(state_dir) : config.socket.path;
 
   std::optional<gid_t> group;
   if (!config.socket.group.empty()) {

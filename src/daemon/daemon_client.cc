@@ -57,9 +57,8 @@ StatusOr<Response> DaemonClient::Invoke(Call call) {
 }
 
 StatusOr<pb::GetStatusResponse> DaemonClient::GetStatus() {
-  return Invoke<pb::GetStatusResponse>([&](grpc::ClientContext* c, pb::GetStatusResponse* r) {
-    return stub_->GetStatus(c, pb::GetStatusRequest(), r);
-  });
+  return Invoke<pb::GetStatusResponse>(
+      [&](grpc::ClientContext* c, pb::GetStatusResponse* r) { return stub_->GetStatus(c, pb::GetStatusRequest(), r); });
 }
 
 StatusOr<pb::GetDevicesResponse> DaemonClient::GetDevices() {

@@ -34,8 +34,7 @@ class MetricsExporter {
 };
 
 // One collection pass, exposed for tests: sets every series from `views`.
-void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices,
-                     const std::vector<VgpuView>& views);
+void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices, const std::vector<VgpuView>& views);
 
 }  // namespace gpuslice::daemon
 

@@ -1,13 +1,12 @@
 #include "daemon/vgpu_manager.h"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
-
-#include <spdlog/spdlog.h>
 
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
@@ -110,8 +109,8 @@ void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
     std::string path;
     mode_t mode;
   };
-  const Item items[] = {{store_.root(), 0710}, {store_.root() + "/vgpus", 0710}, {dir, 0750},
-                        {dir + "/limits", 0444}, {dir + "/ledger", 0660}, {dir + "/members", 0660}};
+  const Item items[] = {{store_.root(), 0710},   {store_.root() + "/vgpus", 0710}, {dir, 0750},
+                        {dir + "/limits", 0444}, {dir + "/ledger", 0660},          {dir + "/members", 0660}};
   for (const Item& item : items) {
     if (chown(item.path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(item.path.c_str(), item.mode) != 0) {
       spdlog::warn("cannot share {} with group {}: {}", item.path, gid, strerror(errno));
@@ -122,8 +121,7 @@ void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
 ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   if (Status s = core::VgpuStore::ValidateName(o.name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
   if (o.gpus.size() > core::kMaxDevices) {
-    return {ApiCode::kInvalidArgument,
-            "a vGPU has at most " + std::to_string(core::kMaxDevices) + " GPUs; name fewer"};
+    return {ApiCode::kInvalidArgument, "a vGPU has at most " + std::to_string(core::kMaxDevices) + " GPUs; name fewer"};
   }
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
@@ -149,7 +147,8 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   const std::string dir = store_.DirOf(o.name);
   const bool exists = Exists(dir);
   if (exists && !o.join_existing) {
-    return {ApiCode::kAlreadyExists, "vGPU '" + o.name + "' already exists; join it, delete it first, or pick another name"};
+    return {ApiCode::kAlreadyExists,
+            "vGPU '" + o.name + "' already exists; join it, delete it first, or pick another name"};
   }
   if (exists) {
     // A join that states memory, GPUs or compute must agree with the vGPU:
@@ -176,8 +175,9 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
                  PriorityName(Load(d0.priority));
     }
     if (!mismatch.empty()) {
-      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' already exists with " + mismatch +
-                                                "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
+      return {ApiCode::kFailedPrecondition,
+              "vGPU '" + o.name + "' already exists with " + mismatch +
+                  "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
     }
   }
   bool created = false;
@@ -200,8 +200,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   }
   Managed& m = *it->second;
   m.persistent = m.persistent || o.persistent;
-  const uint64_t client_start =
-      o.client_pid != 0 ? port::ProcessStartTime(static_cast<pid_t>(o.client_pid)) : 0;
+  const uint64_t client_start = o.client_pid != 0 ? port::ProcessStartTime(static_cast<pid_t>(o.client_pid)) : 0;
   if (client_start != 0) {
     // Kept while the client lives, until it releases: no grace needed.
     m.pending.push_back({o.client_pid, client_start});

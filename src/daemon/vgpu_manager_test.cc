@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,7 +124,7 @@ TEST_F(VgpuManagerTest, ResizeRefusesShrinkingBelowUseUnlessForced) {
   resize.force = true;
   ASSERT_TRUE(m->Resize(resize, &after).ok());
   EXPECT_EQ(ledger.LimitBytes(0), 32 * kMiB);  // the application's own view
-  EXPECT_FALSE(ledger.TryCharge(0, 1));          // over the limit: nothing new
+  EXPECT_FALSE(ledger.TryCharge(0, 1));        // over the limit: nothing new
   ledger.Uncharge(0, 40 * kMiB);
   EXPECT_TRUE(ledger.TryCharge(0, 16 * kMiB));  // back under it: allocations resume
   EXPECT_EQ(after.devices[0].memory_limit_bytes, 32 * kMiB);
@@ -208,6 +209,26 @@ TEST_F(VgpuManagerTest, DeleteRefusesAVgpuInUse) {
   ledger.Detach();
   ASSERT_TRUE(m->Delete("busy", false, 0, &deleted).ok());
   EXPECT_TRUE(deleted);
+}
+
+TEST_F(VgpuManagerTest, AConfiguredGroupMayReachAndUseNewVgpus) {
+  ManagerOptions o;
+  o.grace = std::chrono::milliseconds(0);
+  o.group = getgid();  // our own group: changing to it needs no privilege
+  VgpuManager m(core::VgpuStore(root_), &devices_, &schedule_, o);
+  CreateResult r;
+  ASSERT_TRUE(m.Create(Create("shared"), &r).ok());
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_gid, getgid()) << path;
+    return st.st_mode & 0777;
+  };
+  EXPECT_EQ(mode(root_), 0710u);  // reach, not list
+  EXPECT_EQ(mode(r.dir), 0750u);
+  EXPECT_EQ(mode(r.dir + "/limits"), 0444u);  // still nobody's to write
+  EXPECT_EQ(mode(r.dir + "/ledger"), 0660u);
+  EXPECT_EQ(mode(r.dir + "/members"), 0660u);
 }
 
 // A restarted daemon finds every vGPU in the store, with its persistence,
