@@ -137,7 +137,8 @@ grpc::Status AllocationService::Allocate(Resource resource, const v1beta1::Alloc
     }
     for (const Assignment& a : resources_->Assignments()) {
       if (undo.count(a.vgpu) > 0) continue;
-      const auto prior = std::find_if(before.begin(), before.end(), [&](const Assignment& b) { return b.vgpu == a.vgpu; });
+      const auto prior =
+          std::find_if(before.begin(), before.end(), [&](const Assignment& b) { return b.vgpu == a.vgpu; });
       if (prior == before.end()) {
         undo[a.vgpu] = std::nullopt;
       } else if (AssignmentToJson(*prior) != AssignmentToJson(a)) {
@@ -174,8 +175,8 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
                         "pass --kube-api-url");
   }
   auto items = api_->ListPodsOnNode(node);
-  if (!items.ok()) return {grpc::StatusCode::UNAVAILABLE, "cannot list the pods of node " + node + ": " +
-                                                               items.status().message()};
+  if (!items.ok())
+    return {grpc::StatusCode::UNAVAILABLE, "cannot list the pods of node " + node + ": " + items.status().message()};
   std::vector<std::string> problems;
   const std::vector<PodRequest> pods = WaitingPods(*items, node, &problems);
   for (const std::string& p : problems) port::Log(port::LogLevel::kWarn, "device plugin: %s", p.c_str());
@@ -186,8 +187,8 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   const auto match = MatchContainer(pods, resource, count, served);
   if (!match) {
     return Precondition("no pod waiting on node " + node + " has a container asking for exactly " +
-                        std::to_string(count) + " " + name + " that is not set up yet (waiting: " +
-                        DescribeWaitingPods(pods) + ")" +
+                        std::to_string(count) + " " + name +
+                        " that is not set up yet (waiting: " + DescribeWaitingPods(pods) + ")" +
                         (problems.empty() ? "" : "; unreadable requests: " + problems.front()));
   }
   const PodRequest& pod = match->pod;
@@ -218,7 +219,8 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
         chosen = from_ids;
       } else {
         auto placement = ChooseGpus(states, &resources_->topology(), c, policy_);
-        if (!placement.ok()) return Precondition(who + " does not fit on node " + node + ": " + placement.status().message());
+        if (!placement.ok())
+          return Precondition(who + " does not fit on node " + node + ": " + placement.status().message());
         chosen = placement->gpus;
       }
     }
@@ -319,9 +321,11 @@ grpc::Status AllocationService::PreferContainer(Resource resource,
 
   // Available IDs per GPU, in unit order.
   std::map<uint32_t, std::vector<std::string>> by_gpu;
-  for (int i = 0; i < request.available_deviceids_size(); ++i) by_gpu[gpus[i]].push_back(request.available_deviceids(i));
+  for (int i = 0; i < request.available_deviceids_size(); ++i)
+    by_gpu[gpus[i]].push_back(request.available_deviceids(i));
   for (auto& [gpu, list] : by_gpu) {
-    std::sort(list.begin(), list.end(), [](const std::string& x, const std::string& y) { return UnitOf(x) < UnitOf(y); });
+    std::sort(list.begin(), list.end(),
+              [](const std::string& x, const std::string& y) { return UnitOf(x) < UnitOf(y); });
   }
 
   // The order in which GPUs are drawn from, and how much from each.

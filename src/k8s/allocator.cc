@@ -8,7 +8,7 @@ namespace {
 
 constexpr double kEpsilon = 1e-9;
 constexpr double kTopologyWeight = 0.6;
-constexpr double kNodeWeight = 0.3;  // PlacePod: the whole node's packing, beside the chosen GPUs' score
+constexpr double kNodeWeight = 0.3;           // PlacePod: the whole node's packing, beside the chosen GPUs' score
 constexpr double kUnknownLinkQuality = 0.05;  // below "system": an unpublished link is the worst bet
 // Above this many candidate sets, multi-GPU choice is greedy (grow each
 // start GPU by its best-linked neighbour) rather than exhaustive.
@@ -75,8 +75,8 @@ Status FitsOn(const GpuState& gpu, const ContainerRequest& request) {
 Status CheckPlacement(const std::vector<GpuState>& gpus, const std::vector<uint32_t>& chosen,
                       const ContainerRequest& request) {
   if (chosen.size() != request.GpuCount()) {
-    return Status::Error("container " + request.name + " needs " + std::to_string(request.GpuCount()) +
-                         " GPU(s) but " + std::to_string(chosen.size()) + " were chosen");
+    return Status::Error("container " + request.name + " needs " + std::to_string(request.GpuCount()) + " GPU(s) but " +
+                         std::to_string(chosen.size()) + " were chosen");
   }
   for (size_t i = 0; i < chosen.size(); ++i) {
     for (size_t j = i + 1; j < chosen.size(); ++j) {
@@ -208,7 +208,9 @@ StatusOr<PodPlacement> PlacePod(std::vector<GpuState> gpus, const NodeTopology* 
     if (!g.healthy) continue;
     const double vcore = std::min(1.0, g.vcore_used / 100.0);
     const double memory =
-        g.vmemory_total == 0 ? vcore : std::min(1.0, static_cast<double>(g.vmemory_used) / static_cast<double>(g.vmemory_total));
+        g.vmemory_total == 0
+            ? vcore
+            : std::min(1.0, static_cast<double>(g.vmemory_used) / static_cast<double>(g.vmemory_total));
     fullness += 0.5 * vcore + 0.5 * memory;
     ++healthy;
   }

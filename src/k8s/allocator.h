@@ -65,8 +65,8 @@ double ScorePlacement(const std::vector<GpuState>& gpus, const NodeTopology* top
                       const std::vector<uint32_t>& chosen, const ContainerRequest& request, PackingPolicy policy);
 
 // Adds the container's use to the chosen GPUs (or, with sign -1, takes it back).
-void ApplyPlacement(std::vector<GpuState>& gpus, const std::vector<uint32_t>& chosen,
-                    const ContainerRequest& request, int sign = 1);
+void ApplyPlacement(std::vector<GpuState>& gpus, const std::vector<uint32_t>& chosen, const ContainerRequest& request,
+                    int sign = 1);
 
 struct PodPlacement {
   std::map<std::string, std::vector<uint32_t>> gpus;  // container name -> indices

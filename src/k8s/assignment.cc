@@ -61,9 +61,9 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   JsonFields f(doc, "");
   uint64_t vcore = 0, created = 0;
   std::string priority;
-  for (auto [key, out] : {std::pair{"vgpu", &a.vgpu}, std::pair{"pod_uid", &a.pod_uid},
-                          std::pair{"namespace", &a.namespace_name}, std::pair{"pod", &a.pod},
-                          std::pair{"container", &a.container}, std::pair{"priority", &priority}}) {
+  for (auto [key, out] :
+       {std::pair{"vgpu", &a.vgpu}, std::pair{"pod_uid", &a.pod_uid}, std::pair{"namespace", &a.namespace_name},
+        std::pair{"pod", &a.pod}, std::pair{"container", &a.container}, std::pair{"priority", &priority}}) {
     if (Status s = f.RequiredString(key, out); !s.ok()) return s;
   }
   if (Status s = f.RequiredUint("vcore_per_gpu", &vcore); !s.ok()) return s;
@@ -77,7 +77,8 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   if (Status s = f.RequiredArray("gpus", &gpus); !s.ok()) return s;
   if (Status s = f.RequiredArray("uuids", &uuids); !s.ok()) return s;
   for (const json& g : *gpus) {
-    if (!g.is_number_unsigned() || g.get<uint64_t>() >= core::kMaxDevices) return Status::Error("gpus holds " + g.dump());
+    if (!g.is_number_unsigned() || g.get<uint64_t>() >= core::kMaxDevices)
+      return Status::Error("gpus holds " + g.dump());
     a.gpus.push_back(g.get<uint32_t>());
   }
   for (const json& u : *uuids) {

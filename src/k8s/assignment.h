@@ -30,8 +30,8 @@ struct Assignment {
   std::string namespace_name;
   std::string pod;
   std::string container;
-  std::vector<uint32_t> gpus;        // indices, ascending
-  std::vector<std::string> uuids;    // same order
+  std::vector<uint32_t> gpus;      // indices, ascending
+  std::vector<std::string> uuids;  // same order
   uint32_t vcore_per_gpu = 0;
   uint64_t vmemory_units_per_gpu = 0;  // 0: no memory cap (whole GPUs without vmemory)
   core::Priority priority = core::Priority::kBestEffort;

@@ -163,8 +163,8 @@ void AddDevicePluginCommand(CLI::App& app) {
       return;
     }
     parts.api = std::move(*api);
-    parts.liveness = f->liveness == "cgroup" ? NewCgroupLiveness(f->cgroup_root)
-                                             : NewPodResourcesLiveness(f->pod_resources_socket);
+    parts.liveness =
+        f->liveness == "cgroup" ? NewCgroupLiveness(f->cgroup_root) : NewPodResourcesLiveness(f->pod_resources_socket);
     parts.provisioner = NewStoreProvisioner(options.state_dir);
 
     const sigset_t signals = BlockTerminationSignals();

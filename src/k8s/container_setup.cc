@@ -45,8 +45,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
     envs["LD_PRELOAD"] = lib + "/libgpuslice-cuda.so";
   } else {
     AddMount(r, host_library, lib + "/shim/libcuda.so.1", true);
-    envs["LD_LIBRARY_PATH"] =
-        lib + "/shim" + (env.ld_library_path_rest.empty() ? "" : ":" + env.ld_library_path_rest);
+    envs["LD_LIBRARY_PATH"] = lib + "/shim" + (env.ld_library_path_rest.empty() ? "" : ":" + env.ld_library_path_rest);
   }
   if (!env.container_driver_path.empty()) envs["GPUSLICE_REAL_DRIVER"] = env.container_driver_path;
   std::string uuids;
@@ -58,7 +57,8 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
     const std::string host = env.dev_root + "/" + name;
     if (!Exists(host)) {
       if (!required) return Status::Ok();
-      return Status::Error("device node " + host + " is missing on the host; is the NVIDIA driver loaded (nvidia-smi)?");
+      return Status::Error("device node " + host +
+                           " is missing on the host; is the NVIDIA driver loaded (nvidia-smi)?");
     }
     v1beta1::DeviceSpec* d = r.add_devices();
     d->set_host_path(host);

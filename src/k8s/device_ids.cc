@@ -14,9 +14,7 @@ std::string_view Tag(Resource resource) { return resource == Resource::kVcore ? 
 
 }  // namespace
 
-const char* ResourceName(Resource resource) {
-  return resource == Resource::kVcore ? kVcoreResource : kVmemoryResource;
-}
+const char* ResourceName(Resource resource) { return resource == Resource::kVcore ? kVcoreResource : kVmemoryResource; }
 
 std::optional<Resource> ResourceFromName(std::string_view name) {
   if (name == kVcoreResource) return Resource::kVcore;

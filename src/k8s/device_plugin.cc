@@ -13,8 +13,8 @@ Assignment Reindexed(Assignment a, const NodeTopology& topology) {
     if (const TopologyGpu* g = topology.GpuByUuid(a.uuids[i])) {
       a.gpus[i] = g->index;
     } else {
-      port::Log(port::LogLevel::kWarn, "device plugin: GPU %s of vGPU %s is no longer on this node",
-                a.uuids[i].c_str(), a.vgpu.c_str());
+      port::Log(port::LogLevel::kWarn, "device plugin: GPU %s of vGPU %s is no longer on this node", a.uuids[i].c_str(),
+                a.vgpu.c_str());
     }
   }
   return a;
@@ -24,8 +24,9 @@ Assignment Reindexed(Assignment a, const NodeTopology& topology) {
 
 StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions options, DevicePluginParts parts) {
   if (options.node_name.empty()) {
-    return Status::Error("the device plugin needs the node's name; pass --node-name (the DaemonSet sets it from "
-                         "spec.nodeName)");
+    return Status::Error(
+        "the device plugin needs the node's name; pass --node-name (the DaemonSet sets it from "
+        "spec.nodeName)");
   }
   std::string document;
   auto topology = parts.discovery->Discover(&document);
@@ -97,7 +98,8 @@ void DevicePlugin::HealthLoop() {
     // Wakes early only at shutdown (the usage counter moves then too).
     const auto deadline = std::chrono::steady_clock::now() + options_.health_interval;
     while (!stop_.load() && std::chrono::steady_clock::now() < deadline) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       resources_->WaitForUsageChange(resources_->usage_version(), std::min(left, std::chrono::milliseconds(200)));
     }
   }

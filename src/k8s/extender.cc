@@ -46,7 +46,8 @@ StatusOr<ExtenderArgs> ParseExtenderArgs(std::string_view body) {
     for (size_t i = 0; items != nullptr && items->is_array() && i < items->size(); ++i) {
       const json& node = (*items)[i];
       const json* metadata = node.is_object() ? JsonFields::FindKey(node, "metadata") : nullptr;
-      const json* name = metadata != nullptr && metadata->is_object() ? JsonFields::FindKey(*metadata, "name") : nullptr;
+      const json* name =
+          metadata != nullptr && metadata->is_object() ? JsonFields::FindKey(*metadata, "name") : nullptr;
       if (name == nullptr || !name->is_string()) {
         return Status::Error("ExtenderArgs.Nodes.items[" + std::to_string(i) + "] has no metadata.name");
       }
@@ -86,8 +87,8 @@ struct NodeVerdict {
 
 // Judges every candidate node for the pod. Shared by filter and prioritize.
 static std::vector<NodeVerdict> JudgeNodes(const ExtenderArgs& args, const PodRequest& pod, KubeApi* api,
-                                           AssumedReservations& reservations, AssumedReservations::Clock::time_point now,
-                                           PackingPolicy policy) {
+                                           AssumedReservations& reservations,
+                                           AssumedReservations::Clock::time_point now, PackingPolicy policy) {
   std::vector<NodeVerdict> verdicts;
   for (size_t i = 0; i < args.names.size(); ++i) {
     NodeVerdict v;
@@ -135,14 +136,17 @@ static std::vector<NodeVerdict> JudgeNodes(const ExtenderArgs& args, const PodRe
 HttpReply Extender::Filter(std::string_view body) {
   auto args = ParseExtenderArgs(body);
   if (!args.ok()) return BadRequest(args.status().message());
-  json result = {{"Nodes", nullptr}, {"NodeNames", nullptr}, {"FailedNodes", json::object()},
-                 {"FailedAndUnresolvableNodes", json::object()}, {"Error", ""}};
+  json result = {{"Nodes", nullptr},
+                 {"NodeNames", nullptr},
+                 {"FailedNodes", json::object()},
+                 {"FailedAndUnresolvableNodes", json::object()},
+                 {"Error", ""}};
   auto pass_all = [&] {
     if (args->by_names) {
       result["NodeNames"] = args->names;
     } else {
-      result["Nodes"] = {{"apiVersion", "v1"}, {"kind", "NodeList"}, {"metadata", json::object()},
-                         {"items", args->nodes}};
+      result["Nodes"] = {
+          {"apiVersion", "v1"}, {"kind", "NodeList"}, {"metadata", json::object()}, {"items", args->nodes}};
     }
   };
   auto pod = ParsePodRequest(args->pod);
@@ -230,9 +234,9 @@ HttpReply Extender::Bind(std::string_view body) {
     if (!placement.ok()) return fail("cannot bind " + who + " to node " + node + ": " + placement.status().message());
     reservations_.Add(*pod, node, *placement, now_());
     reserved = true;
-    const auto bind_time = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+    const auto bind_time =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     Status s = api_->AnnotatePod(pod_namespace, pod_name,
                                  {{kGpusAnnotation, BoundGpusToJson(placement->gpus)},
                                   {kBindNodeAnnotation, node},

@@ -41,7 +41,8 @@ StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(const ExtenderSe
       res.set_content(reply.body, "application/json");
     });
   }
-  server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  server.Get("/healthz",
+             [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
 
   int port = address->port;
   if (port == 0) {

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -91,8 +91,10 @@ class NodeGpuDiscovery final : public GpuDiscovery {
           *document = doc;
           return topo;
         }
-        port::Log(port::LogLevel::kWarn, "device plugin: `gpuslice devices --json` printed an unusable document (%s); "
-                  "describing the GPUs from NVML without links", topo.status().message().c_str());
+        port::Log(port::LogLevel::kWarn,
+                  "device plugin: `gpuslice devices --json` printed an unusable document (%s); "
+                  "describing the GPUs from NVML without links",
+                  topo.status().message().c_str());
       } else {
         port::Log(port::LogLevel::kWarn, "device plugin: %s; describing the GPUs from NVML without links",
                   out.status().message().c_str());

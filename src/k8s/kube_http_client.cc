@@ -47,8 +47,7 @@ class KubeHttpClient final : public KubeApi {
   Status AnnotatePod(const std::string& ns, const std::string& name,
                      const std::map<std::string, std::string>& annotations) override {
     json patch = {{"metadata", {{"annotations", annotations}}}};
-    auto r = Call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name, patch.dump(),
-                  "application/merge-patch+json");
+    auto r = Call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name, patch.dump(), "application/merge-patch+json");
     return r.ok() ? Status::Ok() : r.status();
   }
 
@@ -65,8 +64,8 @@ class KubeHttpClient final : public KubeApi {
                     {"metadata", {{"name", name}, {"namespace", ns}}},
                     {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node}}}};
     if (!uid.empty()) binding["metadata"]["uid"] = uid;
-    auto r = Call("POST", "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding", binding.dump(),
-                  "application/json");
+    auto r =
+        Call("POST", "/api/v1/namespaces/" + ns + "/pods/" + name + "/binding", binding.dump(), "application/json");
     return r.ok() ? Status::Ok() : r.status();
   }
 
@@ -128,8 +127,9 @@ Status CompleteFromCluster(KubeClientConfig& config) {
     const char* host = getenv("KUBERNETES_SERVICE_HOST");
     const char* port = getenv("KUBERNETES_SERVICE_PORT");
     if (host == nullptr || *host == '\0') {
-      return Status::Error("no Kubernetes API server: KUBERNETES_SERVICE_HOST is not set (not running in a pod?); "
-                           "pass --kube-api-url https://HOST:PORT");
+      return Status::Error(
+          "no Kubernetes API server: KUBERNETES_SERVICE_HOST is not set (not running in a pod?); "
+          "pass --kube-api-url https://HOST:PORT");
     }
     std::string h = host;
     if (h.find(':') != std::string::npos) h = "[" + h + "]";  // IPv6

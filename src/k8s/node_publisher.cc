@@ -17,8 +17,9 @@ NodePublisher::NodePublisher(KubeApi* api, ResourceManager* resources, std::stri
       resync_interval_(resync_interval) {}
 
 Status NodePublisher::PublishOnce() {
-  Status s = api_->AnnotateNode(resources_->node_name(), {{kTopologyAnnotation, topology_document_},
-                                                          {kAllocatedAnnotation, NodeUsageToJson(resources_->Usage())}});
+  Status s = api_->AnnotateNode(
+      resources_->node_name(),
+      {{kTopologyAnnotation, topology_document_}, {kAllocatedAnnotation, NodeUsageToJson(resources_->Usage())}});
   if (s.ok()) publications_.fetch_add(1);
   return s;
 }
@@ -39,7 +40,8 @@ void NodePublisher::Run(const std::atomic<bool>& stop) {
         published_version = version;
         next_due = Clock::now() + resync_interval_;
       } else {
-        if (!failing) port::Log(port::LogLevel::kWarn, "device plugin: cannot annotate the node: %s", s.message().c_str());
+        if (!failing)
+          port::Log(port::LogLevel::kWarn, "device plugin: cannot annotate the node: %s", s.message().c_str());
         failing = true;
         next_due = Clock::now() + retry_interval_;
       }

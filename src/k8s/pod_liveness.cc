@@ -67,7 +67,8 @@ class CgroupLiveness final : public PodLiveness {
     namespace fs = std::filesystem;
     std::error_code ec;
     if (!fs::is_directory(root_, ec)) {
-      return Status::Error("no cgroup filesystem at " + root_ + "; mount the host's /sys/fs/cgroup or pass --cgroup-root");
+      return Status::Error("no cgroup filesystem at " + root_ +
+                           "; mount the host's /sys/fs/cgroup or pass --cgroup-root");
     }
     // Where kubepods trees live: v2 and v1's unified layout at the root, v1
     // under each controller.

@@ -26,9 +26,9 @@
 namespace gpuslice::k8s {
 
 struct LivePod {
-  std::string namespace_name;  // pod-resources only
-  std::string name;            // pod-resources only
-  std::string uid;             // cgroups only
+  std::string namespace_name;        // pod-resources only
+  std::string name;                  // pod-resources only
+  std::string uid;                   // cgroups only
   std::set<std::string> device_ids;  // pod-resources: every device ID its containers hold
 };
 

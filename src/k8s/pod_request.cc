@@ -80,13 +80,12 @@ const ContainerRequest* PodRequest::Container(const std::string& container_name)
   return nullptr;
 }
 
-std::string BoundGpusToJson(const std::map<std::string, std::vector<uint32_t>>& gpus) {
-  return json(gpus).dump();
-}
+std::string BoundGpusToJson(const std::map<std::string, std::vector<uint32_t>>& gpus) { return json(gpus).dump(); }
 
 StatusOr<std::map<std::string, std::vector<uint32_t>>> ParseBoundGpus(const std::string& text) {
-  const std::string fix = "; it is written by the gpuslice scheduler extender: remove the annotation to let the "
-                          "node choose, or reschedule the pod";
+  const std::string fix =
+      "; it is written by the gpuslice scheduler extender: remove the annotation to let the "
+      "node choose, or reschedule the pod";
   json doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
     return Status::Error(std::string(kGpusAnnotation) + " must be a JSON object of container name to GPU indices" +

@@ -9,8 +9,8 @@
 namespace gpuslice::k8s {
 
 Reclaimer::Reclaimer(ResourceManager* resources, AssignmentStore* store, VgpuProvisioner* provisioner,
-                     PodLiveness* liveness, HostProcessProbe* probe, std::string state_root,
-                     std::chrono::seconds grace, std::function<int64_t()> now_unix_s)
+                     PodLiveness* liveness, HostProcessProbe* probe, std::string state_root, std::chrono::seconds grace,
+                     std::function<int64_t()> now_unix_s)
     : resources_(resources),
       store_(store),
       provisioner_(provisioner),

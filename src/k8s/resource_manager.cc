@@ -46,7 +46,8 @@ std::vector<ResourceManager::Device> ResourceManager::Devices(Resource resource)
   for (const TopologyGpu& g : topology_.gpus) {
     const uint64_t units = resource == Resource::kVcore ? kVcorePerGpu : g.memory_total_bytes / kVmemoryUnitBytes;
     const bool healthy = healthy_.at(g.index);
-    for (uint64_t u = 0; u < units; ++u) out.push_back({MakeDeviceId(resource, g.uuid, static_cast<uint32_t>(u)), healthy});
+    for (uint64_t u = 0; u < units; ++u)
+      out.push_back({MakeDeviceId(resource, g.uuid, static_cast<uint32_t>(u)), healthy});
   }
   return out;
 }

@@ -39,7 +39,7 @@ class ResourceManager {
 
   const NodeTopology& topology() const { return topology_; }  // immutable
   const std::string& node_name() const { return node_name_; }
-  uint64_t VmemoryUnits(uint32_t gpu_index) const;              // the GPU's memory in 256 MiB units
+  uint64_t VmemoryUnits(uint32_t gpu_index) const;  // the GPU's memory in 256 MiB units
 
   // Health. Returns true when any GPU changed.
   bool SetHealthy(const std::set<std::string>& healthy_uuids);
@@ -80,11 +80,11 @@ class ResourceManager {
   const std::string node_name_;
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
-  std::map<uint32_t, bool> healthy_;              // GUARDED_BY(mu_)
-  std::map<std::string, Assignment> by_vgpu_;     // GUARDED_BY(mu_)
-  uint64_t health_version_ = 1;                   // GUARDED_BY(mu_)
-  uint64_t usage_version_ = 1;                    // GUARDED_BY(mu_)
-  bool shut_down_ = false;                        // GUARDED_BY(mu_)
+  std::map<uint32_t, bool> healthy_;           // GUARDED_BY(mu_)
+  std::map<std::string, Assignment> by_vgpu_;  // GUARDED_BY(mu_)
+  uint64_t health_version_ = 1;                // GUARDED_BY(mu_)
+  uint64_t usage_version_ = 1;                 // GUARDED_BY(mu_)
+  bool shut_down_ = false;                     // GUARDED_BY(mu_)
 };
 
 }  // namespace gpuslice::k8s

@@ -121,7 +121,8 @@ StatusOr<NodeTopology> ParseTopology(std::string_view json_text) {
     if (gpu.memory_total_bytes == 0) return Status::Error(where + ".memory_total_bytes must be positive");
     if (Status s = f.OptionalString("pci_bus_id", &gpu.pci_bus_id); !s.ok()) return s;
     for (const TopologyGpu& other : topo.gpus) {
-      if (other.index == gpu.index) return Status::Error(where + ".index: " + std::to_string(index) + " is listed twice");
+      if (other.index == gpu.index)
+        return Status::Error(where + ".index: " + std::to_string(index) + " is listed twice");
       if (other.uuid == gpu.uuid) return Status::Error(where + ".uuid: " + gpu.uuid + " is listed twice");
     }
     topo.gpus.push_back(std::move(gpu));

@@ -2,6 +2,8 @@
 // and Allocate for each resource, the vGPU they create (its limits file read
 // back), and malformed requests, each answered with a gRPC error that names
 // the problem and leaves no trace in the state directory.
+#include "k8s/allocation_service.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -9,7 +11,6 @@
 
 #include "core/vgpu_store.h"
 #include "fake_kube_api.h"
-#include "k8s/allocation_service.h"
 #include "k8s/names.h"
 #include "port/nvml_library.h"
 #include "test_util.h"
@@ -119,9 +120,9 @@ std::map<std::string, std::pair<std::string, bool>> MountsOf(const v1beta1::Cont
 }
 
 TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu) {
-  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 50, 8}},
-                      {{kPriorityAnnotation, "lc"}, {kGpusAnnotation, R"({"main": [1]})"}, {kBindNodeAnnotation, "node-a"}},
-                      "node-a"));
+  api_.PutPod(MakePod(
+      "ml", "infer", "uid-infer", {{"main", 50, 8}},
+      {{kPriorityAnnotation, "lc"}, {kGpusAnnotation, R"({"main": [1]})"}, {kBindNodeAnnotation, "node-a"}}, "node-a"));
   // The kubelet took IDs of GPU 0; the extender's annotation says GPU 1.
   v1beta1::AllocateResponse response;
   ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &response).ok());
@@ -199,8 +200,7 @@ TEST_F(AllocationServiceTest, WithoutAnAnnotationTheKubeletsIdsOrTheAllocatorDec
   // IDs spread over both GPUs for a one-GPU container: binpack puts it with a.
   api_.PutPod(MakePod("ml", "b", "uid-b", {{"main", 30, 4}}, json::object(), "node-a"));
   ASSERT_TRUE(
-      Allocate(Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 15), Ids(Resource::kVcore, 1, 50, 15))}, &r)
-          .ok());
+      Allocate(Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 15), Ids(Resource::kVcore, 1, 50, 15))}, &r).ok());
   EXPECT_EQ(r.container_responses(0).envs().at("CUDA_VISIBLE_DEVICES"), kUuids[1]);
   EXPECT_EQ(resources_.Usage().gpus[1].vcore_used, 70u);
 }
@@ -267,26 +267,50 @@ TEST_F(AllocationServiceTest, MalformedAndImpossibleRequestsAreRefusedWithoutTra
   } cases[] = {
       {"no container requests", Resource::kVcore, {}, grpc::StatusCode::INVALID_ARGUMENT, "has no container requests"},
       {"no device IDs", Resource::kVcore, {{}}, grpc::StatusCode::INVALID_ARGUMENT, "Allocate is empty"},
-      {"unknown ID", Resource::kVcore, {{"GPU-nope-vcore-1"}}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"unknown ID",
+       Resource::kVcore,
+       {{"GPU-nope-vcore-1"}},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "unknown gpuslice.io/vcore device ID \"GPU-nope-vcore-1\""},
-      {"garbage ID", Resource::kVmemory, {{std::string(300, 'x')}}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"garbage ID",
+       Resource::kVmemory,
+       {{std::string(300, 'x')}},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "unknown gpuslice.io/vmemory device ID"},
-      {"vmemory unit past the GPU", Resource::kVmemory, {Ids(Resource::kVmemory, 0, 10, 7)},
-       grpc::StatusCode::INVALID_ARGUMENT, "unknown gpuslice.io/vmemory device ID"},
-      {"the other resource's ID", Resource::kVcore, {Ids(Resource::kVmemory, 0, 0, 2)},
-       grpc::StatusCode::INVALID_ARGUMENT, "belongs to gpuslice.io/vmemory, not gpuslice.io/vcore"},
-      {"duplicate IDs", Resource::kVcore, {Concat(Ids(Resource::kVcore, 0, 0, 3), Ids(Resource::kVcore, 0, 2, 1))},
-       grpc::StatusCode::INVALID_ARGUMENT, "is listed twice"},
-      {"oversize: 150 vcore", Resource::kVcore,
-       {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 50))}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"vmemory unit past the GPU",
+       Resource::kVmemory,
+       {Ids(Resource::kVmemory, 0, 10, 7)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "unknown gpuslice.io/vmemory device ID"},
+      {"the other resource's ID",
+       Resource::kVcore,
+       {Ids(Resource::kVmemory, 0, 0, 2)},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "belongs to gpuslice.io/vmemory, not gpuslice.io/vcore"},
+      {"duplicate IDs",
+       Resource::kVcore,
+       {Concat(Ids(Resource::kVcore, 0, 0, 3), Ids(Resource::kVcore, 0, 2, 1))},
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "is listed twice"},
+      {"oversize: 150 vcore",
+       Resource::kVcore,
+       {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 50))},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "neither a share of one GPU"},
-      {"oversize: no pod wants 200 vcore", Resource::kVcore,
+      {"oversize: no pod wants 200 vcore",
+       Resource::kVcore,
        {Concat(Ids(Resource::kVcore, 0, 0, 100), Ids(Resource::kVcore, 1, 0, 100))},
-       grpc::StatusCode::FAILED_PRECONDITION, "no pod waiting on node node-a has a container asking for exactly 200"},
-      {"the annotated GPU is full", Resource::kVcore, {Ids(Resource::kVcore, 1, 0, 90)},
-       grpc::StatusCode::FAILED_PRECONDITION, "GPU 1 has 50 vcore free, the container needs 90; delete the pod"},
-      {"a second container fails: the first is undone", Resource::kVmemory,
-       {Ids(Resource::kVmemory, 1, 0, 8), Ids(Resource::kVmemory, 0, 0, 9)}, grpc::StatusCode::FAILED_PRECONDITION,
+       grpc::StatusCode::FAILED_PRECONDITION,
+       "no pod waiting on node node-a has a container asking for exactly 200"},
+      {"the annotated GPU is full",
+       Resource::kVcore,
+       {Ids(Resource::kVcore, 1, 0, 90)},
+       grpc::StatusCode::FAILED_PRECONDITION,
+       "GPU 1 has 50 vcore free, the container needs 90; delete the pod"},
+      {"a second container fails: the first is undone",
+       Resource::kVmemory,
+       {Ids(Resource::kVmemory, 1, 0, 8), Ids(Resource::kVmemory, 0, 0, 9)},
+       grpc::StatusCode::FAILED_PRECONDITION,
        "container request 1: no pod waiting"},
   };
   for (const Case& c : cases) {

@@ -1,8 +1,9 @@
 // The GPU choice shared by the extender and the plugin: fitting, packing
 // policies, and topology for multi-GPU containers.
+#include "k8s/allocator.h"
+
 #include <gtest/gtest.h>
 
-#include "k8s/allocator.h"
 #include "k8s/names.h"
 #include "test_util.h"
 
@@ -47,9 +48,9 @@ TEST(Allocator, BinpackFillsTheFullerGpuSpreadTheEmptier) {
 
 TEST(Allocator, SkipsGpusThatDoNotFitAndSaysWhy) {
   std::vector<GpuState> gpus = Free(3, 100);
-  gpus[0].vcore_used = 80;       // too little vcore
-  gpus[1].vmemory_used = 95;     // too little memory
-  gpus[2].healthy = false;       // unhealthy
+  gpus[0].vcore_used = 80;    // too little vcore
+  gpus[1].vmemory_used = 95;  // too little memory
+  gpus[2].healthy = false;    // unhealthy
   auto none = ChooseGpus(gpus, nullptr, Request(30, 16), PackingPolicy::kBinpack);
   ASSERT_FALSE(none.ok());
   const std::string m = none.status().message();

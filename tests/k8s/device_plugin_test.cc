@@ -2,6 +2,8 @@
 // ListAndWatch health transitions (a GPU going unhealthy, NVML failing, and
 // recovery), registration again after a kubelet restart, the node
 // annotations it publishes, and its memory of assignments across restarts.
+#include "k8s/device_plugin.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,7 +11,6 @@
 
 #include "fake_kube_api.h"
 #include "fake_kubelet.h"
-#include "k8s/device_plugin.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
 #include "test_util.h"

@@ -1,15 +1,17 @@
 // The scheduler extender: kube-scheduler-shaped request bodies (fixtures) in,
 // ExtenderFilterResult / HostPriorityList / ExtenderBindingResult out; bind
 // against a fake API server over HTTPS with a bearer token.
+#include "k8s/extender.h"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include "fake_api_server.h"
-#include "k8s/extender.h"
 #include "k8s/extender_server.h"
 #include "k8s/kube_http_client.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
+#include "k8s/topology.h"
 #include "test_util.h"
 
 namespace gpuslice::k8s {
@@ -38,15 +40,35 @@ std::map<std::string, int64_t> Scores(const json& list) {
   return scores;
 }
 
+// The scheduler's request with gpu-node-a described by the two-GPU NVLink
+// fixture file itself (so that a captured topology dropped in its place is
+// what these tests judge), with nothing allocated on it.
+std::string TwoGpuArgs() {
+  json args = FixtureJson("extender/filter_args_two_gpu_pod.json");
+  const std::string topology = ReadFixture("devices-2gpu-nvlink.json");
+  auto parsed = ParseTopology(topology);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  NodeUsage usage;
+  usage.node = "gpu-node-a";
+  for (const TopologyGpu& g : parsed->gpus) {
+    usage.gpus.push_back({g.index, g.uuid, true, 0, 0, g.memory_total_bytes / kVmemoryUnitBytes});
+  }
+  json& annotations = args["Nodes"]["items"][0]["metadata"]["annotations"];
+  EXPECT_EQ(args["Nodes"]["items"][0]["metadata"]["name"], "gpu-node-a");
+  annotations[kTopologyAnnotation] = topology;
+  annotations[kAllocatedAnnotation] = NodeUsageToJson(usage);
+  return args.dump();
+}
+
 TEST(ExtenderFilter, TwoGpuPodOnFourKindsOfNode) {
   Extender extender({}, nullptr);
-  const std::string args = ReadFixture("extender/filter_args_two_gpu_pod.json");
+  const std::string args = TwoGpuArgs();
   const json result = Body(extender.Filter(args));
   EXPECT_EQ(result["Error"], "");
   EXPECT_TRUE(result["NodeNames"].is_null());
   EXPECT_EQ(ItemNames(result), (std::vector<std::string>{"gpu-node-a", "gpu-node-b"}));
   // Nodes that pass are handed back whole, as the scheduler sent them.
-  EXPECT_EQ(result["Nodes"]["items"][0], FixtureJson("extender/filter_args_two_gpu_pod.json")["Nodes"]["items"][0]);
+  EXPECT_EQ(result["Nodes"]["items"][0], json::parse(args)["Nodes"]["items"][0]);
   ASSERT_TRUE(result["FailedNodes"].contains("gpu-node-busy"));
   const std::string busy = result["FailedNodes"]["gpu-node-busy"];
   EXPECT_NE(busy.find("needs 2 GPU(s) with 100 vcore and 32 vmemory units free"), std::string::npos) << busy;
@@ -59,7 +81,7 @@ TEST(ExtenderFilter, TwoGpuPodOnFourKindsOfNode) {
 
 TEST(ExtenderPrioritize, NvlinkBeatsPcieForTwoGpus) {
   Extender extender({}, nullptr);
-  const json list = Body(extender.Prioritize(ReadFixture("extender/filter_args_two_gpu_pod.json")));
+  const json list = Body(extender.Prioritize(TwoGpuArgs()));
   ASSERT_TRUE(list.is_array());
   auto scores = Scores(list);
   ASSERT_EQ(scores.size(), 4u);  // every candidate gets a score
@@ -128,6 +150,22 @@ TEST(ExtenderProtocol, MalformedBodiesAre400WithAReason) {
     EXPECT_NE(body["Error"].get<std::string>().find(c.want), std::string::npos)
         << verb << " " << c.body << " -> " << reply.body;
   }
+}
+
+TEST(ExtenderProtocol, HostileBodiesDoNotCrashIt) {
+  Extender extender({}, nullptr);
+  const std::string deep = std::string(50000, '[') + std::string(50000, ']');
+  EXPECT_EQ(extender.Filter(deep).status, 400);
+  EXPECT_EQ(extender.Bind(deep).status, 400);
+  const std::string deep_pod =
+      R"({"Pod": {"metadata": )" + std::string(50000, '[') + std::string(50000, ']') + R"(}, "NodeNames": []})";
+  const HttpReply reply = extender.Filter(deep_pod);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_NE(json::parse(reply.body)["Error"].get<std::string>().find("pod.metadata must be an object"),
+            std::string::npos);
+  EXPECT_EQ(
+      extender.Prioritize(std::string("{\"Pod\": {}, \"NodeNames\": [\"") + std::string(1 << 20, 'x') + "\"]}").status,
+      200);
 }
 
 TEST(ExtenderProtocol, KeysAreMatchedAsGoDoes) {
@@ -210,10 +248,9 @@ TEST_F(ExtenderBindTest, MultiGpuBindPicksTheNvlinkPair) {
   json pod = four["Pod"];
   api_.PutPod(pod);
   Extender extender({}, client_.get());
-  const json result =
-      Body(extender.Bind(json{{"PodName", "wide"}, {"PodNamespace", "ml"}, {"PodUID", pod["metadata"]["uid"]},
-                              {"Node", "gpu-node-c"}}
-                             .dump()));
+  const json result = Body(extender.Bind(
+      json{{"PodName", "wide"}, {"PodNamespace", "ml"}, {"PodUID", pod["metadata"]["uid"]}, {"Node", "gpu-node-c"}}
+          .dump()));
   ASSERT_EQ(result["Error"], "");
   const json bound = api_.Pod("ml", "wide");
   EXPECT_EQ(json::parse(bound["metadata"]["annotations"][kGpusAnnotation].get<std::string>()),
@@ -253,8 +290,7 @@ TEST_F(ExtenderBindTest, NodeNamesAreLookedUpThroughTheApi) {
   EXPECT_NE(result["FailedNodes"]["missing-node"].get<std::string>().find("HTTP 404"), std::string::npos);
   Extender offline({}, nullptr);
   const json no_api = Body(offline.Filter(args.dump()));
-  EXPECT_NE(no_api["FailedNodes"]["gpu-node-a"].get<std::string>().find("nodeCacheCapable: false"),
-            std::string::npos);
+  EXPECT_NE(no_api["FailedNodes"]["gpu-node-a"].get<std::string>().find("nodeCacheCapable: false"), std::string::npos);
 }
 
 TEST(ExtenderServer, ServesTheVerbsOnLoopback) {

@@ -13,8 +13,9 @@ using nlohmann::json;
 namespace {
 
 json StatusObject(int code, const std::string& reason, const std::string& message) {
-  return {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()}, {"status", "Failure"},
-          {"message", message}, {"reason", reason}, {"code", code}};
+  return {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+          {"status", "Failure"}, {"message", message}, {"reason", reason},
+          {"code", code}};
 }
 
 void Send(httplib::Response& res, int status, const json& body) {
@@ -96,31 +97,32 @@ FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
     it->second.merge_patch(body);
     Send(res, 200, it->second);
   };
-  s.Patch(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))", [this, patch](const httplib::Request& req, httplib::Response& res) {
-    patch(pods_, req.matches[1].str() + "/" + req.matches[2].str(), "pods", req, res);
-  });
+  s.Patch(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+))",
+          [this, patch](const httplib::Request& req, httplib::Response& res) {
+            patch(pods_, req.matches[1].str() + "/" + req.matches[2].str(), "pods", req, res);
+          });
   s.Patch(R"(/api/v1/nodes/([^/]+))", [this, patch](const httplib::Request& req, httplib::Response& res) {
     patch(nodes_, req.matches[1].str(), "nodes", req, res);
   });
-  s.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)", [this](const httplib::Request& req,
-                                                                    httplib::Response& res) {
-    const json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded() || body.value("kind", "") != "Binding" || !body.contains("target")) {
-      return Send(res, 400, StatusObject(400, "BadRequest", "not a Binding"));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
-    if (it == pods_.end()) return Send(res, 404, StatusObject(404, "NotFound", "pods not found"));
-    json& pod = it->second;
-    if (body["metadata"].contains("uid") && body["metadata"]["uid"] != pod["metadata"].value("uid", "")) {
-      return Send(res, 409, StatusObject(409, "Conflict", "Precondition failed: UID mismatch"));
-    }
-    if (!pod["spec"].value("nodeName", "").empty()) {
-      return Send(res, 409, StatusObject(409, "Conflict", "pod is already assigned to a node"));
-    }
-    pod["spec"]["nodeName"] = body["target"].value("name", "");
-    Send(res, 201, StatusObject(201, "", "Success"));
-  });
+  s.Post(R"(/api/v1/namespaces/([^/]+)/pods/([^/]+)/binding)",
+         [this](const httplib::Request& req, httplib::Response& res) {
+           const json body = json::parse(req.body, nullptr, false);
+           if (body.is_discarded() || body.value("kind", "") != "Binding" || !body.contains("target")) {
+             return Send(res, 400, StatusObject(400, "BadRequest", "not a Binding"));
+           }
+           std::lock_guard<std::mutex> lock(mu_);
+           const auto it = pods_.find(req.matches[1].str() + "/" + req.matches[2].str());
+           if (it == pods_.end()) return Send(res, 404, StatusObject(404, "NotFound", "pods not found"));
+           json& pod = it->second;
+           if (body["metadata"].contains("uid") && body["metadata"]["uid"] != pod["metadata"].value("uid", "")) {
+             return Send(res, 409, StatusObject(409, "Conflict", "Precondition failed: UID mismatch"));
+           }
+           if (!pod["spec"].value("nodeName", "").empty()) {
+             return Send(res, 409, StatusObject(409, "Conflict", "pod is already assigned to a node"));
+           }
+           pod["spec"]["nodeName"] = body["target"].value("name", "");
+           Send(res, 201, StatusObject(201, "", "Success"));
+         });
 
   const int port = s.bind_to_any_port("127.0.0.1");
   url_ = std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port);

@@ -42,10 +42,10 @@ class FakeApiServer {
   void PutPod(const nlohmann::json& pod);
   void PutNode(const nlohmann::json& node);
   void DeletePod(const std::string& ns, const std::string& name);
-  nlohmann::json Pod(const std::string& ns, const std::string& name) const;   // null when absent
-  nlohmann::json Node(const std::string& name) const;                         // null when absent
+  nlohmann::json Pod(const std::string& ns, const std::string& name) const;           // null when absent
+  nlohmann::json Node(const std::string& name) const;                                 // null when absent
   std::string NodeAnnotation(const std::string& node, const std::string& key) const;  // "" when absent
-  std::vector<std::string> Requests() const;  // "METHOD /path", in order
+  std::vector<std::string> Requests() const;                                          // "METHOD /path", in order
   // The next request whose "METHOD /path" starts with `prefix` fails with `status`.
   void FailNext(const std::string& prefix, int status);
 
@@ -57,7 +57,7 @@ class FakeApiServer {
   std::string url_;
   std::string ca_file_;
   mutable std::mutex mu_;
-  std::map<std::string, nlohmann::json> pods_;   // "ns/name"
+  std::map<std::string, nlohmann::json> pods_;  // "ns/name"
   std::map<std::string, nlohmann::json> nodes_;
   std::vector<std::string> requests_;
   std::map<std::string, int> fail_next_;

@@ -33,9 +33,9 @@ TEST(DeviceIds, RoundTripAndRejects) {
   EXPECT_EQ(mem->resource, Resource::kVmemory);
   EXPECT_EQ(mem->unit, 561u);
 
-  for (const char* bad : {"", "vcore-1", "-vcore-1", "GPU-x-vcore-", "GPU-x-vcore-100", "GPU-x-vcore-01",
-                          "GPU-x-vcore-1a", "GPU-x-vmem--1", "GPU-x-gpu-1",
-                          "GPU-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-vcore-1"}) {
+  for (const char* bad :
+       {"", "vcore-1", "-vcore-1", "GPU-x-vcore-", "GPU-x-vcore-100", "GPU-x-vcore-01", "GPU-x-vcore-1a",
+        "GPU-x-vmem--1", "GPU-x-gpu-1", "GPU-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-vcore-1"}) {
     EXPECT_FALSE(ParseDeviceId(bad)) << bad;
   }
   EXPECT_EQ(ResourceFromName("gpuslice.io/vmemory"), Resource::kVmemory);
@@ -61,8 +61,12 @@ TEST(Topology, ParsesTheTwoGpuFixture) {
 }
 
 TEST(Topology, LinkRankIsTheContract) {
-  const LinkType order[] = {LinkType::kBoard, LinkType::kNvlink, LinkType::kPcieSingleSwitch,
-                            LinkType::kPcieMultipleSwitches, LinkType::kPcieHostBridge, LinkType::kNumaNode,
+  const LinkType order[] = {LinkType::kBoard,
+                            LinkType::kNvlink,
+                            LinkType::kPcieSingleSwitch,
+                            LinkType::kPcieMultipleSwitches,
+                            LinkType::kPcieHostBridge,
+                            LinkType::kNumaNode,
                             LinkType::kSystem};
   for (size_t i = 0; i + 1 < std::size(order); ++i) {
     EXPECT_GT(LinkQuality(order[i], 1), LinkQuality(order[i + 1], 18)) << LinkTypeName(order[i]);
@@ -152,9 +156,9 @@ TEST(PodRequest, RulesAndTheirMessages) {
     const char* want;  // nullptr: valid
   } cases[] = {
       {{{"a", 50, 8}}, json::object(), nullptr},
-      {{{"a", 100, 0}}, json::object(), nullptr},               // a whole GPU, uncapped
-      {{{"a", 300, 30}}, json::object(), nullptr},              // three whole GPUs, 10 units each
-      {{{"a", 0, 0}}, json::object(), nullptr},                 // no gpuslice request at all
+      {{{"a", 100, 0}}, json::object(), nullptr},   // a whole GPU, uncapped
+      {{{"a", 300, 30}}, json::object(), nullptr},  // three whole GPUs, 10 units each
+      {{{"a", 0, 0}}, json::object(), nullptr},     // no gpuslice request at all
       {{{"a", 150, 8}}, json::object(), "asks for 150 gpuslice.io/vcore; request gpuslice.io/vcore from 1 to 100"},
       {{{"a", 0, 8}}, json::object(), "without gpuslice.io/vcore"},
       {{{"a", 50, 0}}, json::object(), "share of a GPU without gpuslice.io/vmemory"},
@@ -192,9 +196,8 @@ TEST(PodRequest, AdmissionOrderAndBindAnnotations) {
                      {{"gpuslice.io/gpus", R"({"main": [1], "side": [0]})"},
                       {"gpuslice.io/node", "n1"},
                       {"gpuslice.io/bind-time", "1700000000000000000"}});
-  pod["spec"]["initContainers"] = json::array({{{"name", "setup"},
-                                                {"resources", {{"limits", {{"gpuslice.io/vcore", "10"},
-                                                                           {"gpuslice.io/vmemory", "1"}}}}}}});
+  pod["spec"]["initContainers"] = json::array(
+      {{{"name", "setup"}, {"resources", {{"limits", {{"gpuslice.io/vcore", "10"}, {"gpuslice.io/vmemory", "1"}}}}}}});
   auto parsed = ParsePodRequest(pod);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   ASSERT_EQ(parsed->containers.size(), 3u);

@@ -53,8 +53,9 @@ TEST_F(KubeClientTest, ReadsPatchesAndBinds) {
 TEST_F(KubeClientTest, ErrorsNameTheCallStatusAndFix) {
   auto missing = client_->GetPod("ml", "zzz");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.status().message().find("kube API GET /api/v1/namespaces/ml/pods/zzz: HTTP 404: pods \"zzz\" not found"),
-            std::string::npos)
+  EXPECT_NE(
+      missing.status().message().find("kube API GET /api/v1/namespaces/ml/pods/zzz: HTTP 404: pods \"zzz\" not found"),
+      std::string::npos)
       << missing.status().message();
   api_.FailNext("PATCH /api/v1/nodes/node-a", 403);
   Status forbidden = client_->AnnotateNode("node-a", {{"k", "v"}});

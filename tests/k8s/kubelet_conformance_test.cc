@@ -13,8 +13,8 @@
 //   - restarts "the kubelet" (sockets wiped) and sees the plugin register
 //     again;
 //   - stops the plugin with SIGTERM and expects a clean exit.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -99,12 +99,9 @@ class KubeletConformance : public ::testing::Test {
                                      "--pod-liveness=cgroup",
                                      "--cgroup-root=" + dir_ / "cgroup",
                                      "--reclaim-interval=3600"};
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin",
-                                    "GPUSLICE_REAL_NVML=" + std::string(FAKE_NVML_LIBRARY),
-                                    "FAKE_GPU_COUNT=2",
-                                    "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory),
-                                    "FAKE_GPU_NVLINK=1",
-                                    "GPUSLICE_LOG=info"};
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "GPUSLICE_REAL_NVML=" + std::string(FAKE_NVML_LIBRARY),
+                                    "FAKE_GPU_COUNT=2",   "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory),
+                                    "FAKE_GPU_NVLINK=1",  "GPUSLICE_LOG=info"};
     std::vector<char*> argv, envp;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -170,9 +167,11 @@ class KubeletConformance : public ::testing::Test {
   v1beta1::ContainerAllocateResponse AdmitPod(const json& pod) {
     api_.PutPod(pod);
     const int vcore = std::stoi(pod["spec"]["containers"][0]["resources"]["limits"][kVcoreResource].get<std::string>());
-    const int vmem = std::stoi(pod["spec"]["containers"][0]["resources"]["limits"][kVmemoryResource].get<std::string>());
+    const int vmem =
+        std::stoi(pod["spec"]["containers"][0]["resources"]["limits"][kVmemoryResource].get<std::string>());
     v1beta1::AllocateResponse response;
-    const grpc::Status s = Allocate(Resource::kVcore, {Prefer(Resource::kVcore, Devices(Resource::kVcore), vcore)}, &response);
+    const grpc::Status s =
+        Allocate(Resource::kVcore, {Prefer(Resource::kVcore, Devices(Resource::kVcore), vcore)}, &response);
     EXPECT_TRUE(s.ok()) << s.error_message();
     v1beta1::AllocateResponse memory;
     const grpc::Status m =
@@ -230,7 +229,9 @@ TEST_F(KubeletConformance, RegistersBothResourcesAndAdvertisesEveryUnit) {
 
 TEST_F(KubeletConformance, AllocatesTheContainersVgpuOnTheSchedulersGpu) {
   api_.PutPod(MakePod("ml", "train", "conf-uid-1", {{"main", 50, 8}},
-                      {{kPriorityAnnotation, "lc"}, {kGpusAnnotation, R"({"main": [1]})"}, {kBindNodeAnnotation, "node-a"},
+                      {{kPriorityAnnotation, "lc"},
+                       {kGpusAnnotation, R"({"main": [1]})"},
+                       {kBindNodeAnnotation, "node-a"},
                        {kBindTimeAnnotation, "1"}},
                       "node-a"));
   // The kubelet asks for a preference among everything free...
@@ -275,8 +276,8 @@ TEST_F(KubeletConformance, AllocatesTheContainersVgpuOnTheSchedulersGpu) {
     devices.insert(d.container_path());
     EXPECT_EQ(d.host_path(), dir_ / ("dev/" + d.container_path().substr(5)));
   }
-  EXPECT_EQ(devices, (std::set<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
-                                            "/dev/nvidia1"}));
+  EXPECT_EQ(devices,
+            (std::set<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia1"}));
 
   // The vGPU: GPU 1 only, 8 x 256 MiB, a 50% share, latency-critical.
   auto handle = core::VgpuHandle::Open(vgpu_dir, port::MappedFile::Access::kReadOnly);
@@ -310,7 +311,8 @@ TEST_F(KubeletConformance, MalformedRequestsAreRefusedAndChangeNothing) {
   const auto vmemory = Devices(Resource::kVmemory);
   auto fingerprint = [&] {
     std::string out;
-    for (const auto& e : std::filesystem::directory_iterator(dir_ / "state/vgpus")) out += e.path().filename().string() + ";";
+    for (const auto& e : std::filesystem::directory_iterator(dir_ / "state/vgpus"))
+      out += e.path().filename().string() + ";";
     for (const auto& e : std::filesystem::directory_iterator(dir_ / "state/k8s/assignments")) {
       out += testing::ReadFile(e.path());
     }
@@ -329,15 +331,26 @@ TEST_F(KubeletConformance, MalformedRequestsAreRefusedAndChangeNothing) {
   } cases[] = {
       {"empty request", Resource::kVcore, {}, grpc::StatusCode::INVALID_ARGUMENT, "no container requests"},
       {"empty container", Resource::kVmemory, {{}}, grpc::StatusCode::INVALID_ARGUMENT, "is empty"},
-      {"unknown device ID", Resource::kVcore, {{"GPU-0000-not-ours-vcore-3"}}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"unknown device ID",
+       Resource::kVcore,
+       {{"GPU-0000-not-ours-vcore-3"}},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "unknown gpuslice.io/vcore device ID"},
-      {"a vmemory ID sent to vcore", Resource::kVcore, {{vmemory[0]}}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"a vmemory ID sent to vcore",
+       Resource::kVcore,
+       {{vmemory[0]}},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "belongs to gpuslice.io/vmemory"},
-      {"duplicate IDs", Resource::kVcore, {{vcore[0], vcore[0]}}, grpc::StatusCode::INVALID_ARGUMENT,
-       "listed twice"},
-      {"oversize: 150 vcore", Resource::kVcore, {oversize}, grpc::StatusCode::INVALID_ARGUMENT,
+      {"duplicate IDs", Resource::kVcore, {{vcore[0], vcore[0]}}, grpc::StatusCode::INVALID_ARGUMENT, "listed twice"},
+      {"oversize: 150 vcore",
+       Resource::kVcore,
+       {oversize},
+       grpc::StatusCode::INVALID_ARGUMENT,
        "neither a share of one GPU"},
-      {"oversize: more vmemory than any pod asked", Resource::kVmemory, {vmemory}, grpc::StatusCode::FAILED_PRECONDITION,
+      {"oversize: more vmemory than any pod asked",
+       Resource::kVmemory,
+       {vmemory},
+       grpc::StatusCode::FAILED_PRECONDITION,
        "no pod waiting on node node-a"},
   };
   for (const Case& c : cases) {
@@ -359,8 +372,7 @@ TEST_F(KubeletConformance, MalformedRequestsAreRefusedAndChangeNothing) {
   AdmitPod(MakePod("ml", "second", "conf-uid-2", {{"main", 60, 8}}, json::object(), "node-a"));
   ASSERT_TRUE(WaitFor([&] {
     auto usage = PublishedUsage();
-    return usage.ok() && usage->HasPod("conf-uid-2") &&
-           usage->gpus[0].vcore_used + usage->gpus[1].vcore_used == 90;
+    return usage.ok() && usage->HasPod("conf-uid-2") && usage->gpus[0].vcore_used + usage->gpus[1].vcore_used == 90;
   })) << api_.NodeAnnotation("node-a", kAllocatedAnnotation);
 }
 

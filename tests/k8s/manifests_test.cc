@@ -35,8 +35,8 @@ std::vector<YAML::Node> Documents(const std::string& file) {
 // Every object of every manifest, by kind.
 std::multimap<std::string, YAML::Node> AllObjects() {
   std::multimap<std::string, YAML::Node> out;
-  for (const char* f : {"rbac.yaml", "device-plugin.yaml", "scheduler.yaml", "scheduler-config.yaml",
-                        "example-pod.yaml"}) {
+  for (const char* f :
+       {"rbac.yaml", "device-plugin.yaml", "scheduler.yaml", "scheduler-config.yaml", "example-pod.yaml"}) {
     for (const YAML::Node& d : Documents(f)) out.emplace(d["kind"].as<std::string>(""), d);
   }
   return out;
@@ -107,7 +107,8 @@ void CheckPodTemplate(const YAML::Node& workload, const std::set<std::string>& s
     for (const auto& c : pod[list]) {
       EXPECT_FALSE(c["image"].as<std::string>("").empty()) << name << "/" << c["name"];
       for (const auto& m : c["volumeMounts"]) {
-        EXPECT_EQ(volumes.count(m["name"].as<std::string>()), 1u) << name << ": mount of undeclared volume " << m["name"];
+        EXPECT_EQ(volumes.count(m["name"].as<std::string>()), 1u)
+            << name << ": mount of undeclared volume " << m["name"];
       }
     }
   }
@@ -171,8 +172,8 @@ TEST(Manifests, DaemonSetMountsWhatThePluginUses) {
     mounted[m["mountPath"].as<std::string>()] = host_paths[m["name"].as<std::string>()];
   }
   // Paths handed to the kubelet are host paths, so each is mounted at itself.
-  for (const char* path : {kDefaultDevicePluginDir, "/var/lib/kubelet/pod-resources", "/run/gpuslice",
-                           "/var/lib/gpuslice/lib", "/dev"}) {
+  for (const char* path :
+       {kDefaultDevicePluginDir, "/var/lib/kubelet/pod-resources", "/run/gpuslice", "/var/lib/gpuslice/lib", "/dev"}) {
     EXPECT_EQ(mounted[path], path) << path;
   }
   const std::set<std::string> args = Strings(plugin["args"]);
@@ -223,7 +224,8 @@ TEST(Manifests, SchedulerAndExtenderAgree) {
   CheckPodTemplate(deployment, accounts);
   const YAML::Node pod = deployment["spec"]["template"]["spec"];
   bool config_map = false;
-  for (const auto& v : pod["volumes"]) config_map |= v["configMap"]["name"].as<std::string>("") == "gpuslice-scheduler-config";
+  for (const auto& v : pod["volumes"])
+    config_map |= v["configMap"]["name"].as<std::string>("") == "gpuslice-scheduler-config";
   EXPECT_TRUE(config_map);
   std::set<std::string> extender_args;
   for (const auto& c : pod["containers"]) {

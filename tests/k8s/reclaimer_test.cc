@@ -1,6 +1,8 @@
 // Reclaiming gone pods' vGPUs: the two liveness sources (cgroup trees of
 // v1 and v2 in both kubelet drivers' layouts, matching rules), judging a
 // container's processes from the host, and whole reclaim passes with fakes.
+#include "k8s/reclaimer.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -12,7 +14,6 @@
 #include "core/vgpu_store.h"
 #include "k8s/host_process_probe.h"
 #include "k8s/pod_liveness.h"
-#include "k8s/reclaimer.h"
 #include "test_util.h"
 
 namespace gpuslice::k8s {
@@ -81,11 +82,11 @@ TEST(IsAlive, MatchingRules) {
   a.namespace_name = "ml";
   a.pod = "train-0";
   a.device_ids[Resource::kVcore] = {"GPU-x-vcore-1", "GPU-x-vcore-2"};
-  EXPECT_TRUE(IsAlive(a, {{"", "", kUidA, {}}}));                          // cgroups, by UID
+  EXPECT_TRUE(IsAlive(a, {{"", "", kUidA, {}}}));  // cgroups, by UID
   EXPECT_FALSE(IsAlive(a, {{"", "", kUidB, {}}}));
-  EXPECT_TRUE(IsAlive(a, {{"ml", "train-0", "", {"GPU-x-vcore-2"}}}));     // pod-resources, same devices
-  EXPECT_FALSE(IsAlive(a, {{"ml", "train-0", "", {"GPU-x-vcore-9"}}}));    // a same-named replacement
-  EXPECT_TRUE(IsAlive(a, {{"ml", "train-0", "", {}}}));                    // no device detail: by name
+  EXPECT_TRUE(IsAlive(a, {{"ml", "train-0", "", {"GPU-x-vcore-2"}}}));   // pod-resources, same devices
+  EXPECT_FALSE(IsAlive(a, {{"ml", "train-0", "", {"GPU-x-vcore-9"}}}));  // a same-named replacement
+  EXPECT_TRUE(IsAlive(a, {{"ml", "train-0", "", {}}}));                  // no device detail: by name
   EXPECT_FALSE(IsAlive(a, {{"other", "train-0", "", {}}}));
   EXPECT_FALSE(IsAlive(a, {}));
 }
@@ -191,10 +192,10 @@ class ReclaimerTest : public ::testing::Test {
 TEST_F(ReclaimerTest, RemovesOnlyGoneUnusedAndOldVgpus) {
   FakeProc(dir_ / "proc", {{1, 4026531836}, {300, 4026532050}});
   const std::string kUidD = "0a1b2c3d-0000-4000-8000-00000000000d";
-  Add("k8s-gone-dead", kUidA, 3600, 4026532049);   // pod gone, its namespace gone: remove
-  Add("k8s-gone-busy", kUidB, 3600, 4026532050);   // pod gone, a process still in its namespace: keep
-  Add("k8s-alive", kUidC, 3600, 0);                // pod alive: keep
-  Add("k8s-young", kUidD, 10, 0);                  // pod not listed yet, but younger than the grace: keep
+  Add("k8s-gone-dead", kUidA, 3600, 4026532049);  // pod gone, its namespace gone: remove
+  Add("k8s-gone-busy", kUidB, 3600, 4026532050);  // pod gone, a process still in its namespace: keep
+  Add("k8s-alive", kUidC, 3600, 0);               // pod alive: keep
+  Add("k8s-young", kUidD, 10, 0);                 // pod not listed yet, but younger than the grace: keep
   core::VgpuSpec orphan;
   orphan.name = "k8s-orphan-0";
   orphan.devices.resize(1);

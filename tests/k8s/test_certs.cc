@@ -29,8 +29,8 @@ TestCertificate MakeSelfSignedCertificate(const std::string& dir) {
   X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
   X509_set_pubkey(cert, key);
   X509_NAME* name = X509_get_subject_name(cert);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("fake-apiserver"), -1,
-                             -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("fake-apiserver"), -1, -1,
+                             0);
   X509_set_issuer_name(cert, name);
   X509V3_CTX ctx;
   X509V3_set_ctx_nodb(&ctx);
