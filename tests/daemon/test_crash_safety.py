@@ -22,8 +22,8 @@ def test_kill_9_of_an_app_returns_its_memory(dworld):
     assert used(dworld, "k9") == 48 * MiB
     os.kill(victim_pid, signal.SIGKILL)
     victim.communicate(timeout=30)
-    # Reaped by the daemon (or the survivor's run) within its 200 ms interval.
-    poll(lambda: used(dworld, "k9") == 8 * MiB, 2, "dead process reaped")
+    # Reaped by the daemon within its 200 ms interval (5 s allows for a loaded CI machine).
+    poll(lambda: used(dworld, "k9") == 8 * MiB, 5, "dead process reaped")
     v = dworld.ls("k9")["k9"]
     assert [p["pid"] for p in v["processes"]] != [victim_pid] and len(v["processes"]) == 1
     assert v["reaped_processes"] == 1
@@ -59,7 +59,7 @@ def test_kill_9_of_the_daemon_loses_nothing_and_a_restart_readopts(dworld):
     after = dworld.ls("keep")["keep"]
     assert after["devices"][0]["memory_limit_bytes"] == before["devices"][0]["memory_limit_bytes"] == 64 * MiB
     # A's 40 MiB were reclaimed (by B's run or the new daemon); B's 8 + 16 remain.
-    poll(lambda: used(dworld, "keep") == 24 * MiB, 2, "A reaped")
+    poll(lambda: used(dworld, "keep") == 24 * MiB, 5, "A reaped")
     assert [p["pid"] for p in dworld.ls("keep")["keep"]["processes"]] == \
         [p["pid"] for p in before["processes"] if p["pid"] != a_pid]
     # The re-adopted vGPU is fully managed: a live resize reaches B.

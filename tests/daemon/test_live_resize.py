@@ -24,7 +24,9 @@ def test_memory_resize_reaches_every_process_within_100_ms(dworld):
     r = dworld.gpuslice("set", "live", "--memory", "96MiB")
     done = time.monotonic_ns()
     assert r.returncode == 0, r.stderr
-    assert "memory 96 MiB" in r.stdout and "3 process(es)" in r.stdout
+    # (Not the process count it prints: the watchers may see the change and
+    # exit before the daemon reads its answer back.)
+    assert "vGPU 'live': memory 96 MiB" in r.stdout
     seen = []
     for proc, _ in apps:
         out, err = proc.communicate(timeout=30)
