@@ -5,9 +5,10 @@
 // request message (protobuf wire format). The request is parsed as gRPC
 // would, then handed to the service's handler exactly as gRPC calls it,
 // against a real VgpuManager on a private state directory with two made-up
-// GPUs. No handler may crash, hang or leave the state inconsistent: after
-// every input, the state is checked (every listed vGPU has a valid name and
-// a directory) and then emptied, so inputs stay independent.
+// GPUs. No handler may crash, hang, answer an error in more than one short
+// line, or leave the state inconsistent: after every input, the state is
+// checked (every listed vGPU has a valid name and a directory) and then
+// emptied, so inputs stay independent.
 //
 // Built with libFuzzer under clang (fuzz/CMakeLists.txt), and replayed over
 // the corpus in fuzz/corpus/control_api_fuzz/ as an ordinary test under g++.
@@ -78,7 +79,11 @@ void Call(const uint8_t* data, size_t size, Handler handler) {
   if (!request.ParseFromArray(data, static_cast<int>(size))) return;
   Response response;
   // The handlers do not use the context; gRPC would pass its own.
-  (void)(World::Get().service.get()->*handler)(nullptr, &request, &response);
+  const grpc::Status s = (World::Get().service.get()->*handler)(nullptr, &request, &response);
+  // Bad input gets one clear line, whatever it was.
+  if (s.error_message().find('\n') != std::string::npos || s.error_message().size() > 1000) {
+    gpuslice::fuzz::FuzzCheckFailed("an error message is not one short line", s.error_message().c_str());
+  }
 }
 
 void CheckAndReset(World& w) {

@@ -5,6 +5,16 @@
 #include <cstring>
 
 namespace gpuslice::daemon {
+namespace {
+
+// A GPU name from a request, safe to echo on one line.
+std::string Shown(const std::string& text) {
+  std::string out;
+  for (char c : text.substr(0, 64)) out += c >= 0x20 && c < 0x7f ? c : '?';
+  return text.size() > 64 ? out + "..." : out;
+}
+
+}  // namespace
 
 const port::GpuInfo* NodeDevices::Find(const uint8_t uuid[16]) const {
   for (const auto& g : gpus) {
@@ -25,13 +35,11 @@ StatusOr<std::vector<port::GpuInfo>> NodeDevices::Select(const std::vector<std::
       if (w == std::to_string(g.index) || w == g.uuid_text) match = &g;
     }
     if (match == nullptr) {
-      // Clip what we echo: the name comes from the request.
-      const std::string shown = w.size() > 64 ? w.substr(0, 64) + "..." : w;
-      return Status::Error("no GPU '" + shown + "' on this node (it has " + have +
+      return Status::Error("no GPU '" + Shown(w) + "' on this node (it has " + have +
                            "); name GPUs by one of those indices or by UUID");
     }
     for (const auto& c : chosen) {
-      if (c.index == match->index) return Status::Error("GPU '" + w + "' is named twice");
+      if (c.index == match->index) return Status::Error("GPU '" + Shown(w) + "' is named twice");
     }
     chosen.push_back(*match);
   }

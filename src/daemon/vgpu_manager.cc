@@ -49,6 +49,27 @@ ApiStatus CheckPercent(const char* what, const std::optional<uint32_t>& pct) {
   return ApiStatus::Ok();
 }
 
+// Names come from requests: the message must stay one line and short
+// whatever was sent, so the name is shown clipped and with control
+// characters replaced before the store's own rules judge it.
+ApiStatus CheckName(const std::string& name) {
+  std::string shown;
+  bool printable = true;
+  for (char c : name.substr(0, 64)) {
+    const bool ok = c >= 0x20 && c < 0x7f;
+    printable = printable && ok;
+    shown += ok ? c : '?';
+  }
+  if (name.size() > 64) shown += "...";
+  if (!printable || name.size() > core::kMaxNameLength) {
+    return {ApiCode::kInvalidArgument, "invalid vGPU name '" + shown + "': use 1 to " +
+                                           std::to_string(core::kMaxNameLength) +
+                                           " letters, digits, '-', '_' and '.'"};
+  }
+  if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  return ApiStatus::Ok();
+}
+
 }  // namespace
 
 VgpuManager::VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule,
@@ -119,7 +140,7 @@ void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
 }
 
 ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
-  if (Status s = core::VgpuStore::ValidateName(o.name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  if (ApiStatus s = CheckName(o.name); !s.ok()) return s;
   if (o.gpus.size() > core::kMaxDevices) {
     return {ApiCode::kInvalidArgument, "a vGPU has at most " + std::to_string(core::kMaxDevices) + " GPUs; name fewer"};
   }
@@ -228,7 +249,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
 }
 
 ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
-  if (Status s = core::VgpuStore::ValidateName(o.name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  if (ApiStatus s = CheckName(o.name); !s.ok()) return s;
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
   if (o.memory_limit_bytes && *o.memory_limit_bytes == 0) {
@@ -298,7 +319,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
 
 ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) {
   *deleted = false;
-  if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  if (ApiStatus s = CheckName(name); !s.ok()) return s;
   std::lock_guard<std::mutex> lock(mu_);
   RefreshLocked();
   auto it = vgpus_.find(name);
@@ -356,7 +377,7 @@ bool VgpuManager::RemovableLocked(const std::string&, Managed& m, Clock::time_po
 ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* views) {
   views->clear();
   if (!name.empty()) {
-    if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+    if (ApiStatus s = CheckName(name); !s.ok()) return s;
   }
   std::lock_guard<std::mutex> lock(mu_);
   RefreshLocked();

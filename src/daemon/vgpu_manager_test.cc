@@ -82,6 +82,11 @@ TEST_F(VgpuManagerTest, BadRequestsAreInvalidArguments) {
   CreateResult r;
   CreateOptions o = Create("../etc");
   EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  o = Create("bad\nname" + std::string(500, 'x'));
+  ApiStatus hostile = m->Create(o, &r);
+  EXPECT_EQ(hostile.code(), ApiCode::kInvalidArgument);
+  EXPECT_EQ(hostile.message().find('\n'), std::string::npos);  // one line, however hostile the name
+  EXPECT_LT(hostile.message().size(), 200u);
   o = Create("b");
   o.compute_share_pct = 0;
   EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
