@@ -42,10 +42,14 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   NodeSnapshot snapshot;
   daemon::NodeDevices devices;
   auto nvml = port::NvmlLibrary::Open();
-  if (!nvml.ok()) return nvml.status();
-  auto discovered = daemon::DiscoverNodeDevices(*nvml.value());
-  if (!discovered.ok()) return discovered.status();
-  devices = std::move(discovered.value());
+  auto discovered =
+      nvml.ok() ? daemon::DiscoverNodeDevices(*nvml.value()) : StatusOr<daemon::NodeDevices>(nvml.status());
+  if (discovered.ok()) {
+    devices = std::move(discovered.value());
+  } else if (!with_vgpus) {
+    return discovered.status();  // `devices` is nothing without NVML
+  }
+  // Without NVML, vGPUs are still listed, their GPUs by UUID only.
   daemon::ToProto(devices, &snapshot.devices);
   if (!with_vgpus) return snapshot;
   // The manager without a schedule only reads: List adopts read-only.

@@ -45,13 +45,14 @@ int Fail(const std::string& message) {
 }
 
 StatusOr<pb::Vgpu> ResizeStandalone(const std::string& state_dir, const daemon::ResizeOptions& resize) {
-  auto nvml = port::NvmlLibrary::Open();
-  if (!nvml.ok()) return nvml.status();
-  auto devices = daemon::DiscoverNodeDevices(*nvml.value());
-  if (!devices.ok()) return devices.status();
+  // NVML only names the GPUs in messages; without it, a resize still works.
+  daemon::NodeDevices devices;
+  if (auto nvml = port::NvmlLibrary::Open(); nvml.ok()) {
+    if (auto found = daemon::DiscoverNodeDevices(*nvml.value()); found.ok()) devices = std::move(found.value());
+  }
   core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
   daemon::ScheduleWorker schedule([store] { return policy::ApplyNodeSchedule(store); });
-  daemon::VgpuManager manager(store, &devices.value(), &schedule, {});
+  daemon::VgpuManager manager(store, &devices, &schedule, {});
   daemon::VgpuView after;
   if (daemon::ApiStatus s = manager.Resize(resize, &after); !s.ok()) return Status::Error(s.message());
   pb::Vgpu out;
