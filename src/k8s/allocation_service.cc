@@ -159,16 +159,6 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   const uint64_t count = ids.size();
   const std::string& node = resources_->node_name();
 
-  // The same IDs again (a retried call): the same answer, nothing new.
-  if (auto done = resources_->FindByDeviceIds(resource, ids)) {
-    auto dir = provisioner_->Provision(SpecFor(*done));
-    if (!dir.ok()) return Internal("vGPU " + done->vgpu + ": " + dir.status().message());
-    auto built = BuildContainerResponse(*done, *dir, resources_->topology(), environment_);
-    if (!built.ok()) return Precondition(built.status().message());
-    *response = std::move(*built);
-    return grpc::Status::OK;
-  }
-
   if (api_ == nullptr) {
     return Precondition("the plugin has no Kubernetes API access, so it cannot tell which pod these " + name +
                         " devices are for; run it with its service account (deploy/k8s/device-plugin.yaml) or "
@@ -180,6 +170,24 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   std::vector<std::string> problems;
   const std::vector<PodRequest> pods = WaitingPods(*items, node, &problems);
   for (const std::string& p : problems) port::Log(port::LogLevel::kWarn, "device plugin: %s", p.c_str());
+
+  // The same IDs again for a container still waiting (a retried call): the
+  // same answer, nothing new. The same IDs for anyone else are the kubelet
+  // reusing the devices of a pod that ended: a new allocation, and the old
+  // assignment is the reclaimer's.
+  if (auto done = resources_->FindByDeviceIds(resource, ids)) {
+    const bool waiting =
+        std::any_of(pods.begin(), pods.end(), [&](const PodRequest& p) { return p.uid == done->pod_uid; });
+    if (waiting) {
+      auto dir = provisioner_->Provision(SpecFor(*done));
+      if (!dir.ok()) return Internal("vGPU " + done->vgpu + ": " + dir.status().message());
+      auto built = BuildContainerResponse(*done, *dir, resources_->topology(), environment_);
+      if (!built.ok()) return Precondition(built.status().message());
+      *response = std::move(*built);
+      return grpc::Status::OK;
+    }
+  }
+
   auto served = [&](const PodRequest& pod, const ContainerRequest& c) {
     const auto a = resources_->FindContainer(pod.uid, c.name);
     return a && a->device_ids.count(resource) > 0 && !a->device_ids.at(resource).empty();

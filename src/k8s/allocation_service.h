@@ -15,7 +15,9 @@
 //   4. provisions the vGPU, records the assignment, returns the container's
 //      mounts, environment and device nodes (container_setup.h).
 // Nothing is recorded unless every step succeeds; a vGPU made for a failed
-// call is removed again. The same IDs allocated twice get the same answer.
+// call is removed again. The same IDs allocated twice for a container that
+// is still waiting get the same answer; IDs the kubelet hands out again
+// after their pod ended make a new vGPU.
 //
 // Thread-safe: calls are serialised by one mutex (the kubelet allocates one
 // container at a time anyway). Calls block on the API server and the state

@@ -190,6 +190,16 @@ TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu)
   ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &again).ok());
   EXPECT_EQ(MountsOf(again.container_responses(0)), mounts);
   EXPECT_EQ(StateFingerprint(), before);
+
+  // The pod ends; the kubelet gives the same device IDs to a new pod before
+  // the reclaimer has run. The new pod gets a vGPU of its own.
+  api_.Clear();
+  api_.PutPod(MakePod("ml", "next", "uid-next", {{"main", 50, 4}}, json::object(), "node-a"));
+  v1beta1::AllocateResponse next;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &next).ok());
+  EXPECT_EQ(MountsOf(next.container_responses(0)).at("/run/gpuslice/vgpu/limits").first,
+            dir_ / "state/vgpus/k8s-uid-next-0/limits");
+  EXPECT_EQ(provisioner_->List(), (std::vector<std::string>{"k8s-uid-infer-0", "k8s-uid-next-0"}));
 }
 
 TEST_F(AllocationServiceTest, WithoutAnAnnotationTheKubeletsIdsOrTheAllocatorDecide) {
