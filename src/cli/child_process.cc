@@ -23,6 +23,11 @@ sigset_t SupervisedSignals() {
 
 }  // namespace
 
+void BlockSupervisedSignals() {
+  const sigset_t supervised = SupervisedSignals();
+  pthread_sigmask(SIG_BLOCK, &supervised, nullptr);
+}
+
 StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
                                            const std::vector<std::string>& env) {
   if (argv.empty()) return Status::Error("no command given; write it after --, e.g. gpuslice run -- python3 train.py");
@@ -35,6 +40,11 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
   const sigset_t supervised = SupervisedSignals();
   sigset_t previous;
   sigprocmask(SIG_BLOCK, &supervised, &previous);
+  // The command gets the forwarded signals unblocked, even when they were
+  // blocked before this call (BlockSupervisedSignals).
+  sigset_t child_mask = previous;
+  for (int s : kForwarded) sigdelset(&child_mask, s);
+  sigdelset(&child_mask, SIGCHLD);
 
   // The child reports an exec failure through this close-on-exec pipe.
   int pipefd[2];
@@ -43,7 +53,7 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
   if (pid < 0) return Status::Error(std::string("fork: ") + strerror(errno));
   if (pid == 0) {
     close(pipefd[0]);
-    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    sigprocmask(SIG_SETMASK, &child_mask, nullptr);
     execvpe(cargv[0], cargv.data(), cenv.data());
     const int err = errno;
     ssize_t ignored = write(pipefd[1], &err, sizeof err);

@@ -20,6 +20,12 @@
 
 namespace gpuslice::cli {
 
+// Blocks, in the calling thread, the signals Supervise() forwards. Threads
+// started afterwards inherit the mask, so none of them can take (and die of)
+// a SIGTERM meant for the command: call it before anything starts threads
+// (the gRPC client of `gpuslice run` through the daemon).
+void BlockSupervisedSignals();
+
 class ChildProcess {
  public:
   // `env` entries are "NAME=value". Signals are blocked in the parent from

@@ -15,6 +15,7 @@
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "daemon/control_socket.h"
 #include "daemon/daemon_client.h"
 #include "daemon/socket_path.h"
 #include "policy/node_schedule.h"
@@ -184,7 +185,11 @@ int RunCommand(const RunOptions& options, const char* /*argv0*/) {
   }
   // A daemon answering on the socket creates or joins the vGPU
   // (run_via_daemon.h); without one, everything below runs standalone.
-  if (auto client = daemon::DaemonClient::ConnectIfRunning(daemon::DefaultSocketPath(options.state_dir))) {
+  const std::string socket = daemon::DefaultSocketPath(options.state_dir);
+  // gRPC's threads must start with the forwarded signals blocked, or a
+  // SIGTERM could kill this process and orphan the command.
+  if (daemon::SocketAnswers(socket)) BlockSupervisedSignals();
+  if (auto client = daemon::DaemonClient::ConnectIfRunning(socket)) {
     const std::string real_nvml = port::LocateRealNvml(nullptr);
     return RunViaDaemon(*client, options, name, [&](const std::string& dir, const std::vector<port::GpuInfo>& gpus) {
       return ChildEnvironment(options, dir, library, real_driver, real_nvml, gpus);

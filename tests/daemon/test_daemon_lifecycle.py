@@ -1,6 +1,7 @@
 """The daemon as a process: start-up refusals, the socket, `gpuslice run`
 through the daemon, and garbage collection of what runs leave behind."""
 import os
+import signal
 import stat
 import subprocess
 
@@ -104,3 +105,28 @@ def test_run_without_a_daemon_stays_standalone_even_with_a_stale_socket(dworld):
     assert r.returncode == 0, r.stderr
     assert value(r, "fill") == 64 * MiB
     assert not os.path.exists(dworld.vgpu_dir("alone"))
+
+
+def test_sigterm_to_runs_reaches_their_commands(dworld):
+    # `gpuslice run` through the daemon has gRPC threads; a SIGTERM must
+    # still be forwarded to the command, never kill the run and orphan it.
+    dworld.daemon()
+    runs, readies = [], []
+    for i in range(20):
+        ready = dworld.path(f"r{i}")
+        readies.append(ready)
+        runs.append(dworld.start("run", "--name", f"sig{i % 4}", "--", *dworld.app_cmd(["init", "ready", ready,
+                                                                                       "hold"])))
+    app_pids = [int(dworld.wait_for_file(r)) for r in readies]
+    for r in runs:
+        r.send_signal(signal.SIGTERM)
+    codes = [r.wait(timeout=30) for r in runs]
+    assert codes == [128 + signal.SIGTERM] * len(runs)
+
+    def gone(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(")")[-1].split()[0] == "Z"
+        except OSError:
+            return True
+    poll(lambda: all(gone(p) for p in app_pids), 5, "every command ended")
