@@ -97,6 +97,15 @@ void SetLogLevel(const std::string& level) {
 }  // namespace
 
 int RunDaemon(const config::DaemonConfig& config) {
+  // Stop signals are taken by sigwait at the end; block them before any
+  // thread starts (the schedule worker, metrics, gRPC) so that every thread
+  // inherits the mask and none can die of a SIGTERM meant for the sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   SetLogLevel(config.log_level);
   const std::string state_dir = config.state_dir.empty() ? core::VgpuStore::DefaultRoot() : config.state_dir;
   // A socket path left at its built-in default follows the state directory
@@ -169,15 +178,6 @@ int RunDaemon(const config::DaemonConfig& config) {
     if (Status s = metrics_server->Start(); !s.ok()) return Fail("metrics: " + s.message());
     identity.metrics_address = metrics_server->bound_address();
   }
-
-  // Signals are taken by sigwait below; block them before any thread starts
-  // so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   ControlService service(&manager, &devices.value(), &identity);
   grpc::ServerBuilder builder;

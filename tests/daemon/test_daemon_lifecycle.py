@@ -130,3 +130,19 @@ def test_sigterm_to_runs_reaches_their_commands(dworld):
         except OSError:
             return True
     poll(lambda: all(gone(p) for p in app_pids), 5, "every command ended")
+
+
+def test_sigterm_stops_the_daemon_cleanly_and_running_apps_keep_their_vgpu(dworld):
+    d = dworld.daemon()
+    ready = dworld.path("ready")
+    app = dworld.start("run", "--name", "stays", "--memory", "64MiB", "--",
+                       *dworld.app_cmd(["init", "alloc", "8M", "ready", ready, "hold"]))
+    dworld.wait_for_file(ready)
+    d.stop()
+    assert d.proc.returncode == 0
+    assert "stopping on signal 15" in d.text()
+    assert not os.path.exists(dworld.socket)
+    assert os.path.exists(dworld.vgpu_dir("stays"))  # the state is not the daemon's to take along
+    assert dworld.ls("stays")["stays"]["devices"][0]["memory_used_bytes"] == 8 * MiB
+    app.send_signal(signal.SIGTERM)
+    assert app.wait(timeout=30) == 128 + signal.SIGTERM
