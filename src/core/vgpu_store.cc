@@ -125,12 +125,15 @@ Status VgpuStore::ValidateName(const std::string& name) {
 
 Status VgpuStore::EnsureRoot() const {
   std::error_code ec;
+  const bool existed = std::filesystem::exists(root_, ec);
   std::filesystem::create_directories(root_ + "/vgpus", ec);
   if (ec) {
     return Status::Error("cannot create state directory " + root_ + ": " + ec.message() +
                          "; set GPUSLICE_STATE_DIR to a writable directory");
   }
-  chmod(root_.c_str(), 0700);
+  // Owner-only when we make it. An existing directory keeps the mode its
+  // owner gave it (the daemon opens it to its group with 0710).
+  if (!existed) chmod(root_.c_str(), 0700);
   return Status::Ok();
 }
 
