@@ -139,7 +139,7 @@ void Reschedule(const core::VgpuStore& store) {
 
 }  // namespace
 
-int RunCommand(const RunOptions& options, const char* /*argv0*/) {
+int RunCommand(const RunOptions& options) {
   if (options.command.empty()) {
     return Fail("no command given; write it after --, e.g. gpuslice run --memory 4GiB -- python3 train.py");
   }
@@ -284,7 +284,7 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
   run->callback([options, inject] {
     options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;
-    ExitCode() = RunCommand(*options, nullptr);
+    ExitCode() = RunCommand(*options);
   });
 }
 

@@ -31,7 +31,7 @@ struct RunOptions {
 
 // Returns the process exit code: the command's, or 2 for a gpuslice error
 // (after printing one line naming the problem and its fix to stderr).
-int RunCommand(const RunOptions& options, const char* argv0);
+int RunCommand(const RunOptions& options);
 
 }  // namespace gpuslice::cli
 
