@@ -6,5 +6,5 @@ cd "$(dirname "$0")/../../.."
 build=${BUILD:-build}
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 mkdir -p "$build/bench-compute"
-"$nvcc" -O2 -arch=sm_90 -std=c++17 -o "$build/bench-compute/lc_be" bench/gpu/compute/lc_be.cu
+"$nvcc" -O2 -arch=sm_90 -std=c++17 -o "$build/bench-compute/lc_be" bench/gpu/compute/lc_be.cu -ldl
 echo "built $build/bench-compute/lc_be"

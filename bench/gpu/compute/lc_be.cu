@@ -1,18 +1,42 @@
-// lc_be.cu — the synthetic load of the compute benchmarks (run_compute.py).
+// lc_be.cu — the synthetic loads of the compute benchmarks (run_compute.py).
 //
-//   lc_be lc SECONDS OUT.json   latency-critical: a ~50 µs kernel every 5 ms
-//                               (200 req/s); each request's latency is launch to
-//                               completion, seen by a spinning host thread.
-//   lc_be be SECONDS OUT.json   best-effort: back-to-back ~20 ms kernels;
-//                               reports kernels per second over its run.
-// Env: LC_WORK_US (50), BE_WORK_MS (20), PERIOD_US (5000); LC_ITERS fixes the
-// LC kernel's length to what a calibration alone found (calibrating beside a
-// busy BE would measure the wait, not the kernel).
+//   lc_be lc SECONDS OUT.json      latency-critical: a ~50 µs kernel every 5 ms
+//                                  (200 req/s); each request's latency is launch
+//                                  to completion, seen by a spinning host thread.
+//   lc_be lchint SECONDS OUT.json  the same request preceded by PREP_US (400) µs
+//                                  of host preparation (a CPU busy-wait). With
+//                                  LC_HINT=1, gpuslice_hint_begin() is called at
+//                                  the start of the preparation and
+//                                  gpuslice_hint_end() once the request is done.
+//                                  Latency is from the end of the preparation
+//                                  (submission) to completion; `total_*` also
+//                                  counts the preparation.
+//   lc_be be SECONDS OUT.json      best-effort: back-to-back ~20 ms kernels;
+//                                  reports kernels per second and each kernel's
+//                                  completion time (CLOCK_MONOTONIC seconds, the
+//                                  clock of Python's time.monotonic()), so the
+//                                  parent can count them over the LC's window.
+//   lc_be small SECONDS OUT.json   back-to-back ~10 µs kernels (SMALL_US), a
+//                                  deep queue (batches of 100 behind each other);
+//                                  reports kernels per second.
+//   lc_be graph SECONDS OUT.json   a CUDA graph of GRAPH_KERNELS (50) such small
+//                                  kernels, launched repeatedly (4 graphs per
+//                                  batch, batches queued behind each other);
+//                                  reports kernels per second.
+//
+// Env: LC_WORK_US (50), BE_WORK_MS (20), PERIOD_US (5000), PREP_US (400),
+// LC_HINT (0), SMALL_US (10), GRAPH_KERNELS (50). LC_ITERS / SMALL_ITERS fix
+// the kernels' length to what a calibration alone found (calibrating beside a
+// busy BE, or under a cap, would measure the wait, not the kernel).
+// READY_FILE: created once the load runs (be, small, graph), so the parent
+// can start the LC only then. STOP_FILE: be, small and graph stop early once
+// it exists, so a background load runs exactly as long as the foreground one.
 //
 // The kernel shape is the facts file's (gpu-facts.md): SMs×8 blocks of 256
 // threads of dependent FMAs, so one kernel fills the GPU and the GPU can
 // only be shared by time.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,32 +72,46 @@ double NowUs() {
 int g_blocks = 0;
 float* g_out = nullptr;
 
-double TimeKernelUs(int iters) {
+double Env(const char* name, double fallback) {
+  const char* v = getenv(name);
+  return v != nullptr && *v != '\0' ? atof(v) : fallback;
+}
+
+bool FileExists(const char* path) { return path != nullptr && *path != '\0' && access(path, F_OK) == 0; }
+
+void Touch(const char* path) {
+  if (path == nullptr || *path == '\0') return;
+  if (FILE* f = fopen(path, "w")) fclose(f);
+}
+
+// Time of `n` back-to-back kernels of `iters`, per kernel, in µs.
+double TimeKernelUs(int iters, int n = 1) {
   cudaEvent_t a, b;
   CK(cudaEventCreate(&a));
   CK(cudaEventCreate(&b));
   CK(cudaEventRecord(a));
-  Work<<<g_blocks, 256>>>(iters, g_out);
+  for (int i = 0; i < n; ++i) Work<<<g_blocks, 256>>>(iters, g_out);
   CK(cudaEventRecord(b));
   CK(cudaEventSynchronize(b));
   float ms = 0;
   CK(cudaEventElapsedTime(&ms, a, b));
   CK(cudaEventDestroy(a));
   CK(cudaEventDestroy(b));
-  return ms * 1000.0;
+  return ms * 1000.0 / n;
 }
 
-// Iterations for a kernel of `target_us` on an idle GPU.
-int Calibrate(double target_us) {
+// Iterations for a kernel of `target_us` on an idle GPU, timed over `n`
+// kernels back to back (so launch gaps do not count for short kernels).
+int Calibrate(double target_us, int n = 1) {
   int iters = 1000;
-  TimeKernelUs(iters);
-  for (int r = 0; r < 6; ++r) iters = std::max(1, static_cast<int>(iters * target_us / TimeKernelUs(iters)));
+  TimeKernelUs(iters, n);
+  for (int r = 0; r < 6; ++r) iters = std::max(1, static_cast<int>(iters * target_us / TimeKernelUs(iters, n)));
   return iters;
 }
 
-double Env(const char* name, double fallback) {
+int ItersFromEnv(const char* name, double target_us, int n) {
   const char* v = getenv(name);
-  return v != nullptr && *v != '\0' ? atof(v) : fallback;
+  return v != nullptr && *v != '\0' ? atoi(v) : Calibrate(target_us, n);
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -82,15 +120,159 @@ double Percentile(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
 }
 
+// A gpuslice export, if the library is loaded: preload puts it in the global
+// scope; the libpath shim is libcuda.so.1 itself.
+using ApiFn = int (*)();
+ApiFn FindExport(const char* name) {
+  if (void* f = dlsym(RTLD_DEFAULT, name)) return reinterpret_cast<ApiFn>(f);
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) return reinterpret_cast<ApiFn>(dlsym(h, name));
+  return nullptr;
+}
+
+void SpinUntil(double t_us) {
+  while (NowUs() < t_us) {
+  }
+}
+
+// The LC loop of `lc` and `lchint`. prep_us > 0 adds the host preparation.
+void RunLc(FILE* out, const char* mode, double seconds, double prep_us) {
+  const int iters = ItersFromEnv("LC_ITERS", Env("LC_WORK_US", 50), 1);
+  const double kernel_alone = TimeKernelUs(iters);
+  const double period = Env("PERIOD_US", 5000);
+  const bool want_hint = Env("LC_HINT", 0) != 0;
+  ApiFn hint_begin = FindExport("gpuslice_hint_begin"), hint_end = FindExport("gpuslice_hint_end");
+  const bool hint = want_hint && hint_begin != nullptr && hint_end != nullptr;
+  long hint_failures = 0;
+  std::vector<double> lat, total, starts;
+  double last_done = 0;
+  const double end = NowUs() + seconds * 1e6;
+  double next = NowUs();
+  while (NowUs() < end) {
+    SpinUntil(next);
+    const double t_prep = NowUs();
+    if (hint && hint_begin() != 0) ++hint_failures;
+    if (prep_us > 0) SpinUntil(t_prep + prep_us);
+    const double t0 = NowUs();
+    Work<<<g_blocks, 256>>>(iters, g_out);
+    CK(cudaStreamSynchronize(0));
+    last_done = NowUs();
+    if (hint && hint_end() != 0) ++hint_failures;
+    lat.push_back(last_done - t0);
+    total.push_back(last_done - t_prep);
+    starts.push_back(t_prep);
+    next += period;
+    if (next < NowUs()) next = NowUs();
+  }
+  // The first 5% warm the caches and the scheduler; they are not requests.
+  const size_t skip = lat.size() / 20;
+  lat.erase(lat.begin(), lat.begin() + skip);
+  total.erase(total.begin(), total.begin() + skip);
+  const double t_start = starts.size() > skip ? starts[skip] : 0;
+  fprintf(out,
+          "{\"mode\":\"%s\",\"iters\":%d,\"kernel_us\":%.1f,\"period_us\":%.0f,\"prep_us\":%.0f,"
+          "\"hint_requested\":%s,\"hint_available\":%s,\"hint_failures\":%ld,\"n\":%zu,"
+          "\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
+          "\"total_p50_us\":%.1f,\"total_p99_us\":%.1f,\"t_start\":%.6f,\"t_end\":%.6f}\n",
+          mode, iters, kernel_alone, period, prep_us, want_hint ? "true" : "false",
+          hint_begin != nullptr && hint_end != nullptr ? "true" : "false", hint_failures, lat.size(),
+          Percentile(lat, .5), Percentile(lat, .9), Percentile(lat, .99), Percentile(lat, 1.0), Percentile(total, .5),
+          Percentile(total, .99), t_start / 1e6, last_done / 1e6);
+}
+
+void RunBe(FILE* out, double seconds) {
+  const int iters = Calibrate(Env("BE_WORK_MS", 20) * 1000);
+  const char* stop = getenv("STOP_FILE");
+  const double start = NowUs(), end = start + seconds * 1e6;
+  std::vector<double> ends;
+  cudaEvent_t ev[2];
+  CK(cudaEventCreate(&ev[0]));
+  CK(cudaEventCreate(&ev[1]));
+  Work<<<g_blocks, 256>>>(iters, g_out);
+  CK(cudaEventRecord(ev[0]));
+  Touch(getenv("READY_FILE"));
+  for (int i = 1; NowUs() < end && !FileExists(stop); ++i) {
+    Work<<<g_blocks, 256>>>(iters, g_out);  // keep one queued behind the running one
+    CK(cudaEventRecord(ev[i & 1]));
+    CK(cudaEventSynchronize(ev[(i - 1) & 1]));
+    ends.push_back(NowUs() / 1e6);
+  }
+  CK(cudaDeviceSynchronize());
+  const double elapsed_s = (NowUs() - start) / 1e6;
+  fprintf(out, "{\"mode\":\"be\",\"iters\":%d,\"kernels\":%zu,\"seconds\":%.3f,\"kernels_per_s\":%.3f,\"ends\":[",
+          iters, ends.size(), elapsed_s, ends.size() / elapsed_s);
+  for (size_t i = 0; i < ends.size(); ++i) fprintf(out, "%s%.6f", i ? "," : "", ends[i]);
+  fprintf(out, "]}\n");
+}
+
+// `small` and `graph`: batches of kernels queued back to back; one batch runs
+// while the next is queued. Throughput is counted from the first batch's
+// completion (start-up excluded) to the last one's.
+void RunSmall(FILE* out, const std::string& mode, double seconds) {
+  const int iters = ItersFromEnv("SMALL_ITERS", Env("SMALL_US", 10), 200);
+  const double kernel_alone = TimeKernelUs(iters, 200);
+  const int graph_kernels = static_cast<int>(Env("GRAPH_KERNELS", 50));
+  const bool graph = mode == "graph";
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraphExec_t exec = nullptr;
+  int per_batch = 100, graphs_per_batch = 0;
+  if (graph) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < graph_kernels; ++i) Work<<<g_blocks, 256, 0, s>>>(iters, g_out);
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&exec, g, 0));
+    CK(cudaGraphDestroy(g));
+    graphs_per_batch = 4;
+    per_batch = graph_kernels * graphs_per_batch;
+  }
+  auto batch = [&]() {
+    if (graph) {
+      for (int i = 0; i < graphs_per_batch; ++i) CK(cudaGraphLaunch(exec, s));
+    } else {
+      for (int i = 0; i < per_batch; ++i) Work<<<g_blocks, 256, 0, s>>>(iters, g_out);
+    }
+  };
+  const char* stop = getenv("STOP_FILE");
+  cudaEvent_t ev[2];
+  CK(cudaEventCreate(&ev[0]));
+  CK(cudaEventCreate(&ev[1]));
+  batch();
+  CK(cudaEventRecord(ev[0], s));
+  Touch(getenv("READY_FILE"));
+  const double end = NowUs() + seconds * 1e6;
+  double first = 0, last = 0;
+  long batches = 0;
+  for (int i = 1; NowUs() < end && !FileExists(stop); ++i) {
+    batch();
+    CK(cudaEventRecord(ev[i & 1], s));
+    CK(cudaEventSynchronize(ev[(i - 1) & 1]));
+    last = NowUs();
+    if (i == 1) first = last;
+    else ++batches;
+  }
+  CK(cudaStreamSynchronize(s));
+  const double window_s = (last - first) / 1e6;
+  fprintf(out,
+          "{\"mode\":\"%s\",\"iters\":%d,\"kernel_us\":%.2f,\"kernels_per_batch\":%d,\"graph_kernels\":%d,"
+          "\"kernels\":%ld,\"window_s\":%.3f,\"kernels_per_s\":%.1f,\"t_start\":%.6f,\"t_end\":%.6f}\n",
+          mode.c_str(), iters, kernel_alone, per_batch, graph ? graph_kernels : 0, batches * per_batch, window_s,
+          window_s > 0 ? batches * per_batch / window_s : 0.0, first / 1e6, last / 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: lc_be lc|be SECONDS OUT.json\n");
+    fprintf(stderr, "usage: lc_be lc|lchint|be|small|graph SECONDS OUT.json\n");
     return 2;
   }
   const std::string mode = argv[1];
   const double seconds = atof(argv[2]);
+  if (mode != "lc" && mode != "lchint" && mode != "be" && mode != "small" && mode != "graph") {
+    fprintf(stderr, "lc_be: unknown mode '%s'\n", mode.c_str());
+    return 2;
+  }
   CK(cudaSetDeviceFlags(cudaDeviceScheduleSpin));
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -98,49 +280,10 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&g_out, sizeof(float) * g_blocks * 256));
   FILE* out = fopen(argv[3], "w");
   if (out == nullptr) return 1;
-  if (mode == "lc") {
-    const int iters = getenv("LC_ITERS") != nullptr ? atoi(getenv("LC_ITERS")) : Calibrate(Env("LC_WORK_US", 50));
-    const double kernel_alone = TimeKernelUs(iters);
-    const double period = Env("PERIOD_US", 5000);
-    std::vector<double> lat;
-    const double end = NowUs() + seconds * 1e6;
-    double next = NowUs();
-    while (NowUs() < end) {
-      while (NowUs() < next) {
-      }
-      const double t0 = NowUs();
-      Work<<<g_blocks, 256>>>(iters, g_out);
-      CK(cudaStreamSynchronize(0));
-      lat.push_back(NowUs() - t0);
-      next += period;
-      if (next < NowUs()) next = NowUs();
-    }
-    // The first 5% warm the caches and the scheduler; they are not requests.
-    lat.erase(lat.begin(), lat.begin() + lat.size() / 20);
-    fprintf(out, "{\"mode\":\"lc\",\"iters\":%d,\"kernel_us\":%.1f,\"n\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
-            "\"p99_us\":%.1f,\"max_us\":%.1f}\n",
-            iters, kernel_alone, lat.size(), Percentile(lat, .5), Percentile(lat, .9), Percentile(lat, .99),
-            Percentile(lat, 1.0));
-  } else {
-    const int iters = Calibrate(Env("BE_WORK_MS", 20) * 1000);
-    const double start = NowUs(), end = start + seconds * 1e6;
-    long done = 0;
-    cudaEvent_t ev[2];
-    CK(cudaEventCreate(&ev[0]));
-    CK(cudaEventCreate(&ev[1]));
-    Work<<<g_blocks, 256>>>(iters, g_out);
-    CK(cudaEventRecord(ev[0]));
-    for (int i = 1; NowUs() < end; ++i) {
-      Work<<<g_blocks, 256>>>(iters, g_out);  // keep one queued behind the running one
-      CK(cudaEventRecord(ev[i & 1]));
-      CK(cudaEventSynchronize(ev[(i - 1) & 1]));
-      ++done;
-    }
-    CK(cudaDeviceSynchronize());
-    const double elapsed_s = (NowUs() - start) / 1e6;
-    fprintf(out, "{\"mode\":\"be\",\"kernels\":%ld,\"seconds\":%.3f,\"kernels_per_s\":%.3f}\n", done, elapsed_s,
-            done / elapsed_s);
-  }
+  if (mode == "lc") RunLc(out, "lc", seconds, 0);
+  else if (mode == "lchint") RunLc(out, "lchint", seconds, Env("PREP_US", 400));
+  else if (mode == "be") RunBe(out, seconds);
+  else RunSmall(out, mode, seconds);
   fclose(out);
   return 0;
 }

@@ -7,8 +7,14 @@ completed, so the parent can compare processes over the window in which they
 all ran.
 
     python3 train.py SECONDS OUT.json
+
+Env: READY_FILE is created once the warm-up steps are done (the parent starts
+an LC beside this training only then); STOP_FILE, once it exists, ends the
+training early (checked after every step), so a background training lasts
+exactly as long as the foreground work beside it.
 """
 import json
+import os
 import sys
 import time
 
@@ -36,9 +42,12 @@ def main():
 
     for _ in range(5):
         step()
+    ready, stop = os.environ.get("READY_FILE"), os.environ.get("STOP_FILE")
+    if ready:
+        open(ready, "w").close()
     ends = []
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (stop and os.path.exists(stop)):
         step()
         ends.append(time.monotonic())
     with open(out, "w") as f:
