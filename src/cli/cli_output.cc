@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "core/byte_size.h"
 
@@ -33,6 +34,21 @@ std::string LimitText(const pb::VgpuDevice& device) {
 std::string RatioText(bool present, double ratio) {
   if (!present) return "-";
   return std::to_string(static_cast<int>(std::lround(ratio * 100))) + "%";
+}
+
+std::string LatencyText(bool present, double seconds) {
+  if (!present || !std::isfinite(seconds) || seconds < 0) return "-";
+  char buf[32];
+  // Three significant digits or so: bucket interpolation is no finer.
+  if (seconds < 1e-3)
+    snprintf(buf, sizeof buf, "%.0fus", seconds * 1e6);
+  else if (seconds < 10e-3)
+    snprintf(buf, sizeof buf, "%.2fms", seconds * 1e3);
+  else if (seconds < 1.0)
+    snprintf(buf, sizeof buf, "%.0fms", seconds * 1e3);
+  else
+    snprintf(buf, sizeof buf, "%.2fs", seconds);
+  return buf;
 }
 
 std::string FormatColumns(const std::vector<std::vector<std::string>>& rows) {
@@ -114,6 +130,15 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["reaped_processes"] = v.reaped_processes();
   out["timeslice_applications"] = v.timeslice_applications();
   out["timeslice_failures"] = v.timeslice_failures();
+  const pb::LcLatency& lc = v.lc_latency();
+  Json latency;
+  latency["requests"] = lc.requests();
+  latency["sum_seconds"] = lc.sum_seconds();
+  latency["p50_seconds"] = lc.has_p50_seconds() ? Json(lc.p50_seconds()) : Json(nullptr);
+  latency["p99_seconds"] = lc.has_p99_seconds() ? Json(lc.p99_seconds()) : Json(nullptr);
+  latency["window_seconds"] = lc.has_window_seconds() ? Json(lc.window_seconds()) : Json(nullptr);
+  latency["window_requests"] = lc.window_requests();
+  out["lc_latency"] = latency;
   return out;
 }
 

@@ -30,6 +30,8 @@ std::string LimitText(const control::v1::VgpuDevice& device);
 std::string PriorityText(control::v1::Priority priority);  // "be" / "lc"
 // "37%", or "-" when absent.
 std::string RatioText(bool present, double ratio);
+// A latency: "313us", "1.45ms", "250ms", "1.00s"; "-" when absent.
+std::string LatencyText(bool present, double seconds);
 
 // Left-aligned columns, two spaces apart.
 std::string FormatColumns(const std::vector<std::vector<std::string>>& rows);

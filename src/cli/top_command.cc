@@ -1,11 +1,12 @@
 // `gpuslice top`: a live view per GPU and vGPU, redrawn every interval:
 // memory used/limit, compute share target and measured, priority, the
-// timeslice in force, processes, denials. --once / --iterations N print that
-// many frames and exit (for scripts and captures); --json prints one JSON
-// object per frame and line.
+// timeslice in force, processes, denials, LC request latency p99. --once /
+// --iterations N print that many frames and exit (for scripts and captures);
+// --json prints one JSON object per frame and line.
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <map>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/node_snapshot.h"
 #include "core/byte_size.h"
+#include "core/lc_latency.h"
 #include "daemon/socket_path.h"
 
 namespace gpuslice::cli {
@@ -68,8 +70,7 @@ std::string Frame(const NodeSnapshot& s) {
              share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
              d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us", std::to_string(v.processes_size()),
              std::to_string(v.denied_allocations()),
-             // FIXME(#4): LC latency is not recorded anywhere the daemon can read yet.
-             "-"});
+             LatencyText(v.lc_latency().has_p99_seconds(), v.lc_latency().p99_seconds())});
       }
     }
     out += "\nGPU " + std::to_string(gpu.index()) + "  " + gpu.name() + "  " +
@@ -82,6 +83,45 @@ std::string Frame(const NodeSnapshot& s) {
   }
   return out;
 }
+
+// Without a daemon, each frame reads the ledgers afresh with no recent
+// baseline, so its LC quantiles would be over each vGPU's lifetime: a stale
+// p99 in a live view. Top keeps the previous frame's bucket counts instead
+// and narrows the quantiles to the requests since, as the daemon does with
+// its own samples.
+class FrameToFrameLcWindow {
+ public:
+  void Apply(std::vector<pb::Vgpu>* vgpus) {
+    const auto now = std::chrono::steady_clock::now();
+    std::map<std::string, core::LcLatencySnapshot> seen;
+    for (pb::Vgpu& v : *vgpus) {
+      pb::LcLatency* lc = v.mutable_lc_latency();
+      if (lc->bucket_counts_size() != static_cast<int>(core::kLcLatencyBuckets)) continue;  // another version
+      core::LcLatencySnapshot s;
+      for (uint32_t i = 0; i < core::kLcLatencyBuckets; ++i) {
+        s.buckets[i] = lc->bucket_counts(static_cast<int>(i));
+        s.count += s.buckets[i];
+      }
+      s.sum_ns = static_cast<uint64_t>(std::llround(lc->sum_seconds() * 1e9));
+      seen[v.name()] = s;
+      auto before = previous_.find(v.name());
+      if (before == previous_.end()) continue;
+      const core::LcLatencySnapshot recent = core::LcLatencyDelta(s, before->second);
+      if (recent.count == 0) continue;  // nothing since: the lifetime figures stand
+      lc->set_p50_seconds(*core::LcLatencyQuantileSeconds(recent, 0.5));
+      lc->set_p99_seconds(*core::LcLatencyQuantileSeconds(recent, 0.99));
+      lc->set_window_seconds(std::chrono::duration<double>(now - previous_at_).count());
+      lc->set_window_requests(recent.count);
+    }
+    previous_ = std::move(seen);
+    previous_at_ = now;
+  }
+  void Forget() { previous_.clear(); }
+
+ private:
+  std::map<std::string, core::LcLatencySnapshot> previous_;
+  std::chrono::steady_clock::time_point previous_at_;
+};
 
 Json FrameJson(const NodeSnapshot& s) {
   Json out;
@@ -105,6 +145,7 @@ int RunTop(const TopOptions& o) {
   const int frames = o.once ? 1 : o.iterations;
   const bool redraw = !o.json && frames != 1 && isatty(STDOUT_FILENO);
   const std::string socket = o.socket.empty() ? daemon::DefaultSocketPath(o.state_dir) : o.socket;
+  FrameToFrameLcWindow lc_window;
   for (int i = 0; frames == 0 || i < frames; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(o.interval_ms));  // the refresh period
     // Reconnect each frame: top keeps working across a daemon restart.
@@ -114,6 +155,10 @@ int RunTop(const TopOptions& o) {
       std::cerr << "gpuslice: " << snapshot.status().message() << "\n";
       return 2;
     }
+    if (snapshot->daemon_pid == 0)
+      lc_window.Apply(&snapshot->vgpus);
+    else
+      lc_window.Forget();  // the daemon's own window applies
     if (o.json) {
       std::cout << FrameJson(snapshot.value()).dump() << std::endl;
       continue;

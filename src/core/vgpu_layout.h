@@ -29,12 +29,14 @@
 namespace gpuslice::core {
 
 inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
-inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 192 KiB at this size
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 192.25 KiB at this size
 inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
 inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
-inline constexpr uint32_t kLayoutVersion = 1;
+// 2: the ledger gained the LC latency histogram (a version-1 vGPU must be
+// deleted and made again by this gpuslice).
+inline constexpr uint32_t kLayoutVersion = 2;
 
 // A memory limit of this value means "no limit": the device is visible but the
 // vGPU does not cap it.
@@ -85,6 +87,20 @@ struct alignas(64) ProcessSlot {
 };
 inline constexpr uint64_t kSlotReaping = ~0ull;
 
+// The LC (latency-critical) request-latency histogram's buckets: upper
+// bounds in nanoseconds, inclusive (Prometheus's `le`), then one more bucket
+// for everything above the last bound (+Inf). Log-spaced from 25 µs to 1 s and
+// densest from 100 µs to 3 ms, where an LC kernel's p99 lies on an H200 (313
+// µs beside a busy BE vGPU, 2.3 ms under stock time-slicing): quantiles are
+// interpolated within one bucket, so narrow buckets there keep p99 close to
+// the truth. 10 ms to 1 s catch a BE slice or a preemption gone wrong.
+inline constexpr uint64_t kLcLatencyBucketBoundsNs[] = {
+    25'000,     50'000,     100'000,    150'000,     200'000,     300'000,      500'000,
+    750'000,    1'000'000,  1'500'000,  2'000'000,   3'000'000,   5'000'000,    7'500'000,
+    10'000'000, 20'000'000, 50'000'000, 100'000'000, 250'000'000, 1'000'000'000};
+inline constexpr uint32_t kLcLatencyBuckets =
+    sizeof(kLcLatencyBucketBoundsNs) / sizeof(kLcLatencyBucketBoundsNs[0]) + 1;  // + the +Inf bucket
+
 struct Ledger {
   FileHeader header;
   uint32_t slot_high_water;  // atomic: slots [0, high_water) may be in use
@@ -96,11 +112,25 @@ struct Ledger {
   uint64_t timeslice_applications;  // timeslices set on a channel group
   uint64_t timeslice_failures;      // ... and refused by the driver
   uint8_t pad[8];
+  // LC request latency over the vGPU's lifetime, shared by all its processes
+  // (so not per slot: a dead process's requests stay counted). Written only
+  // through RecordLcLatency and read through TakeLcLatencySnapshot
+  // (core/lc_latency.h), which say in what order. Its own cache lines, apart
+  // from the header words every charge reads.
+  uint64_t lc_latency_count;                       // atomic: requests recorded
+  uint64_t lc_latency_sum_ns;                      // atomic: their total latency
+  uint64_t lc_latency_buckets[kLcLatencyBuckets];  // atomic; per bucket, NOT cumulative
+  uint8_t pad_lc[8];
   ProcessSlot slots[kMaxProcesses];
 };
 
 static_assert(sizeof(ProcessSlot) == 192);
+static_assert(offsetof(Ledger, lc_latency_count) % 64 == 0, "the LC histogram starts a cache line");
 static_assert(offsetof(Ledger, slots) % 64 == 0);
+// tests/integration/test_shared_vgpu.py and bench/daemon/load_bench.py read
+// the slots at this offset.
+static_assert(offsetof(Ledger, slots) == 256, "the header part of the ledger is four cache lines");
+static_assert(kLcLatencyBuckets == 21);
 static_assert(sizeof(Limits) < 4096, "limits must fit one page");
 
 // Checks a mapped file's header and ranges; the message names the file and

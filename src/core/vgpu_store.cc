@@ -90,13 +90,16 @@ StatusOr<VgpuHandle> VgpuHandle::Open(const std::string& dir, port::MappedFile::
   }
   auto limits = port::MappedFile::Open(dir + "/limits", sizeof(Limits), limits_access);
   if (!limits.ok()) return Status::Error(CorruptedStateMessage(dir, "limits", limits.status().message()));
+  // Limits first: a vGPU of another layout version has a ledger of another
+  // size, and its limits say which version it is, where the ledger's size
+  // alone would only read as corruption.
+  if (Status s = ValidateLimits(*static_cast<const Limits*>(limits->data()), dir); !s.ok()) return s;
   auto ledger = port::MappedFile::Open(dir + "/ledger", sizeof(Ledger), port::MappedFile::Access::kReadWrite);
   if (!ledger.ok()) return Status::Error(CorruptedStateMessage(dir, "ledger", ledger.status().message()));
   VgpuHandle handle;
   handle.limits_ = std::move(limits.value());
   handle.ledger_ = std::move(ledger.value());
   handle.dir_ = dir;
-  if (Status s = ValidateLimits(handle.limits(), dir); !s.ok()) return s;
   if (Status s = ValidateLedger(handle.ledger(), dir); !s.ok()) return s;
   return handle;
 }

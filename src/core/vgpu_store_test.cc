@@ -84,6 +84,29 @@ TEST_F(VgpuStoreTest, CorruptedStateIsReportedWithTheFix) {
   EXPECT_FALSE(VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly).ok());
 }
 
+TEST_F(VgpuStoreTest, AVgpuOfTheOlderLayoutIsNamedByItsVersionNotCalledCorrupted) {
+  VgpuStore store(root_);
+  bool created;
+  auto dir = store.CreateOrJoin(Spec("old", 1 << 20), true, &created);
+  ASSERT_TRUE(dir.ok());
+  // What a layout-1 gpuslice wrote: version 1, and a ledger 256 bytes shorter
+  // (no LC latency histogram).
+  const std::string limits_path = dir.value() + "/limits";
+  chmod(limits_path.c_str(), 0644);
+  {
+    std::fstream f(limits_path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t v1 = 1;
+    f.seekp(offsetof(FileHeader, version));
+    f.write(reinterpret_cast<const char*>(&v1), sizeof v1);
+  }
+  std::filesystem::resize_file(dir.value() + "/ledger", sizeof(Ledger) - 256);
+  auto opened = VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly);
+  ASSERT_FALSE(opened.ok());
+  const std::string& message = opened.status().message();
+  EXPECT_NE(message.find("layout version 1, this gpuslice reads version 2"), std::string::npos) << message;
+  EXPECT_EQ(message.find("corrupted"), std::string::npos) << message;
+}
+
 TEST_F(VgpuStoreTest, RejectsBadNames) {
   for (const char* bad : {"", ".hidden", "a/b", "a b", "../x", "x\n"}) {
     EXPECT_FALSE(VgpuStore::ValidateName(bad).ok()) << bad;

@@ -68,6 +68,15 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
   out->set_reaped_processes(view.reaped_processes);
   out->set_timeslice_applications(view.timeslice_applications);
   out->set_timeslice_failures(view.timeslice_failures);
+  const LcLatencyView& lc = view.lc_latency;
+  pb::LcLatency* pl = out->mutable_lc_latency();
+  pl->set_requests(lc.lifetime.count);
+  pl->set_sum_seconds(static_cast<double>(lc.lifetime.sum_ns) / 1e9);
+  for (uint64_t n : lc.lifetime.buckets) pl->add_bucket_counts(n);
+  if (lc.p50_seconds) pl->set_p50_seconds(*lc.p50_seconds);
+  if (lc.p99_seconds) pl->set_p99_seconds(*lc.p99_seconds);
+  if (lc.window_seconds) pl->set_window_seconds(*lc.window_seconds);
+  pl->set_window_requests(lc.window_requests);
 }
 
 void ToProto(const NodeDevices& devices, pb::GetDevicesResponse* response) {

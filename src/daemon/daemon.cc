@@ -42,8 +42,8 @@ int Fail(const std::string& message) {
   return kStartError;
 }
 
-// The housekeeping thread: GC every reap interval, compute sampling every
-// second. Stops (and joins) on destruction.
+// The housekeeping thread: GC every reap interval, compute and LC latency
+// sampling every second. Stops (and joins) on destruction.
 class Housekeeper {
  public:
   Housekeeper(VgpuManager* manager, UtilizationSampler* sampler, MetricsExporter* exporter,
@@ -70,6 +70,7 @@ class Housekeeper {
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
+        manager_->SampleLcLatency();
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
       lock.lock();

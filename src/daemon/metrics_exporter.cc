@@ -1,6 +1,8 @@
 #include "daemon/metrics_exporter.h"
 
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace gpuslice::daemon {
 
@@ -12,6 +14,7 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devic
   m.vgpu_compute_share_target_ratio->Clear();
   m.vgpu_compute_share_measured_ratio->Clear();
   m.vgpu_allocation_denials_total->Clear();
+  m.vgpu_lc_latency_seconds->Clear();
   m.vgpu_timeslice_applications_total->Clear();
   m.vgpu_timeslice_failures_total->Clear();
   m.vgpu_processes->Clear();
@@ -36,10 +39,17 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devic
     m.vgpu_timeslice_applications_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_applications));
     m.vgpu_timeslice_failures_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_failures));
     m.vgpu_processes->WithLabels(vgpu).Set(static_cast<double>(v.processes.size()));
+    // LC vGPUs, and any that ever recorded (one turned BE keeps its history
+    // rather than seeming reset); a BE vGPU's empty histogram would be
+    // 23 series of zeros.
+    const core::LcLatencySnapshot& lc = v.lc_latency.lifetime;
+    if (v.priority == core::Priority::kLatencyCritical || lc.count > 0) {
+      // The family's bounds are the ledger's (metrics::LcLatencyBuckets), so
+      // the per-bucket counts mirror one to one.
+      m.vgpu_lc_latency_seconds->WithLabels(vgpu).Set(
+          std::vector<uint64_t>(std::begin(lc.buckets), std::end(lc.buckets)), static_cast<double>(lc.sum_ns) / 1e9);
+    }
   }
-  // FIXME(#4): gpuslice_vgpu_lc_latency_seconds stays empty until the
-  // interposer records LC latency somewhere the daemon can read (the ledger
-  // has no field for it yet).
 }
 
 StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, VgpuManager* manager,

@@ -396,7 +396,30 @@ VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
     view.devices[i].compute_measured_ratio = m.measured[i];
   }
+  if (!m.lc_samples.empty()) {
+    const Managed::LcSample& baseline = m.lc_samples.front();
+    SetLcLatencyQuantiles(&baseline.snapshot, std::chrono::duration<double>(Clock::now() - baseline.at).count(),
+                          &view.lc_latency);
+  }
   return view;
+}
+
+void VgpuManager::SampleLcLatency() {
+  // Bounds the samples kept should the caller sample far more often than
+  // the window needs; the window then shrinks rather than memory growing.
+  constexpr size_t kMaxSamples = 128;
+  // The vGPUs known already: GC and every listing adopt new ones, which
+  // then get their first sample a second later.
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto now = Clock::now();
+  for (auto& [name, m] : vgpus_) {
+    m->lc_samples.push_back({now, core::TakeLcLatencySnapshot(m->handle.ledger())});
+    // Keep the newest sample that is at least a window old, and all after it.
+    while (m->lc_samples.size() > kMaxSamples ||
+           (m->lc_samples.size() >= 2 && m->lc_samples[1].at <= now - options_.lc_latency_window)) {
+      m->lc_samples.pop_front();
+    }
+  }
 }
 
 GcResult VgpuManager::CollectGarbage() {

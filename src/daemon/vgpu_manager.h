@@ -2,9 +2,10 @@
 // resize, delete, and garbage collection, over the state directory.
 //
 // The store on disk is the state. The manager keeps only what it can rebuild
-// by scanning the store (open mappings, one per vGPU) plus two short-lived,
+// by scanning the store (open mappings, one per vGPU) plus three short-lived,
 // in-memory facts: the clients that were just handed a vGPU and have not yet
-// taken its membership lock, and the latest measured compute shares. A
+// taken its membership lock, the latest measured compute shares, and recent
+// snapshots of the LC latency histograms (to report recent quantiles). A
 // restarted daemon re-adopts every vGPU by scanning; running applications
 // never depended on the daemon process, so they keep their limits and
 // accounting throughout.
@@ -26,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lc_latency.h"
 #include "core/vgpu_store.h"
 #include "daemon/api_status.h"
 #include "daemon/node_devices.h"
@@ -52,6 +55,10 @@ struct ManagerOptions {
   std::chrono::milliseconds grace{std::chrono::seconds(3)};
   // Group that may use vGPUs besides the daemon's user; unset: owner only.
   std::optional<gid_t> group;
+  // LC latency quantiles in views are over about this much recent time (see
+  // SampleLcLatency). A p99 needs a hundred requests or more to mean
+  // anything, and one second of a sparse LC service rarely has them.
+  std::chrono::milliseconds lc_latency_window{std::chrono::seconds(10)};
 };
 
 struct CreateOptions {
@@ -121,6 +128,12 @@ class VgpuManager {
   };
   std::vector<ProcessOnGpu> ProcessesInDaemonNamespace();
 
+  // Snapshots every vGPU's LC latency histogram. Views then report LC
+  // quantiles over the requests since the newest snapshot at least
+  // `lc_latency_window` old (or the oldest kept, while the daemon is
+  // younger than that). Run by the housekeeping thread every second.
+  void SampleLcLatency();
+
   const core::VgpuStore& store() const { return store_; }
   const NodeDevices& devices() const { return *devices_; }
 
@@ -136,6 +149,11 @@ class VgpuManager {
     std::chrono::steady_clock::time_point grace_until;
     std::vector<Pending> pending;
     std::vector<std::optional<double>> measured;
+    struct LcSample {
+      std::chrono::steady_clock::time_point at;
+      core::LcLatencySnapshot snapshot;
+    };
+    std::deque<LcSample> lc_samples;  // oldest first; front is the views' baseline
   };
   using Clock = std::chrono::steady_clock;
 

@@ -9,7 +9,9 @@
 #include <atomic>
 #include <filesystem>
 
+#include "core/lc_latency.h"
 #include "core/memory_ledger.h"
+#include "daemon/control_service.h"
 #include "daemon/vgpu_view.h"
 
 namespace gpuslice::daemon {
@@ -34,9 +36,11 @@ class VgpuManagerTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
 
-  std::unique_ptr<VgpuManager> Manager(std::chrono::milliseconds grace = std::chrono::milliseconds(0)) {
+  std::unique_ptr<VgpuManager> Manager(std::chrono::milliseconds grace = std::chrono::milliseconds(0),
+                                       std::chrono::milliseconds lc_latency_window = std::chrono::seconds(10)) {
     ManagerOptions o;
     o.grace = grace;
+    o.lc_latency_window = lc_latency_window;
     return std::make_unique<VgpuManager>(core::VgpuStore(root_), &devices_, &schedule_, o);
   }
   static CreateOptions Create(const std::string& name, std::optional<uint64_t> memory = 64 * kMiB) {
@@ -277,6 +281,112 @@ TEST_F(VgpuManagerTest, AdoptsTheStoreAndReapsWhoDiedMeanwhile) {
   EXPECT_EQ(views[0].devices[0].memory_used_bytes, 0u);
   EXPECT_EQ(views[0].reaped_processes, 1u);
   EXPECT_TRUE(views[0].processes.empty());
+}
+
+// What a vGPU's view says about its LC latency after `record` more requests.
+class LcLatencyTest : public VgpuManagerTest {
+ protected:
+  void Make(VgpuManager& m) {
+    CreateOptions o = Create("lat");
+    o.priority = core::Priority::kLatencyCritical;
+    CreateResult r;
+    ASSERT_TRUE(m.Create(o, &r).ok());
+    auto h = core::VgpuHandle::Open(r.dir, port::MappedFile::Access::kReadOnly);
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    handle_ = std::make_unique<core::VgpuHandle>(std::move(h.value()));
+  }
+  void Record(int n, uint64_t ns) {
+    for (int i = 0; i < n; ++i) core::RecordLcLatency(&handle_->ledger(), ns);
+  }
+  static LcLatencyView View(VgpuManager& m) {
+    std::vector<VgpuView> views;
+    EXPECT_TRUE(m.List("lat", &views).ok());
+    return views.empty() ? LcLatencyView{} : views[0].lc_latency;
+  }
+  std::unique_ptr<core::VgpuHandle> handle_;
+};
+
+constexpr uint64_t kUs = 1000;
+
+TEST_F(LcLatencyTest, QuantilesAreOverTheRequestsSinceTheLastSampleElseTheLifetime) {
+  auto m = Manager(std::chrono::milliseconds(0), /*lc_latency_window=*/std::chrono::milliseconds(0));
+  Make(*m);
+  LcLatencyView v = View(*m);
+  EXPECT_EQ(v.lifetime.count, 0u);
+  EXPECT_FALSE(v.p50_seconds.has_value());
+  EXPECT_FALSE(v.p99_seconds.has_value());
+  EXPECT_FALSE(v.window_seconds.has_value());
+
+  // No sample yet: the lifetime.
+  Record(100, 2000 * kUs);
+  v = View(*m);
+  EXPECT_EQ(v.lifetime.count, 100u);
+  EXPECT_EQ(v.lifetime.sum_ns, 100 * 2000 * kUs);
+  EXPECT_FALSE(v.window_seconds.has_value());
+  EXPECT_NEAR(*v.p99_seconds, 1.995e-3, 1e-9);  // 99 of 100 through (1.5, 2] ms
+
+  // Sampled after them, and nothing since: still the lifetime, said so.
+  m->SampleLcLatency();
+  v = View(*m);
+  EXPECT_FALSE(v.window_seconds.has_value());
+  EXPECT_EQ(v.window_requests, 0u);
+  EXPECT_NEAR(*v.p99_seconds, 1.995e-3, 1e-9);
+
+  // Fast requests since the sample: the quantiles are theirs alone.
+  Record(50, 80 * kUs);
+  v = View(*m);
+  EXPECT_EQ(v.lifetime.count, 150u);
+  ASSERT_TRUE(v.window_seconds.has_value());
+  EXPECT_GE(*v.window_seconds, 0.0);
+  EXPECT_EQ(v.window_requests, 50u);
+  EXPECT_NEAR(*v.p99_seconds, 99.5e-6, 1e-9);  // 49.5 of 50 through (50, 100] µs
+  EXPECT_NEAR(*v.p50_seconds, 75e-6, 1e-9);
+
+  // The control API carries the same.
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m->List("lat", &views).ok());
+  control::v1::Vgpu pb;
+  ToProto(views[0], &pb);
+  EXPECT_EQ(pb.lc_latency().requests(), 150u);
+  EXPECT_NEAR(pb.lc_latency().sum_seconds(), 0.204, 1e-12);
+  ASSERT_EQ(pb.lc_latency().bucket_counts_size(), static_cast<int>(core::kLcLatencyBuckets));
+  EXPECT_EQ(pb.lc_latency().bucket_counts(static_cast<int>(core::LcLatencyBucketIndex(80 * kUs))), 50u);
+  EXPECT_EQ(pb.lc_latency().bucket_counts(static_cast<int>(core::LcLatencyBucketIndex(2000 * kUs))), 100u);
+  EXPECT_NEAR(pb.lc_latency().p99_seconds(), 99.5e-6, 1e-9);
+  EXPECT_TRUE(pb.lc_latency().has_window_seconds());
+  EXPECT_EQ(pb.lc_latency().window_requests(), 50u);
+
+  // With a zero window the next sample is the new baseline.
+  m->SampleLcLatency();
+  v = View(*m);
+  EXPECT_FALSE(v.window_seconds.has_value());
+  EXPECT_NEAR(*v.p99_seconds, 1.9925e-3, 1e-9);  // lifetime: rank 148.5 of 150 is 98.5 of the 100 slow
+}
+
+TEST_F(LcLatencyTest, TheBaselineIsTheNewestSampleAWindowOldOrElseTheOldest) {
+  auto m = Manager(std::chrono::milliseconds(0), /*lc_latency_window=*/std::chrono::hours(1));
+  Make(*m);
+  m->SampleLcLatency();
+  Record(10, 80 * kUs);
+  m->SampleLcLatency();
+  Record(10, 80 * kUs);
+  m->SampleLcLatency();
+  // No sample is an hour old: the oldest kept is the baseline, so the window
+  // holds every request since the first sample, not just the last second's.
+  const LcLatencyView v = View(*m);
+  ASSERT_TRUE(v.window_seconds.has_value());
+  EXPECT_EQ(v.window_requests, 20u);
+}
+
+TEST_F(LcLatencyTest, AFreshManagerWithoutSamplesReportsTheLifetime) {
+  auto m = Manager();
+  Make(*m);
+  Record(3, 300 * kUs);
+  auto reader = Manager();  // a standalone `gpuslice ls`: no samples
+  const LcLatencyView v = View(*reader);
+  EXPECT_EQ(v.lifetime.count, 3u);
+  EXPECT_FALSE(v.window_seconds.has_value());
+  EXPECT_NEAR(*v.p50_seconds, 250e-6, 1e-9);  // 1.5 of 3 through (200, 300] µs
 }
 
 }  // namespace

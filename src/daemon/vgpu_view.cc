@@ -42,6 +42,24 @@ bool HasMembers(const std::string& dir) {
   return held;
 }
 
+void SetLcLatencyQuantiles(const core::LcLatencySnapshot* baseline, double window_seconds, LcLatencyView* out) {
+  const core::LcLatencySnapshot* over = &out->lifetime;
+  core::LcLatencySnapshot recent;
+  out->window_seconds.reset();
+  out->window_requests = 0;
+  if (baseline != nullptr) {
+    recent = core::LcLatencyDelta(out->lifetime, *baseline);
+    // No request lately: lifetime figures beat none, and say so.
+    if (recent.count > 0) {
+      over = &recent;
+      out->window_seconds = window_seconds;
+      out->window_requests = recent.count;
+    }
+  }
+  out->p50_seconds = core::LcLatencyQuantileSeconds(*over, 0.5);
+  out->p99_seconds = core::LcLatencyQuantileSeconds(*over, 0.99);
+}
+
 VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   const core::Limits& limits = handle.limits();
   core::Ledger& ledger = handle.ledger();
@@ -86,6 +104,8 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   view.reaped_processes = Load(ledger.reaped_processes);
   view.timeslice_applications = Load(ledger.timeslice_applications);
   view.timeslice_failures = Load(ledger.timeslice_failures);
+  view.lc_latency.lifetime = core::TakeLcLatencySnapshot(ledger);
+  SetLcLatencyQuantiles(nullptr, 0, &view.lc_latency);
   view.has_members = HasMembers(handle.dir());
   return view;
 }

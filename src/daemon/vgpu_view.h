@@ -2,7 +2,9 @@
 // usage per GPU and per process, lifetime counters.
 //
 // Read from the vGPU's mapped files with atomic loads, without any lock: a
-// snapshot may mix values a few microseconds apart, never torn ones. Called
+// snapshot may mix values a few microseconds apart, never torn ones. LC
+// latency quantiles are over the vGPU's lifetime here; VgpuManager narrows
+// them to a recent window from its own samples. Called
 // by VgpuManager under its lock, from gRPC and housekeeping threads.
 // Allocates; makes one flock probe (HasMembers) per call.
 #ifndef GPUSLICE_DAEMON_VGPU_VIEW_H_
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lc_latency.h"
 #include "core/vgpu_layout.h"
 #include "core/vgpu_store.h"
 #include "daemon/node_devices.h"
@@ -38,6 +41,24 @@ struct VgpuProcessView {
   std::vector<uint64_t> memory_used_bytes;  // per device
 };
 
+// The vGPU's LC request latency (core/lc_latency.h).
+struct LcLatencyView {
+  core::LcLatencySnapshot lifetime;   // every request since the vGPU was made
+  std::optional<double> p50_seconds;  // absent: no request to estimate from
+  std::optional<double> p99_seconds;
+  // Set: the quantiles are over the requests of this recent window (since
+  // the daemon's baseline sample, VgpuManager::SampleLcLatency). Absent: over
+  // the lifetime, for want of a baseline (a standalone reader, the daemon's
+  // first second) or of any request in the window.
+  std::optional<double> window_seconds;
+  uint64_t window_requests = 0;
+};
+
+// Sets `out`'s quantiles from its `lifetime` and, when `baseline` is given
+// (a snapshot of the same ledger taken `window_seconds` ago), from the
+// requests since then if there were any.
+void SetLcLatencyQuantiles(const core::LcLatencySnapshot* baseline, double window_seconds, LcLatencyView* out);
+
 struct VgpuView {
   std::string name;
   std::string dir;
@@ -51,6 +72,7 @@ struct VgpuView {
   uint64_t reaped_processes = 0;
   uint64_t timeslice_applications = 0;
   uint64_t timeslice_failures = 0;
+  LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
 };
 
 VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& devices);

@@ -1,5 +1,7 @@
 #include "metrics/gpuslice_metrics.h"
 
+#include "core/vgpu_layout.h"
+
 namespace gpuslice::metrics {
 namespace {
 
@@ -13,8 +15,11 @@ Status Take(StatusOr<Family<T>*> family, Family<T>** out) {
 }  // namespace
 
 const std::vector<double>& LcLatencyBuckets() {
-  static const std::vector<double> kBuckets = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                               0.01,    0.025,  0.05,    0.1,    0.25,  1.0};
+  static const std::vector<double> kBuckets = [] {
+    std::vector<double> bounds;
+    for (uint64_t ns : core::kLcLatencyBucketBoundsNs) bounds.push_back(static_cast<double>(ns) / 1e9);
+    return bounds;
+  }();
   return kBuckets;
 }
 

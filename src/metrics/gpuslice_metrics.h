@@ -39,9 +39,10 @@ struct GpusliceMetrics {
   Family<Counter>* daemon_reaped_processes_total;  // (none)
 };
 
-// Bucket bounds of gpuslice_vgpu_lc_latency_seconds: 50 µs to 1 s. Measured
-// LC p99 on an H200 is 0.4-1.2 ms beside BE work, so the buckets are densest
-// there; a BE slice gone wrong shows up in the 10 ms-1 s range.
+// Bucket bounds of gpuslice_vgpu_lc_latency_seconds, in seconds: the
+// ledger's own (core::kLcLatencyBucketBoundsNs, 25 µs to 1 s, where the
+// choice is explained), so that the daemon mirrors each vGPU's histogram
+// exactly.
 const std::vector<double>& LcLatencyBuckets();
 
 // Registers every family above. Fails only if `registry` already holds one

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import MiB, poll
+from conftest import GPUSLICE, MiB, poll
 
 NVLINK = {"FAKE_GPU_COUNT": "2", "FAKE_GPU_NVLINK": "1"}
 
@@ -119,6 +119,107 @@ def test_metrics_are_served_on_loopback_from_the_vgpus_state(dworld):
     assert "gpuslice_daemon_reaped_processes_total" in scrape(d.metrics_port)
 
 
+LC_RECORDER = os.path.join(os.path.dirname(GPUSLICE), "lc_latency_recorder")
+# gpuslice_vgpu_lc_latency_seconds's bounds (docs/metrics.md), then +Inf.
+LC_BOUNDS = [25e-6, 50e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3, 1.5e-3, 2e-3, 3e-3, 5e-3,
+             7.5e-3, 10e-3, 20e-3, 50e-3, 100e-3, 250e-3, 1.0, float("inf")]
+
+
+def record_lc_latency(dworld, name, *batches):
+    """Records LC requests in vGPU `name`'s ledger, as the library's spans
+    will: each batch is (count, nanoseconds)."""
+    r = subprocess.run([LC_RECORDER, dworld.vgpu_dir(name), *(f"{n}x{ns}" for n, ns in batches)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def histogram(text, name, vgpu):
+    """{le: count} (le as a float), sum and count of one vGPU's series of
+    histogram `name`, checked to be a valid Prometheus histogram on the way."""
+    buckets, total, count = {}, None, None
+    for line in text.splitlines():
+        m = re.fullmatch(rf'{name}_bucket\{{vgpu="{vgpu}",le="([^"]+)"\}} (\S+)', line)
+        if m:
+            buckets[float(m.group(1))] = float(m.group(2))  # Python reads "+Inf" and "1e-04" too
+        m = re.fullmatch(rf'{name}_(sum|count)\{{vgpu="{vgpu}"\}} (\S+)', line)
+        if m and m.group(1) == "sum":
+            total = float(m.group(2))
+        elif m:
+            count = float(m.group(2))
+    assert list(buckets) == LC_BOUNDS, text  # every bound, in order, +Inf last
+    values = list(buckets.values())
+    assert values == sorted(values), "buckets must be cumulative"
+    assert count == buckets[float("inf")], "_count must equal the +Inf bucket"
+    return buckets, total, count
+
+
+def test_lc_latency_is_a_histogram_in_metrics_and_quantiles_in_ls_and_top(dworld):
+    d = dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "lat", "--priority", "lc", "--", *dworld.app_cmd(
+        ["init", "alloc", "1M", "ready", ready, "await", go]))
+    dworld.wait_for_file(ready)
+    be_ready = dworld.path("be-ready")
+    be = dworld.start("run", "--name", "quiet", "--", *dworld.app_cmd(
+        ["init", "ready", be_ready, "await", go]))
+    dworld.wait_for_file(be_ready)
+
+    # An LC vGPU with no request yet: an empty histogram, no quantiles.
+    text = scrape(d.metrics_port)
+    buckets, total, count = histogram(text, "gpuslice_vgpu_lc_latency_seconds", "lat")
+    assert count == 0 and total == 0
+    assert dworld.ls("lat")["lat"]["lc_latency"] == {
+        "requests": 0, "sum_seconds": 0, "p50_seconds": None, "p99_seconds": None,
+        "window_seconds": None, "window_requests": 0}
+
+    # 990 requests of 80 µs and 10 of 6 ms.
+    record_lc_latency(dworld, "lat", (990, 80_000), (10, 6_000_000))
+    text = scrape(d.metrics_port)
+    buckets, total, count = histogram(text, "gpuslice_vgpu_lc_latency_seconds", "lat")
+    assert count == 1000
+    assert total == pytest.approx(990 * 80e-6 + 10 * 6e-3)
+    assert buckets[50e-6] == 0 and buckets[100e-6] == 990 and buckets[5e-3] == 990
+    assert buckets[7.5e-3] == 1000 and buckets[1.0] == 1000
+    # A BE vGPU that never recorded has no series.
+    assert 'gpuslice_vgpu_lc_latency_seconds_count{vgpu="quiet"}' not in text
+
+    # The daemon's quantiles are over its recent window, which holds all 1000
+    # requests (or, had a sample split the batch, over the lifetime once the
+    # window has moved past it).
+    def whole_batch():
+        v = dworld.ls("lat")["lat"]["lc_latency"]
+        return v if v["window_seconds"] is None or v["window_requests"] == 1000 else None
+    lc = poll(whole_batch, 15, "LC quantiles over the whole batch")
+    assert lc["requests"] == 1000
+    assert lc["sum_seconds"] == pytest.approx(0.1392)
+    assert 50e-6 < lc["p50_seconds"] <= 100e-6
+    assert lc["p99_seconds"] == pytest.approx(100e-6)  # the 990th request tops the (50, 100] µs bucket
+    assert dworld.ls("quiet")["quiet"]["lc_latency"]["p99_seconds"] is None
+
+    top = dworld.gpuslice("top", "--once")
+    assert top.returncode == 0, top.stderr
+    assert re.search(r"LC P99\n", top.stdout), top.stdout
+    assert re.search(r"\blat\s+lc\s.*\s100us\n", top.stdout), top.stdout
+    assert re.search(r"\bquiet\s+be\s.*\s-\n", top.stdout), top.stdout
+    frame = json.loads(dworld.gpuslice("top", "--once", "--json").stdout)
+    by_name = {v["name"]: v for v in frame["vgpus"]}
+    assert by_name["lat"]["lc_latency"]["requests"] == 1000
+    assert by_name["lat"]["lc_latency"]["p99_seconds"] == pytest.approx(100e-6)
+
+    # Without the daemon, ls and top read the ledger: lifetime quantiles.
+    d.stop()
+    alone = dworld.ls("lat")["lat"]["lc_latency"]
+    assert alone["window_seconds"] is None and alone["window_requests"] == 0
+    assert alone["requests"] == 1000
+    assert alone["p50_seconds"] == pytest.approx(50e-6 + 50e-6 * 500 / 990)
+    assert alone["p99_seconds"] == pytest.approx(100e-6)
+    top = dworld.gpuslice("top", "--once")
+    assert re.search(r"\blat\s+lc\s.*\s100us\n", top.stdout), top.stdout
+    open(go, "w").close()
+    app.communicate(timeout=30)
+    be.communicate(timeout=30)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -132,6 +233,7 @@ def test_a_real_prometheus_scrapes_the_daemon(dworld):
     app = dworld.start("run", "--name", "prom", "--memory", "64MiB", "--", *dworld.app_cmd(
         ["init", "alloc", "16M", "ready", ready, "await", go]))
     dworld.wait_for_file(ready)
+    record_lc_latency(dworld, "prom", (990, 80_000), (10, 6_000_000))
     work = tempfile.mkdtemp(prefix="gsd-prom-", dir="/tmp")
     with open(os.path.join(work, "prometheus.yml"), "w") as f:
         f.write("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpuslice\n"
@@ -142,9 +244,8 @@ def test_a_real_prometheus_scrapes_the_daemon(dworld):
                              f"--storage.tsdb.path={work}/data", f"--web.listen-address=127.0.0.1:{web}",
                              "--log.level=warn"], stdout=log, stderr=log)
     try:
-        query = urllib.parse.quote('gpuslice_vgpu_memory_used_bytes{vgpu="prom"}')
-
-        def answered():
+        def answered(promql):
+            query = urllib.parse.quote(promql)
             assert prom.poll() is None, open(os.path.join(work, "prometheus.log")).read()
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{web}/api/v1/query?query={query}", timeout=2) as r:
@@ -154,10 +255,17 @@ def test_a_real_prometheus_scrapes_the_daemon(dworld):
             return result or None
 
         started = time.monotonic()
-        result = poll(answered, 30, "Prometheus answering a gpuslice query")
+        result = poll(lambda: answered('gpuslice_vgpu_memory_used_bytes{vgpu="prom"}'), 30,
+                      "Prometheus answering a gpuslice query")
         print(f"Prometheus answered after {time.monotonic() - started:.1f} s")
         assert result[0]["metric"]["gpu"] == "0"
         assert result[0]["value"][1] == str(16 * MiB)
+        # The LC histogram is one Prometheus reads as such: its quantile is the
+        # one `gpuslice ls` reports (the 990th of 1000 requests tops the
+        # (50, 100] µs bucket).
+        result = answered('histogram_quantile(0.99, gpuslice_vgpu_lc_latency_seconds_bucket{vgpu="prom"})')
+        assert result and float(result[0]["value"][1]) == pytest.approx(100e-6), result
+        assert float(result[0]["value"][1]) == pytest.approx(dworld.ls("prom")["prom"]["lc_latency"]["p99_seconds"])
     finally:
         prom.kill()
         prom.wait(timeout=10)

@@ -72,8 +72,9 @@ def app_args(commands):
     return [CUDA_APP, "--lookup=procaddress", *commands]
 
 
-# Offsets from src/core/vgpu_layout.h (struct Ledger / ProcessSlot).
-LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 64, 192, 24
+# Offsets from src/core/vgpu_layout.h (struct Ledger / ProcessSlot; layout 2,
+# where the slots follow the LC latency histogram).
+LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 192, 24
 
 
 def ledger_used(world, name):

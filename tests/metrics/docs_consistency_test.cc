@@ -89,6 +89,32 @@ TEST(DocsConsistencyTest, EveryRegisteredMetricIsDocumentedAndEveryDocumentedOne
   }
 }
 
+// The bounds docs/metrics.md lists for the LC latency histogram: the numbers
+// between "bucket bounds, in seconds, are" and "plus +Inf".
+std::vector<double> DocumentedLcLatencyBounds() {
+  std::string text = ReadFile(GPUSLICE_SOURCE_DIR "/docs/metrics.md");
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  const std::string open = "bucket bounds, in seconds, are ";
+  const size_t begin = text.find(open);
+  const size_t end = text.find("plus +Inf", begin);
+  if (begin == std::string::npos || end == std::string::npos) return {};
+  std::vector<double> out;
+  std::istringstream words(text.substr(begin + open.size(), end - begin - open.size()));
+  std::string word;
+  while (words >> word) {
+    while (!word.empty() && (word.back() == ',' || word.back() == '.')) word.pop_back();
+    if (word.empty() || word == "and") continue;
+    out.push_back(std::stod(word));
+  }
+  return out;
+}
+
+TEST(DocsConsistencyTest, TheLcLatencyBucketsAreTheDocumentedOnes) {
+  EXPECT_EQ(DocumentedLcLatencyBounds(), LcLatencyBuckets())
+      << "docs/metrics.md's bucket bounds of gpuslice_vgpu_lc_latency_seconds differ from the code's "
+         "(core::kLcLatencyBucketBoundsNs)";
+}
+
 TEST(DocsConsistencyTest, DashboardIsValidAndQueriesOnlyDocumentedMetrics) {
   const std::map<std::string, Documented> docs = DocumentedMetrics();
   const nlohmann::json dash =

@@ -198,7 +198,7 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesAndAnswersQueries) {
   m->vgpu_memory_used_bytes->WithLabels({"1", weird}).Set(7);
   m->vgpu_allocation_denials_total->WithLabels({"train"}).Increment(3);
   m->daemon_up->WithLabels({}).Set(1);
-  for (int i = 0; i < 10; ++i) m->vgpu_lc_latency_seconds->WithLabels({"lc"}).Observe(0.0003);
+  for (int i = 0; i < 10; ++i) m->vgpu_lc_latency_seconds->WithLabels({"lc"}).Observe(0.0004);
   // The rest, so that every dashboard query has data to evaluate over.
   m->vgpu_memory_limit_bytes->WithLabels({"0", "train"}).Set(8589934592.0);
   m->gpu_memory_total_bytes->WithLabels({"0"}).Set(85899345920.0);
@@ -257,7 +257,7 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesAndAnswersQueries) {
   ASSERT_EQ(result.size(), 1u);
   EXPECT_EQ(ValueOf(result[0]), 3);
 
-  // Histogram: all ten observations in (0.00025, 0.0005], so the median
+  // Histogram: all ten observations in (0.0003, 0.0005], so the median
   // interpolates to the bucket's middle.
   result = Query(client, "gpuslice_vgpu_lc_latency_seconds_count{vgpu=\"lc\"," + instance + "}");
   ASSERT_EQ(result.size(), 1u);
@@ -265,7 +265,7 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesAndAnswersQueries) {
   result =
       Query(client, "histogram_quantile(0.5, gpuslice_vgpu_lc_latency_seconds_bucket{vgpu=\"lc\"," + instance + "})");
   ASSERT_EQ(result.size(), 1u);
-  EXPECT_NEAR(ValueOf(result[0]), 0.000375, 1e-9);
+  EXPECT_NEAR(ValueOf(result[0]), 0.0004, 1e-9);
 
   // The collector ran on every scrape.
   result = Query(client, "gpuslice_vgpu_processes{vgpu=\"train\"," + instance + "}");
