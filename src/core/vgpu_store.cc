@@ -14,6 +14,7 @@
 
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
+#include "core/pacing_board.h"
 
 namespace gpuslice::core {
 namespace {
@@ -68,6 +69,42 @@ Status WriteFile(const std::string& path, const void* data, size_t size, mode_t 
     left -= static_cast<size_t>(n);
   }
   if (fchmod(fd, mode) != 0 || close(fd) != 0) return Status::Error(Errno("cannot finish " + path));
+  return Status::Ok();
+}
+
+// Each GPU's pacing board (pacing_board.h), created complete under a
+// temporary name and linked into place, so it appears initialised or not at
+// all, and concurrent creators cannot clobber a board in use.
+Status EnsureBoard(const std::string& boards, const uint8_t uuid[16]) {
+  const std::string path = boards + "/" + BoardFileName(uuid);
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0) return Status::Ok();
+  auto board = std::make_unique<Board>();
+  InitBoard(board.get());
+  const std::string tmp = path + ".new-" + std::to_string(getpid());
+  unlink(tmp.c_str());
+  Status s = WriteFile(tmp, board.get(), sizeof(Board), 0600);
+  if (s.ok() && link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+    s = Status::Error(Errno("cannot create pacing board " + path));
+  }
+  unlink(tmp.c_str());
+  return s;
+}
+
+// <root>/boards holds one board per GPU; every vGPU directory links to it as
+// `boards`, where the library looks (a container mounts it there).
+Status EnsureBoards(const std::string& root, const std::string& vgpu_dir, const Limits& limits) {
+  const std::string boards = root + "/boards";
+  if (mkdir(boards.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::Error(Errno("cannot create " + boards));
+  }
+  for (uint32_t i = 0; i < limits.device_count && i < kMaxDevices; ++i) {
+    if (Status s = EnsureBoard(boards, limits.devices[i].uuid); !s.ok()) return s;
+  }
+  const std::string link_path = vgpu_dir + "/boards";
+  if (symlink("../../boards", link_path.c_str()) != 0 && errno != EEXIST) {
+    return Status::Error(Errno("cannot link " + link_path));
+  }
   return Status::Ok();
 }
 
@@ -162,6 +199,8 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
                                                                : FormatByteSize(d.memory_limit_bytes)) +
                            " limit on its own GPUs; join it without --memory/--gpu, or pick another --name");
     }
+    // vGPUs made before pacing boards existed get theirs on the next join.
+    if (Status b = EnsureBoards(root_, dir, existing->limits()); !b.ok()) return b;
     return dir;
   }
 
@@ -190,6 +229,7 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
   Status s = WriteFile(tmp + "/limits", &limits, sizeof limits, 0444);
   if (s.ok()) s = WriteFile(tmp + "/ledger", ledger.get(), sizeof(Ledger), 0600);
   if (s.ok()) s = WriteFile(tmp + "/members", "", 0, 0600);
+  if (s.ok()) s = EnsureBoards(root_, tmp, limits);
   if (s.ok() && rename(tmp.c_str(), dir.c_str()) != 0) s = Status::Error(Errno("cannot create " + dir));
   if (!s.ok()) {
     std::filesystem::remove_all(tmp, ec);

@@ -7,6 +7,8 @@
 //   <root>/vgpus/<name>/limits   0444, struct Limits (vgpu_layout.h)
 //   <root>/vgpus/<name>/ledger   0600, struct Ledger
 //   <root>/vgpus/<name>/members  flock'd shared by every `gpuslice run` using it
+//   <root>/vgpus/<name>/boards   symlink to ../../boards
+//   <root>/boards/gpu-<uuid>     0600, struct Board: GPU turns (pacing_board.h)
 //
 // A vGPU is created complete in a temporary directory and renamed into place,
 // so readers never see a half-written one. All locks are flock(2) locks, which

@@ -11,6 +11,7 @@
 #include "core/vgpu_layout.h"
 #include "interposer/real_dlsym.h"
 #include "interposer/driver_table.h"
+#include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/log.h"
 #include "rm/ioctl_hook.h"
@@ -19,7 +20,6 @@
 namespace gpuslice::interposer {
 namespace {
 
-constexpr long kPollIntervalNs = 20'000'000;  // 2000 / 20 passes below assume it  // limits say ≤ 100 ms from change to hardware
 
 std::mutex g_start_mutex;  // process-local; thread start only
 std::atomic<bool> g_started{false};
@@ -76,21 +76,45 @@ void LogTracked(const rm::TsgRef* tsgs, uint32_t n) {
 
 void* ResolveDefault(const char* symbol) { return RealDlsym(RTLD_DEFAULT, symbol); }
 
+uint64_t MonotonicMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1'000'000;
+}
+
 void* ThreadMain(void* arg) {
   auto* rt = static_cast<VgpuRuntime*>(arg);
-  for (uint64_t pass = 0;; ++pass) {
-    ApplyTimeslicesOnce(rt);
-    // Libraries the driver loads as it starts contexts are in by now.
-    if (pass == 5 || pass == 2000 / 20) rm::WatchNvidiaLibraries(&ResolveDefault);
-    if (pass == 2000 / 20 && port::LogEnabled(port::LogLevel::kInfo)) {
-      // Once, 2 s in: whether the hook sees the driver's ioctls at all.
-      rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
-      const rm::IoctlHookStats stats = rm::HookStats();
-      port::Log(port::LogLevel::kInfo, "after 2 s: %u channel groups tracked; the driver made %llu ioctls, %llu RM "
-                "allocations", rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity),
-                static_cast<unsigned long long>(stats.ioctls), static_cast<unsigned long long>(stats.rm_allocs));
+  pacer::Start(rt);
+  const uint64_t started_ms = MonotonicMs();
+  uint64_t next_slices_ms = 0;
+  bool watched_early = false, watched_late = false;
+  for (;;) {
+    // Timeslices every 20 ms (the limits promise ≤ 100 ms from a change to
+    // the hardware); the pacer as often as it asks (1 ms while paced).
+    const uint64_t now_ms = MonotonicMs();
+    if (now_ms >= next_slices_ms) {
+      ApplyTimeslicesOnce(rt);
+      next_slices_ms = now_ms + 20;
     }
-    timespec ts{0, kPollIntervalNs};
+    const uint64_t sleep_ns = pacer::Tick(rt);
+    // Libraries the driver loads as it starts contexts are in by now.
+    if (!watched_early && now_ms - started_ms >= 100) {
+      watched_early = true;
+      rm::WatchNvidiaLibraries(&ResolveDefault);
+    }
+    if (!watched_late && now_ms - started_ms >= 2000) {
+      watched_late = true;
+      rm::WatchNvidiaLibraries(&ResolveDefault);
+      if (port::LogEnabled(port::LogLevel::kInfo)) {
+        // Once, 2 s in: whether the hook sees the driver's ioctls at all.
+        rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
+        const rm::IoctlHookStats stats = rm::HookStats();
+        port::Log(port::LogLevel::kInfo, "after 2 s: %u channel groups tracked; the driver made %llu ioctls, %llu "
+                  "RM allocations", rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity),
+                  static_cast<unsigned long long>(stats.ioctls), static_cast<unsigned long long>(stats.rm_allocs));
+      }
+    }
+    timespec ts{0, static_cast<long>(sleep_ns)};
     while (nanosleep(&ts, &ts) != 0) {
     }
   }
@@ -101,6 +125,7 @@ void ForkChild() {
   // The child has no thread and none of the parent's TSGs (CUDA does not
   // survive fork); its own first context starts both afresh.
   rm::Registry().Clear();
+  pacer::AfterFork();
   g_started.store(false, std::memory_order_release);
   for (Applied& a : g_applied) a = Applied{};
   g_last_epoch = ~0ull;
@@ -169,7 +194,8 @@ void StartComputeThread(VgpuRuntime* rt) {
   if (rt == nullptr || g_started.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(g_start_mutex);
   if (g_started.load(std::memory_order_acquire)) return;
-  if (!rm::IoctlHookInstalled()) return;  // nothing to act on; already logged
+  // Runs without the ioctl hook too (then it sets no timeslice): GPU turns
+  // (pacer.h) do not need it.
   static std::once_flag atfork_once;
   std::call_once(atfork_once, [] { pthread_atfork(nullptr, nullptr, &ForkChild); });
   // The thread takes none of the application's signals.

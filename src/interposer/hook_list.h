@@ -22,7 +22,15 @@
   X(cuDeviceGraphMemTrim)                                                       \
   X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2)                                     \
   X(cuInit) X(cuDevicePrimaryCtxRetain)                                         \
-  X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4)
+  X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4)                         \
+  X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)                  \
+  X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                         \
+  X(cuLaunchCooperativeKernel_ptsz)                                             \
+  X(cuStreamBeginCapture) X(cuStreamBeginCapture_v2)                            \
+  X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2_ptsz)                  \
+  X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)            \
+  X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                              \
+  X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2)
 
 #define GPUSLICE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
 

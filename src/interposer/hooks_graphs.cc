@@ -10,7 +10,8 @@
 //                it does not fit; launch; settle to the pool's real
 //                reservation, which is what stays charged
 //   trim         settle again
-// Graphs without memory nodes cost one relaxed load per launch.
+// Graphs without memory nodes cost one relaxed load per launch. Launches
+// also pass the GPU-turn gate (pacer.h).
 #include <cuda.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
+#include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 
 // cuda.h declares the per-thread-stream variants only when
@@ -131,12 +133,15 @@ GPUSLICE_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
   return GPUSLICE_REAL(cuGraphExecDestroy)(exec);
 }
 
+// A graph launch is one turn-paced launch (pacer.h), whatever it holds.
 GPUSLICE_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  return gi::LaunchCharged(exec, stream, GPUSLICE_REAL(cuGraphLaunch));
+  return gi::pacer::Paced(stream, false,
+                          [&] { return gi::LaunchCharged(exec, stream, GPUSLICE_REAL(cuGraphLaunch)); });
 }
 
 GPUSLICE_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
-  return gi::LaunchCharged(exec, stream, GPUSLICE_REAL(cuGraphLaunch_ptsz));
+  return gi::pacer::Paced(stream, true,
+                          [&] { return gi::LaunchCharged(exec, stream, GPUSLICE_REAL(cuGraphLaunch_ptsz)); });
 }
 
 GPUSLICE_EXPORT CUresult cuGraphUpload(CUgraphExec exec, CUstream stream) {

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <filesystem>
+
 #include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 
@@ -30,6 +32,9 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
   const std::string vgpu = kContainerVgpuDir;
   AddMount(r, vgpu_dir + "/limits", vgpu + "/limits", /*read_only=*/true);
   AddMount(r, vgpu_dir + "/ledger", vgpu + "/ledger", /*read_only=*/false);
+  // The GPUs' pacing boards, shared with every vGPU on the node (core/pacing_board.h).
+  const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+  AddMount(r, state_root + "/boards", vgpu + "/boards", /*read_only=*/false);
 
   const std::string lib = kContainerLibraryDir;
   const std::string host_library = env.inject == InjectMode::kPreload ? env.library_dir + "/libgpuslice-cuda.so"

@@ -27,11 +27,14 @@
 //   ready PATH          write our pid to PATH (tells the test we got here)
 //   await PATH          wait until PATH exists
 //   hold                wait forever (to be killed)
+//   spin SECONDS FILE   launch a kernel back to back; FILE gets each run of
+//                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
 // Sizes take K/M/G suffixes (powers of 1024).
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -109,6 +112,12 @@ void Await(const char* path) {
   struct stat st;
   const timespec pause = {0, 1000000};
   while (stat(path, &st) != 0) nanosleep(&pause, nullptr);
+}
+
+uint64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
 CUdevice CurrentDevice() {
@@ -328,6 +337,38 @@ int main(int argc, char** argv) {
     } else if (cmd == "await") {
       Await(arg(1));
       ++i;
+    } else if (cmd == "spin") {
+      // Launches a kernel back to back for SECONDS and writes each run of
+      // launches (no gap over 100 µs) to FILE as "start_ns end_ns count":
+      // what the GPU-turn tests read. Prints the total.
+      CUmodule module = nullptr;
+      CUfunction function = nullptr;
+      CUresult r = DRIVER(cuModuleLoadData)(&module, "spin");
+      if (r == CUDA_SUCCESS) r = DRIVER(cuModuleGetFunction)(&function, module, "spin");
+      FILE* out = fopen(arg(2), "w");
+      const uint64_t deadline = NowNs() + static_cast<uint64_t>(atof(arg(1)) * 1e9);
+      uint64_t launches = 0, run_start = 0, last = 0, run_count = 0;
+      for (uint64_t now = NowNs(); r == CUDA_SUCCESS && now < deadline; now = NowNs()) {
+        r = DRIVER(cuLaunchKernel)(function, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+        const uint64_t done = NowNs();
+        if (run_count > 0 && done - last > 100000) {
+          if (out != nullptr) fprintf(out, "%llu %llu %llu\n", (unsigned long long)run_start,
+                                      (unsigned long long)last, (unsigned long long)run_count);
+          run_count = 0;
+        }
+        if (run_count++ == 0) run_start = done;
+        last = done;
+        ++launches;
+      }
+      if (run_count > 0 && out != nullptr) {
+        fprintf(out, "%llu %llu %llu\n", (unsigned long long)run_start, (unsigned long long)last,
+                (unsigned long long)run_count);
+      }
+      if (out != nullptr) fclose(out);
+      char extra[32];
+      snprintf(extra, sizeof extra, " %llu", static_cast<unsigned long long>(launches));
+      Report("spin", r, extra);
+      i += 2;
     } else if (cmd == "hold") {
       printf("holding\n");
       for (;;) pause();

@@ -1,0 +1,318 @@
+#include "core/pacing_board.h"
+
+#include <atomic>
+#include <climits>
+#include <cstring>
+
+namespace gpuslice::core {
+namespace {
+
+// The turn word: everything a reader needs about the turn, changed by one CAS.
+//   bits  0..6   holder + 1 (0 = nobody)
+//   bits  7..23  sequence (against ABA)
+//   bits 24..31  quantum, ms
+//   bits 32..63  start, µs (mod 2^32; ages are differences, valid ~71 min)
+struct Turn {
+  int holder = -1;
+  uint32_t sequence = 0;
+  uint32_t quantum_ms = 0;
+  uint32_t start_us = 0;
+
+  static Turn Decode(uint64_t w) {
+    return Turn{static_cast<int>(w & 0x7f) - 1, static_cast<uint32_t>((w >> 7) & 0x1ffff),
+                static_cast<uint32_t>((w >> 24) & 0xff), static_cast<uint32_t>(w >> 32)};
+  }
+  uint64_t Encode() const {
+    return static_cast<uint64_t>(holder + 1) | (static_cast<uint64_t>(sequence & 0x1ffff) << 7) |
+           (static_cast<uint64_t>(quantum_ms & 0xff) << 24) | (static_cast<uint64_t>(start_us) << 32);
+  }
+  uint64_t AgeNs(uint64_t now_ns) const {
+    return static_cast<uint64_t>(static_cast<uint32_t>(now_ns / 1000) - start_us) * 1000;
+  }
+  uint64_t StartNs(uint64_t now_ns) const { return now_ns - AgeNs(now_ns); }
+};
+
+template <typename T>
+std::atomic_ref<T> A(T& v) {
+  return std::atomic_ref<T>(v);
+}
+template <typename T>
+T Load(T& v) {
+  return std::atomic_ref<T>(v).load(std::memory_order_acquire);
+}
+
+bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  return Load(m.vgpu_id) != 0 && Load(m.heartbeat_ns) + c.member_timeout_ns > now;
+}
+
+bool IsLc(BoardMember& m) { return Load(m.priority) == static_cast<uint32_t>(Priority::kLatencyCritical); }
+
+bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  return Alive(m, now, c) && !IsLc(m) && Load(m.demand_ns) + c.demand_window_ns > now;
+}
+
+// Tokens a capped member has at `now`, before what it uses in a running turn.
+int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  const uint32_t cap = Load(m.cap_pct);
+  if (cap == 0) return INT64_MAX;
+  const uint64_t stamp = Load(m.cap_stamp_ns);
+  const uint64_t since = now > stamp ? now - stamp : 0;
+  const int64_t t = Load(m.cap_tokens_ns) + static_cast<int64_t>(since / 100 * cap);
+  return t < static_cast<int64_t>(c.cap_burst_ns) ? t : static_cast<int64_t>(c.cap_burst_ns);
+}
+
+// May keep running after `used_ns` of its current turn.
+bool CapAllowsMore(BoardMember& m, uint64_t now, uint64_t used_ns, const PacingConfig& c) {
+  return Load(m.cap_pct) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
+}
+// May start a turn (enough tokens for a useful one, after `pending_ns` not
+// yet charged).
+bool CapAllowsTurn(BoardMember& m, uint64_t now, uint64_t pending_ns, const PacingConfig& c) {
+  return Load(m.cap_pct) == 0 ||
+         CapTokens(m, now, c) - static_cast<int64_t>(pending_ns) >= static_cast<int64_t>(c.min_quantum_ns);
+}
+
+uint64_t Scaled(uint64_t ns, uint32_t weight) { return ns * 100 / (weight == 0 ? 100 : weight); }
+
+void Charge(Board* b, BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
+  A(m.charged_ns).fetch_add(ns, std::memory_order_relaxed);
+  A(m.vtime).fetch_add(Scaled(ns, Load(m.weight)), std::memory_order_relaxed);
+  if (Load(m.cap_pct) != 0) {
+    const int64_t tokens = CapTokens(m, now, c) - static_cast<int64_t>(ns);
+    A(m.cap_tokens_ns).store(tokens, std::memory_order_relaxed);
+    A(m.cap_stamp_ns).store(now, std::memory_order_release);
+  }
+  (void)b;
+}
+
+void RaiseTo(uint64_t& word, uint64_t value) {
+  uint64_t cur = Load(word);
+  while (cur < value && !A(word).compare_exchange_weak(cur, value, std::memory_order_acq_rel)) {
+  }
+}
+
+bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
+  for (int i = 0; i < kBoardMembers; ++i) {
+    if (i != member && Demanding(b->members[i], now, c)) return true;
+  }
+  return false;
+}
+
+uint32_t QuantumMs(const PacingConfig& c) {
+  const uint64_t ms = c.quantum_ns / 1'000'000;
+  return static_cast<uint32_t>(ms == 0 ? 1 : ms > 255 ? 255 : ms);
+}
+
+// The demanding member with the least virtual time, `extra` counted as
+// demanding too and `holder` with `holder_pending` ns not yet charged; -1 if
+// none may run. Ties go to the member after the holder (round robin).
+int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending, const PacingConfig& c) {
+  int best = -1;
+  uint64_t best_vtime = UINT64_MAX;
+  for (int k = 1; k <= kBoardMembers; ++k) {
+    const int i = ((holder < 0 ? -1 : holder) + k + kBoardMembers) % kBoardMembers;
+    BoardMember& m = b->members[i];
+    if (i == extra ? !(Alive(m, now, c) && !IsLc(m)) : !Demanding(m, now, c)) continue;
+    const uint64_t pending = i == holder ? holder_pending : 0;
+    if (!CapAllowsTurn(m, now, pending, c)) continue;
+    const uint64_t v = Load(m.vtime) + Scaled(pending, Load(m.weight));
+    if (v < best_vtime) {
+      best = i;
+      best_vtime = v;
+    }
+  }
+  return best;
+}
+
+// Replaces turn `seen` by one for `next` starting now; the winner charges the
+// old holder `charge_ns`. Returns whether this caller won.
+bool SwitchTurn(Board* b, uint64_t seen, int next, uint64_t charge_ns, uint64_t now, const PacingConfig& c) {
+  const Turn old = Turn::Decode(seen);
+  Turn t;
+  t.holder = next;
+  t.sequence = old.sequence + 1;
+  t.quantum_ms = next >= 0 ? QuantumMs(c) : 0;
+  t.start_us = static_cast<uint32_t>(now / 1000);
+  if (!A(b->turn).compare_exchange_strong(seen, t.Encode(), std::memory_order_acq_rel)) return false;
+  if (old.holder >= 0) Charge(b, b->members[old.holder], charge_ns, now, c);
+  if (next >= 0) {
+    RaiseTo(b->vclock, Load(b->members[next].vtime));
+    A(b->members[next].turns).fetch_add(1, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string BoardFileName(const uint8_t uuid[16]) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string name = "gpu-";
+  for (int i = 0; i < 16; ++i) {
+    name += kHex[uuid[i] >> 4];
+    name += kHex[uuid[i] & 15];
+  }
+  return name;
+}
+
+uint64_t VgpuIdOf(const std::string& name, uint64_t limits_inode) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  h ^= limits_inode * 0x9e3779b97f4a7c15ull;
+  return h | 1;
+}
+
+void InitBoard(Board* board) {
+  memset(static_cast<void*>(board), 0, sizeof(Board));
+  board->header = {kBoardMagic, kBoardVersion, sizeof(Board)};
+}
+
+Status ValidateBoard(const Board& board, const std::string& path) {
+  if (board.header.magic != kBoardMagic || board.header.version != kBoardVersion ||
+      board.header.size != sizeof(Board)) {
+    return Status::Error("pacing board " + path + " is not a version " + std::to_string(kBoardVersion) +
+                         " board; remove it (the next `gpuslice run` or the daemon recreates it)");
+  }
+  return Status::Ok();
+}
+
+int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) {
+  const PacingConfig c;
+  for (int i = 0; i < kBoardMembers; ++i) {
+    if (Load(b->members[i].vgpu_id) == vgpu_id && Alive(b->members[i], now, c)) {
+      Heartbeat(b, i, spec, now);
+      return i;
+    }
+  }
+  for (int i = 0; i < kBoardMembers; ++i) {
+    BoardMember& m = b->members[i];
+    uint64_t id = Load(m.vgpu_id);
+    if (id != 0 && Alive(m, now, c)) continue;
+    // Free, or left behind by a vGPU whose processes are all gone. A late
+    // heartbeat of the old owner cannot revive it: the id no longer matches.
+    if (!A(m.vgpu_id).compare_exchange_strong(id, vgpu_id, std::memory_order_acq_rel)) continue;
+    A(m.busy_processes).store(0, std::memory_order_relaxed);
+    A(m.demand_ns).store(0, std::memory_order_relaxed);
+    A(m.last_launch_ns).store(0, std::memory_order_relaxed);
+    A(m.drained_ns).store(now, std::memory_order_relaxed);
+    A(m.charged_ns).store(0, std::memory_order_relaxed);
+    A(m.turns).store(0, std::memory_order_relaxed);
+    A(m.vtime).store(Load(b->vclock), std::memory_order_relaxed);
+    A(m.cap_tokens_ns).store(static_cast<int64_t>(c.cap_burst_ns), std::memory_order_relaxed);
+    A(m.cap_stamp_ns).store(now, std::memory_order_relaxed);
+    Heartbeat(b, i, spec, now);
+    // Two processes of one vGPU may have claimed two entries at once: the
+    // lower one wins, the other is given back.
+    for (int j = 0; j < i; ++j) {
+      if (Load(b->members[j].vgpu_id) == vgpu_id && Alive(b->members[j], now, c)) {
+        A(m.vgpu_id).store(0, std::memory_order_release);
+        return j;
+      }
+    }
+    return i;
+  }
+  return -1;
+}
+
+void Heartbeat(Board* b, int member, const MemberSpec& spec, uint64_t now) {
+  BoardMember& m = b->members[member];
+  A(m.weight).store(spec.weight == 0 ? 100 : spec.weight > 100 ? 100 : spec.weight, std::memory_order_relaxed);
+  A(m.cap_pct).store(spec.cap_pct > 100 ? 100 : spec.cap_pct, std::memory_order_relaxed);
+  A(m.priority).store(static_cast<uint32_t>(spec.priority), std::memory_order_relaxed);
+  RaiseTo(m.heartbeat_ns, now);
+}
+
+bool PacingNeeded(const Board& board, int member, uint64_t now) {
+  const PacingConfig c;
+  Board* b = const_cast<Board*>(&board);
+  BoardMember& me = b->members[member];
+  if (IsLc(me)) return false;
+  if (Load(me.cap_pct) != 0) return true;
+  for (int i = 0; i < kBoardMembers; ++i) {
+    if (i != member && Alive(b->members[i], now, c) && !IsLc(b->members[i])) return true;
+  }
+  return false;
+}
+
+void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
+  BoardMember& m = b->members[member];
+  // Back from idle: start at the virtual clock, so time spent idle is not
+  // credit to be spent hogging the GPU.
+  if (Load(m.demand_ns) + c.demand_window_ns <= now) RaiseTo(m.vtime, Load(b->vclock));
+  RaiseTo(m.demand_ns, now);
+}
+
+void NoteLaunch(Board* b, int member, uint64_t now) { RaiseTo(b->members[member].last_launch_ns, now); }
+
+void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
+  BoardMember& m = b->members[member];
+  if (busy) {
+    A(m.busy_processes).fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  uint32_t cur = Load(m.busy_processes);
+  while (cur > 0 && !A(m.busy_processes).compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel)) {
+  }
+  if (cur == 1) RaiseTo(m.drained_ns, now);
+}
+
+void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
+  const uint64_t seen = Load(b->turn);
+  const Turn t = Turn::Decode(seen);
+  if (t.holder < 0) {
+    const int next = Best(b, now, -1, -1, 0, c);
+    if (next >= 0) SwitchTurn(b, seen, next, 0, now, c);
+    return;
+  }
+  BoardMember& h = b->members[t.holder];
+  const uint64_t age = t.AgeNs(now);
+  const uint64_t start = t.StartNs(now);
+  uint64_t charge = age;
+  if (Alive(h, now, c) && !IsLc(h)) {
+    const bool drained = Load(h.busy_processes) == 0;
+    const uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
+    const bool idle = drained && now - last >= c.idle_handover_ns;
+    const bool over = age >= static_cast<uint64_t>(t.quantum_ms) * 1'000'000;
+    const bool capped_out = !CapAllowsMore(h, now, age, c);
+    if (!over && !idle && !capped_out) return;
+    if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
+    if (!drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) return;
+    // Charged up to its drain: a turn is GPU time only while work was queued.
+    const uint64_t drained_at = Load(h.drained_ns);
+    if (drained && drained_at >= start && drained_at < now) charge = drained_at - start;
+  }
+  const int next = Best(b, now, -1, t.holder, charge, c);
+  SwitchTurn(b, seen, next, charge, now, c);
+}
+
+GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c) {
+  BoardMember& me = b->members[member];
+  if (IsLc(me)) return GateDecision::kGo;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    AdvanceTurn(b, now, c);
+    const uint64_t seen = Load(b->turn);
+    const Turn t = Turn::Decode(seen);
+    if (t.holder == member) {
+      const uint64_t age = t.AgeNs(now);
+      if (age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 && CapAllowsMore(me, now, age, c)) {
+        return GateDecision::kGo;
+      }
+      if (OtherDemand(b, member, now, c) || !CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
+      // Quantum over and nobody else wants the GPU: a new turn, same holder.
+      if (SwitchTurn(b, seen, member, age, now, c)) return GateDecision::kGo;
+      continue;
+    }
+    if (t.holder < 0) {
+      if (Best(b, now, member, -1, 0, c) != member) return GateDecision::kWait;
+      if (SwitchTurn(b, seen, member, 0, now, c)) return GateDecision::kGo;
+      continue;
+    }
+    return GateDecision::kWait;
+  }
+  return GateDecision::kWait;
+}
+
+int TurnHolder(const Board& board) {
+  return Turn::Decode(std::atomic_ref<uint64_t>(const_cast<uint64_t&>(board.turn)).load()).holder;
+}
+
+}  // namespace gpuslice::core

@@ -1,0 +1,151 @@
+// pacing_board.h — GPU turns for compute shares and hard caps: one board per
+// GPU, shared by every vGPU process that uses the GPU.
+//
+// Why a second mechanism beside hardware timeslices (src/policy): slices set
+// shares only between channel groups that never run dry. A PyTorch training
+// does run dry (host work between launches, a synchronisation each step),
+// every gap ends its turn early, and two trainings with slices 3000/7000 µs
+// split an H200 50/50 (docs/benchmarks.md). So while vGPUs contend, they take
+// *exclusive turns* at launching work, and each is charged the GPU time its
+// turns really took:
+//
+//   - The holder of the turn launches freely. Other paced vGPUs' launches wait
+//     at the gate (interposer/pacer.h) and mark their vGPU as demanding.
+//   - A turn lasts one quantum (10 ms). When it ends and another vGPU demands
+//     (or the holder's cap is spent), the holder's launches wait too, its
+//     queued work drains, and only then is the turn handed over: the GPU is
+//     never shared between two paced vGPUs, so a turn's length, from its start
+//     to the holder's drain, *is* the holder's GPU time. Nothing is estimated.
+//   - The next holder is the demanding vGPU with the least virtual time
+//     (charged GPU time / share): start-time fair queueing, so shares come
+//     out proportional and work-conserving. A vGPU that becomes active takes
+//     the current virtual clock, so idle time does not bank credit.
+//   - A holder that has drained and stopped launching gives the turn away
+//     early (idle hand-over), so nobody waits behind an idle holder.
+//   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
+//     turn only while it has tokens, even when it is alone.
+//   - Latency-critical vGPUs are members (for the view) but never wait: LC
+//     over BE is the hardware timeslices' job.
+//
+// Crash safety: there is no lock. The turn is one word changed by CAS; the
+// CAS winner alone charges the outgoing holder and publishes the new turn's
+// times. Every wait is bounded by time: a holder that never drains (killed
+// with work queued) is passed over after the drain timeout; a member whose
+// processes all died stops heartbeating and is ignored; a hand-over whose
+// winner died before publishing is redone after a timeout. A process that
+// misbehaves on the board can take turns it should not, but no more than it
+// could by bypassing the library (shares are not a security boundary; memory
+// limits are, and they do not live here).
+//
+// Every function takes `now_ns` (CLOCK_MONOTONIC, shared by all processes of
+// one boot) so that tests drive the board with a fake clock. All are
+// lock-free, allocation-free and syscall-free: the interposer calls them from
+// launch hooks.
+#ifndef GPUSLICE_CORE_PACING_BOARD_H_
+#define GPUSLICE_CORE_PACING_BOARD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+#include "core/vgpu_layout.h"
+
+namespace gpuslice::core {
+
+inline constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;  // "!GPBOARD"
+inline constexpr uint32_t kBoardVersion = 1;
+inline constexpr int kBoardMembers = 64;  // vGPUs per GPU
+
+struct alignas(64) BoardMember {
+  uint64_t vgpu_id;         // 0 = free; see VgpuIdOf
+  uint64_t heartbeat_ns;    // refreshed by each process's compute thread
+  uint32_t weight;          // compute share, 1..100
+  uint32_t cap_pct;         // 0 = no cap
+  uint32_t priority;        // core::Priority
+  uint32_t busy_processes;  // processes with work queued on this GPU
+  uint64_t demand_ns;       // last time one of its launches waited at the gate
+  uint64_t last_launch_ns;  // last launch by any of its processes
+  uint64_t drained_ns;      // last time busy_processes fell to 0
+  uint64_t vtime;           // charged GPU time scaled to a 100% share
+  uint64_t charged_ns;      // GPU time charged in turns (the measured share)
+  int64_t cap_tokens_ns;    // token bucket at cap_stamp_ns
+  uint64_t cap_stamp_ns;
+  uint64_t turns;           // turns held
+  uint8_t pad[32];
+};
+static_assert(sizeof(BoardMember) == 128);
+
+struct Board {
+  FileHeader header;
+  // (sequence << 8) | (holder + 1); 0 in the low byte = nobody holds it.
+  uint64_t turn;
+  // Written by the winner of the CAS that made `turn`, after it; valid once
+  // times_sequence equals turn's sequence.
+  uint64_t turn_start_ns;
+  uint64_t turn_end_ns;
+  uint64_t times_sequence;
+  uint64_t vclock;  // virtual time of the last holder chosen
+  uint8_t pad[16];
+  BoardMember members[kBoardMembers];
+};
+static_assert(offsetof(Board, members) % 64 == 0);
+
+struct PacingConfig {
+  uint64_t quantum_ns = 10'000'000;       // a turn, while others wait
+  uint64_t min_quantum_ns = 1'000'000;    // a capped vGPU's shortest turn
+  uint64_t idle_handover_ns = 300'000;    // drained and no launch for this long
+  uint64_t demand_window_ns = 3'000'000;  // a waiter refreshes demand more often
+  uint64_t drain_timeout_ns = 200'000'000;
+  uint64_t member_timeout_ns = 1'000'000'000;
+  uint64_t publish_timeout_ns = 20'000'000;  // a hand-over left half-done
+  uint64_t cap_burst_ns = 20'000'000;     // most GPU time a capped vGPU banks
+};
+
+struct MemberSpec {
+  uint32_t weight = 100;
+  uint32_t cap_pct = 0;
+  Priority priority = Priority::kBestEffort;
+};
+
+// The board file of a GPU, in a vGPU directory's `boards/`: "gpu-" and the
+// UUID's 32 hex digits.
+std::string BoardFileName(const uint8_t uuid[16]);
+
+// A stable id for a vGPU (nonzero) from its name and its limits file's inode.
+uint64_t VgpuIdOf(const std::string& name, uint64_t limits_inode);
+
+// Initialises a zeroed board in place (creator only).
+void InitBoard(Board* board);
+Status ValidateBoard(const Board& board, const std::string& path);
+
+// Finds the vGPU's entry or claims one; -1 when the board is full.
+int JoinBoard(Board* board, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now_ns);
+// Keeps the entry alive and its share/cap current (live resize).
+void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns);
+
+// Whether a process of `member` must pace: it has a cap, or another live
+// best-effort vGPU is on the board.
+bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
+
+enum class GateDecision { kGo, kWait };
+// For a launch of `member`: go, or wait (then call again). Advances the
+// turn as needed.
+GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
+// A launch of `member` is waiting at the gate.
+void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
+void NoteLaunch(Board* board, int member, uint64_t now_ns);
+// One process of `member` now has work queued (busy) or has drained.
+void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
+
+// Hands the turn over if it is due (the holder's quantum is over or it is
+// idle, someone else demands, and the holder has drained). Called by
+// waiters and by every process's periodic tick.
+void AdvanceTurn(Board* board, uint64_t now_ns, const PacingConfig& config = {});
+
+// Who holds the turn now (-1 = nobody); for views and tests.
+int TurnHolder(const Board& board);
+
+}  // namespace gpuslice::core
+
+#endif  // GPUSLICE_CORE_PACING_BOARD_H_

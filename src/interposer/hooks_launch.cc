@@ -1,0 +1,147 @@
+// hooks_launch.cc — kernel launches, stream capture and context teardown, for
+// GPU turns (pacer.h).
+//
+// Every way to put a kernel on a stream goes through the pacer's gate:
+// plain, per-thread-stream (_ptsz), extensible (Ex) and cooperative
+// launches. Graph launches are paced in hooks_graphs.cc. When no device of
+// the process is paced, each hook is one relaxed load and the real call.
+//
+// Capture begin/end are counted so that the pacer never queries or records
+// an event while a capture is open; context teardown drops the pacer's
+// markers before their events are destroyed with the context.
+#include <cuda.h>
+
+#include "interposer/driver_table.h"
+#include "interposer/export.h"
+#include "interposer/pacer.h"
+
+// cuda.h maps cuStreamBeginCapture to _v2; the driver still exports the
+// original (no mode argument), which this file hooks under its own name.
+#undef cuStreamBeginCapture
+
+// Per-thread-stream and legacy names that cuda.h declares only in other
+// modes; the driver exports them all.
+extern "C" {
+decltype(cuLaunchKernel) cuLaunchKernel_ptsz;
+decltype(cuLaunchKernelEx) cuLaunchKernelEx_ptsz;
+decltype(cuLaunchCooperativeKernel) cuLaunchCooperativeKernel_ptsz;
+decltype(cuStreamBeginCapture_v2) cuStreamBeginCapture_v2_ptsz;
+CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream stream);
+decltype(cuStreamBeginCaptureToGraph) cuStreamBeginCaptureToGraph_ptsz;
+decltype(cuStreamEndCapture) cuStreamEndCapture_ptsz;
+CUresult CUDAAPI cuStreamBeginCapture(CUstream stream);
+CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx);
+CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev);
+}
+
+namespace pacer = gpuslice::interposer::pacer;
+
+GPUSLICE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                        unsigned bz, unsigned shared, CUstream stream, void** params, void** extra) {
+  return pacer::Paced(stream, false, [&] {
+    return GPUSLICE_REAL(cuLaunchKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  });
+}
+
+GPUSLICE_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                             unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                             void** params, void** extra) {
+  return pacer::Paced(stream, true, [&] {
+    return GPUSLICE_REAL(cuLaunchKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
+  });
+}
+
+GPUSLICE_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  return pacer::Paced(config != nullptr ? config->hStream : nullptr, false,
+                      [&] { return GPUSLICE_REAL(cuLaunchKernelEx)(config, f, params, extra); });
+}
+
+GPUSLICE_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params,
+                                               void** extra) {
+  return pacer::Paced(config != nullptr ? config->hStream : nullptr, true,
+                      [&] { return GPUSLICE_REAL(cuLaunchKernelEx_ptsz)(config, f, params, extra); });
+}
+
+GPUSLICE_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                                   unsigned by, unsigned bz, unsigned shared, CUstream stream,
+                                                   void** params) {
+  return pacer::Paced(stream, false, [&] {
+    return GPUSLICE_REAL(cuLaunchCooperativeKernel)(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  });
+}
+
+GPUSLICE_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                                        unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                                                        CUstream stream, void** params) {
+  return pacer::Paced(stream, true, [&] {
+    return GPUSLICE_REAL(cuLaunchCooperativeKernel_ptsz)(f, gx, gy, gz, bx, by, bz, shared, stream, params);
+  });
+}
+
+// --- capture -----------------------------------------------------------------
+
+namespace {
+template <typename Begin>
+CUresult Capturing(Begin begin) {
+  pacer::CaptureBegin();
+  const CUresult r = begin();
+  if (r != CUDA_SUCCESS) pacer::CaptureEnd();
+  return r;
+}
+template <typename End>
+CUresult EndingCapture(End end) {
+  const CUresult r = end();
+  // Ended, cleanly or not; any other error means there was no capture to end.
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED ||
+      r == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
+    pacer::CaptureEnd();
+  }
+  return r;
+}
+}  // namespace
+
+GPUSLICE_EXPORT CUresult cuStreamBeginCapture(CUstream stream) {
+  return Capturing([&] { return GPUSLICE_REAL(cuStreamBeginCapture)(stream); });
+}
+GPUSLICE_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+  return Capturing([&] { return GPUSLICE_REAL(cuStreamBeginCapture_v2)(stream, mode); });
+}
+GPUSLICE_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
+  return Capturing([&] { return GPUSLICE_REAL(cuStreamBeginCapture_ptsz)(stream); });
+}
+GPUSLICE_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
+  return Capturing([&] { return GPUSLICE_REAL(cuStreamBeginCapture_v2_ptsz)(stream, mode); });
+}
+GPUSLICE_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                                     const CUgraphEdgeData* edges, size_t count,
+                                                     CUstreamCaptureMode mode) {
+  return Capturing([&] { return GPUSLICE_REAL(cuStreamBeginCaptureToGraph)(stream, graph, deps, edges, count, mode); });
+}
+GPUSLICE_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph, const CUgraphNode* deps,
+                                                          const CUgraphEdgeData* edges, size_t count,
+                                                          CUstreamCaptureMode mode) {
+  return Capturing(
+      [&] { return GPUSLICE_REAL(cuStreamBeginCaptureToGraph_ptsz)(stream, graph, deps, edges, count, mode); });
+}
+GPUSLICE_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  return EndingCapture([&] { return GPUSLICE_REAL(cuStreamEndCapture)(stream, graph); });
+}
+GPUSLICE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph) {
+  return EndingCapture([&] { return GPUSLICE_REAL(cuStreamEndCapture_ptsz)(stream, graph); });
+}
+
+// --- context teardown --------------------------------------------------------
+
+GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  pacer::ForgetContext(ctx);
+  return GPUSLICE_REAL(cuCtxDestroy_v2)(ctx);
+}
+GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  pacer::ForgetDevice(dev);  // may be the last reference; markers come back on the next launch
+  return GPUSLICE_REAL(cuDevicePrimaryCtxRelease_v2)(dev);
+}
+GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  pacer::ForgetDevice(dev);
+  return GPUSLICE_REAL(cuDevicePrimaryCtxReset_v2)(dev);
+}

@@ -1,0 +1,384 @@
+#include "interposer/pacer.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <mutex>
+#include <string>
+
+#include "core/pacing_board.h"
+#include "core/vgpu_layout.h"
+#include "interposer/driver_table.h"
+#include "interposer/vgpu_runtime.h"
+#include "port/log.h"
+#include "port/mapped_file.h"
+
+namespace gpuslice::interposer::pacer {
+
+std::atomic<bool> g_active{false};
+
+namespace {
+
+constexpr uint64_t kMaxWaitNs = 2'000'000'000;     // then launch anyway (fail open)
+constexpr uint64_t kSpinNs = 50'000;                // yield-spin before sleeping
+constexpr long kSleepNs = 30'000;                   // between gate checks
+constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while paced
+constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
+constexpr int kMaxMarkers = 512;
+
+uint64_t Now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// One GPU of the vGPU, as this process paces it.
+struct Device {
+  core::Board* board = nullptr;
+  int member = -1;
+  std::atomic<bool> paced{false};
+  // (launch sequence << 1) | busy: busy = work queued since the last drain.
+  std::atomic<uint64_t> work{0};
+  std::atomic<bool> polling{false};  // one drain poll at a time
+};
+Device g_devices[core::kMaxDevices];
+int g_device_count = 0;
+bool g_single_device = true;
+std::mutex g_start_mutex;
+bool g_started = false;
+
+// A marker: one event, re-recorded after each launch on one stream by one
+// thread. Slots are claimed once and never move; `state` says who may use it.
+enum MarkerState : uint32_t { kFree = 0, kClaiming, kLive, kOrphaned };
+struct Marker {
+  std::atomic<uint32_t> state{kFree};
+  CUevent event = nullptr;
+  CUcontext context = nullptr;
+  CUdevice device = -1;
+  int slot = -1;
+  std::atomic<uint32_t> epoch{0};  // bumped at each claim: stale thread caches notice
+  std::atomic<uint64_t> records{0};
+  std::atomic<uint64_t> completed{0};
+};
+Marker g_markers[kMaxMarkers];
+std::atomic<int> g_marker_high{0};
+
+std::atomic<int> g_captures{0};
+std::atomic<bool> g_querying{false};
+std::atomic<bool> g_markers_exhausted_logged{false};
+std::atomic<bool> g_wait_logged{false};
+
+// The markers this thread records, by (context, stream).
+struct ThreadMarkers {
+  struct Entry {
+    CUcontext context;
+    CUstream stream;
+    int marker;
+    uint32_t epoch;
+  };
+  Entry entries[8] = {};
+  int count = 0;
+  int next_victim = 0;
+  ~ThreadMarkers() {
+    for (int i = 0; i < count; ++i) Orphan(entries[i]);
+  }
+  // The poller destroys an orphan's event once it completes.
+  static void Orphan(const Entry& e) {
+    if (e.marker < 0) return;
+    Marker& m = g_markers[e.marker];
+    uint32_t live = kLive;
+    if (m.epoch.load(std::memory_order_relaxed) == e.epoch) {
+      m.state.compare_exchange_strong(live, kOrphaned, std::memory_order_acq_rel);
+    }
+  }
+};
+thread_local ThreadMarkers t_markers;
+
+int ClaimMarker(CUcontext context, int slot) {
+  CUevent event = nullptr;
+  if (GPUSLICE_REAL(cuEventCreate)(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
+  CUdevice device = -1;
+  GPUSLICE_REAL(cuCtxGetDevice)(&device);
+  for (int i = 0; i < kMaxMarkers; ++i) {
+    uint32_t expected = kFree;
+    if (!g_markers[i].state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) continue;
+    Marker& m = g_markers[i];
+    m.event = event;
+    m.context = context;
+    m.device = device;
+    m.slot = slot;
+    m.records.store(0, std::memory_order_relaxed);
+    m.completed.store(0, std::memory_order_relaxed);
+    m.epoch.fetch_add(1, std::memory_order_relaxed);
+    m.state.store(kLive, std::memory_order_release);
+    int high = g_marker_high.load(std::memory_order_relaxed);
+    while (high < i + 1 && !g_marker_high.compare_exchange_weak(high, i + 1)) {
+    }
+    return i;
+  }
+  GPUSLICE_REAL(cuEventDestroy_v2)(event);
+  if (!g_markers_exhausted_logged.exchange(true)) {
+    port::Log(port::LogLevel::kWarn, "more than %d (thread, stream) pairs launch work; launches on the others are "
+              "paced but not tracked, so their GPU time is not charged exactly", kMaxMarkers);
+  }
+  return -1;
+}
+
+Marker* MarkerFor(CUstream stream, int slot) {
+  CUcontext context = nullptr;
+  if (GPUSLICE_REAL(cuCtxGetCurrent)(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  ThreadMarkers& t = t_markers;
+  for (int i = 0; i < t.count; ++i) {
+    ThreadMarkers::Entry& e = t.entries[i];
+    if (e.context == context && e.stream == stream) {
+      if (e.marker >= 0 && g_markers[e.marker].state.load(std::memory_order_acquire) == kLive &&
+          g_markers[e.marker].epoch.load(std::memory_order_relaxed) == e.epoch) {
+        return &g_markers[e.marker];
+      }
+      e.marker = ClaimMarker(context, slot);  // its context went away and came back
+      if (e.marker < 0) return nullptr;
+      e.epoch = g_markers[e.marker].epoch.load(std::memory_order_relaxed);
+      return &g_markers[e.marker];
+    }
+  }
+  const int marker = ClaimMarker(context, slot);
+  if (marker < 0) return nullptr;
+  int at = t.count;
+  if (t.count == 8) {
+    at = t.next_victim;
+    t.next_victim = (t.next_victim + 1) % 8;
+    ThreadMarkers::Orphan(t.entries[at]);
+  } else {
+    ++t.count;
+  }
+  t.entries[at] = {context, stream, marker, g_markers[marker].epoch.load(std::memory_order_relaxed)};
+  return &g_markers[marker];
+}
+
+// Queries `slot`'s markers; when all are complete and nothing was launched
+// meanwhile, tells the board this process has drained. Any thread.
+void PollDrain(int slot) {
+  Device& d = g_devices[slot];
+  if (d.polling.exchange(true, std::memory_order_acquire)) return;
+  g_querying.store(true, std::memory_order_seq_cst);
+  if (g_captures.load(std::memory_order_seq_cst) > 0) {
+    g_querying.store(false, std::memory_order_seq_cst);
+    d.polling.store(false, std::memory_order_release);
+    return;
+  }
+  const uint64_t work = d.work.load(std::memory_order_acquire);
+  bool all_done = true;
+  const int high = g_marker_high.load(std::memory_order_acquire);
+  for (int i = 0; i < high; ++i) {
+    Marker& m = g_markers[i];
+    const uint32_t state = m.state.load(std::memory_order_acquire);
+    if ((state != kLive && state != kOrphaned) || m.slot != slot) continue;
+    const uint64_t records = m.records.load(std::memory_order_acquire);
+    if (records != m.completed.load(std::memory_order_relaxed)) {
+      const CUresult r = GPUSLICE_REAL(cuEventQuery)(m.event);
+      if (r == CUDA_ERROR_NOT_READY) {
+        all_done = false;
+        continue;
+      }
+      m.completed.store(records, std::memory_order_release);  // done, or an error: nothing to wait for
+    }
+    if (state == kOrphaned) {
+      GPUSLICE_REAL(cuEventDestroy_v2)(m.event);
+      m.state.store(kFree, std::memory_order_release);
+    }
+  }
+  g_querying.store(false, std::memory_order_seq_cst);
+  uint64_t expected = work;
+  if (all_done && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
+    core::NoteBusy(d.board, d.member, false, Now());
+  }
+  d.polling.store(false, std::memory_order_release);
+}
+
+core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
+  auto load = [](const uint32_t& v) {
+    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(v)).load(std::memory_order_relaxed);
+  };
+  core::MemberSpec spec;
+  spec.weight = load(limit.compute_share_pct);
+  spec.cap_pct = load(limit.compute_cap_pct);
+  spec.priority = static_cast<core::Priority>(load(limit.priority));
+  return spec;
+}
+
+void ReleaseAtExit() {
+  for (int s = 0; s < g_device_count; ++s) {
+    Device& d = g_devices[s];
+    if (d.board != nullptr && (d.work.exchange(0) & 1) != 0) core::NoteBusy(d.board, d.member, false, Now());
+  }
+}
+
+}  // namespace
+
+void Start(VgpuRuntime* rt) {
+  std::lock_guard<std::mutex> lock(g_start_mutex);
+  if (g_started) return;
+  g_started = true;
+  const char* dir = getenv("GPUSLICE_VGPU_DIR");
+  if (dir == nullptr) return;
+  const core::Limits& limits = rt->limits();
+  struct stat st {};
+  stat((std::string(dir) + "/limits").c_str(), &st);
+  const uint64_t id = core::VgpuIdOf(limits.name, st.st_ino);
+  g_device_count = static_cast<int>(limits.device_count < core::kMaxDevices ? limits.device_count
+                                                                            : core::kMaxDevices);
+  g_single_device = g_device_count == 1;
+  const uint64_t now = Now();
+  for (int s = 0; s < g_device_count; ++s) {
+    const std::string path = std::string(dir) + "/boards/" + core::BoardFileName(limits.devices[s].uuid);
+    auto file = port::MappedFile::Open(path, sizeof(core::Board), port::MappedFile::Access::kReadWrite);
+    Status valid = file.ok() ? core::ValidateBoard(*static_cast<core::Board*>(file->data()), path) : file.status();
+    if (!valid.ok()) {
+      port::Log(port::LogLevel::kWarn, "no pacing board (%s): compute shares and caps on this GPU rely on "
+                "hardware timeslices only, and a --compute-cap is NOT enforced", valid.message().c_str());
+      continue;
+    }
+    auto* board = static_cast<core::Board*>((new port::MappedFile(std::move(file.value())))->data());
+    const int member = core::JoinBoard(board, id, SpecOf(limits.devices[s]), now);
+    if (member < 0) {
+      port::Log(port::LogLevel::kWarn, "the pacing board %s is full (%d vGPUs); this vGPU is not paced there",
+                path.c_str(), core::kBoardMembers);
+      continue;
+    }
+    g_devices[s].board = board;
+    g_devices[s].member = member;
+  }
+  atexit(&ReleaseAtExit);
+}
+
+uint64_t Tick(VgpuRuntime* rt) {
+  if (!g_started) return kIdleTickNs;
+  const core::Limits& limits = rt->limits();
+  const uint64_t now = Now();
+  bool any = false;
+  for (int s = 0; s < g_device_count; ++s) {
+    Device& d = g_devices[s];
+    if (d.board == nullptr) continue;
+    core::Heartbeat(d.board, d.member, SpecOf(limits.devices[s]), now);
+    const bool paced = core::PacingNeeded(*d.board, d.member, now);
+    if (paced != d.paced.load(std::memory_order_relaxed)) {
+      d.paced.store(paced, std::memory_order_release);
+      port::Log(port::LogLevel::kInfo, "GPU turns %s on device slot %d", paced ? "on" : "off", s);
+      if (!paced && (d.work.fetch_and(~1ull) & 1) != 0) core::NoteBusy(d.board, d.member, false, now);
+    }
+    if (paced) {
+      any = true;
+      PollDrain(s);
+      core::AdvanceTurn(d.board, Now());
+    }
+  }
+  g_active.store(any, std::memory_order_release);
+  return any ? kPacedTickNs : kIdleTickNs;
+}
+
+int EnterGate() {
+  if (g_captures.load(std::memory_order_acquire) > 0) return -1;  // captured work runs when the graph does
+  int slot = 0;
+  if (!g_single_device) {
+    VgpuRuntime* rt = VgpuRuntime::Get();
+    slot = rt == nullptr ? -1 : rt->CurrentDeviceSlot();
+    if (slot < 0) return -1;
+  }
+  Device& d = g_devices[slot];
+  if (!d.paced.load(std::memory_order_acquire)) return -1;
+  const uint64_t start = Now();
+  uint64_t now = start;
+  while (core::TryEnter(d.board, d.member, now) != core::GateDecision::kGo) {
+    core::NoteWaiting(d.board, d.member, now);
+    PollDrain(slot);  // our own drain may be what the hand-over waits for
+    if (now - start < kSpinNs) {
+      sched_yield();
+    } else {
+      timespec ts{0, kSleepNs};
+      nanosleep(&ts, nullptr);
+    }
+    now = Now();
+    if (now - start > kMaxWaitNs) {
+      if (!g_wait_logged.exchange(true)) {
+        port::Log(port::LogLevel::kWarn, "a launch waited over 2 s for its GPU turn; launching anyway (is another "
+                  "process stuck holding the turn?)");
+      }
+      break;
+    }
+  }
+  return slot;
+}
+
+void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
+  Device& d = g_devices[slot];
+  if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  if (Marker* m = MarkerFor(stream, slot)) {
+    if (GPUSLICE_REAL(cuEventRecord)(m->event, stream) == CUDA_SUCCESS) {
+      m->records.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+  uint64_t w = d.work.load(std::memory_order_relaxed);
+  while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_acq_rel)) {
+  }
+  const uint64_t now = Now();
+  if ((w & 1) == 0) core::NoteBusy(d.board, d.member, true, now);
+  core::NoteLaunch(d.board, d.member, now);
+}
+
+void CaptureBegin() {
+  g_captures.fetch_add(1, std::memory_order_seq_cst);
+  while (g_querying.load(std::memory_order_seq_cst)) sched_yield();
+}
+
+void CaptureEnd() {
+  int c = g_captures.load(std::memory_order_relaxed);
+  while (c > 0 && !g_captures.compare_exchange_weak(c, c - 1)) {
+  }
+}
+
+namespace {
+template <typename Match>
+void ForgetMarkers(Match match) {
+  // No poll may be querying an event of the context about to die.
+  for (int s = 0; s < g_device_count; ++s) {
+    while (g_devices[s].polling.exchange(true, std::memory_order_acquire)) sched_yield();
+  }
+  const int high = g_marker_high.load(std::memory_order_acquire);
+  for (int i = 0; i < high; ++i) {
+    Marker& m = g_markers[i];
+    uint32_t state = m.state.load(std::memory_order_acquire);
+    if ((state == kLive || state == kOrphaned) && match(m) &&
+        m.state.compare_exchange_strong(state, kClaiming, std::memory_order_acq_rel)) {
+      // The event dies with its context; only the slot is given back.
+      m.state.store(kFree, std::memory_order_release);
+    }
+  }
+  for (int s = 0; s < g_device_count; ++s) g_devices[s].polling.store(false, std::memory_order_release);
+}
+}  // namespace
+
+void AfterFork() {
+  g_active.store(false);
+  for (Marker& m : g_markers) m.state.store(kFree);
+  g_marker_high.store(0);
+  g_captures.store(0);
+  t_markers.count = 0;
+  for (Device& d : g_devices) {
+    d.paced.store(false);
+    d.work.store(0);
+    d.polling.store(false);
+  }
+  // The boards stay mapped and joined: the child is in the same vGPU.
+}
+
+void ForgetContext(CUcontext context) {
+  ForgetMarkers([&](const Marker& m) { return m.context == context; });
+}
+
+void ForgetDevice(CUdevice device) {
+  ForgetMarkers([&](const Marker& m) { return m.device == device; });
+}
+
+}  // namespace gpuslice::interposer::pacer

@@ -1,0 +1,81 @@
+// pacer.h — this process's side of GPU turns (core/pacing_board.h): the gate
+// in front of every kernel and graph launch, and the drain tracking behind it.
+//
+// A process is *paced* on a GPU while its vGPU has a hard cap there, or while
+// another best-effort vGPU uses the same GPU. Otherwise the launch hooks cost
+// one relaxed load (Active()) and nothing else: a vGPU alone on its GPU runs
+// exactly as without gpuslice, whatever its share.
+//
+// While paced, each launch:
+//   1. waits at the gate until its vGPU holds the GPU's turn (TryEnter); the
+//      wait marks the vGPU as demanding and is bounded (a wait longer than
+//      2 s launches anyway and says so: the application is never hung);
+//   2. launches;
+//   3. records a marker event on the launch's stream, one event per
+//      (thread, context, stream), re-recorded, created once.
+// A marker not yet complete means the process has work queued on the GPU.
+// When all are complete the process has drained; the board then knows when
+// the holder's GPU time ended, and hands the turn over (see the board for
+// why turns are charged from their start to the holder's drain).
+//
+// Markers are polled by the compute thread every millisecond and by the
+// process's own launches while they wait. No marker is recorded or queried
+// while any stream of the process is being captured into a graph: capture
+// forbids it (in global mode, any thread's query invalidates the capture),
+// and captured work does not run until the graph is launched, which is
+// paced itself.
+//
+// Hot path: no lock, no allocation, no syscall until the launch must wait;
+// while paced, one cuCtxGetCurrent and one cuEventRecord per launch (their
+// cost is in docs/benchmarks.md).
+#ifndef GPUSLICE_INTERPOSER_PACER_H_
+#define GPUSLICE_INTERPOSER_PACER_H_
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace gpuslice::interposer {
+
+class VgpuRuntime;
+
+namespace pacer {
+
+extern std::atomic<bool> g_active;  // some device of this process is paced
+
+// Opens the boards of the vGPU's GPUs and joins them; slow path, once, from
+// the compute thread's start.
+void Start(VgpuRuntime* runtime);
+// The compute thread's periodic work: heartbeat, share/cap changes, whether
+// to pace, drain tracking, turn hand-over. Returns the nanoseconds until it
+// wants to run again.
+uint64_t Tick(VgpuRuntime* runtime);
+
+// Launch path (paced only): EnterGate returns the device slot it waited for,
+// or -1 when this launch is not paced; AfterLaunch records the marker.
+int EnterGate();
+void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
+
+template <typename Launch>
+CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
+  if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) return launch();
+  const int slot = EnterGate();
+  const CUresult r = launch();
+  if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
+  return r;
+}
+
+// Stream capture begins/ends (hooks_launch.cc).
+void CaptureBegin();
+void CaptureEnd();
+// A context is going away: forget its markers before their events die.
+void ForgetContext(CUcontext context);
+void ForgetDevice(CUdevice device);
+// In a forked child: nothing of the parent's CUDA state is valid; start over.
+void AfterFork();
+
+}  // namespace pacer
+}  // namespace gpuslice::interposer
+
+#endif  // GPUSLICE_INTERPOSER_PACER_H_

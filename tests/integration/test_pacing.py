@@ -1,0 +1,93 @@
+"""GPU turns (core/pacing_board.h, interposer/pacer.h) end to end, in CI:
+real processes, the real CLI and library, the fake CUDA driver.
+
+Each application launches a kernel back to back (`cuda_app spin`) and writes
+down every run of launches. The fake driver's kernels finish at once, so a
+run is exactly a turn the board gave the process: the tests check that turns
+are exclusive, that shares and caps come out of them, and that a vGPU alone
+is not paced at all. CI machines are small and busy, so the margins here are
+wider than the board's own unit tests (src/core/pacing_board_test.cc)."""
+import subprocess
+
+from conftest import CUDA_APP
+
+SECONDS = 2.0
+
+
+def runs(path):
+    with open(path) as f:
+        return [tuple(int(x) for x in line.split()) for line in f if line.strip()]
+
+
+def busy(rs, lo, hi):
+    """Nanoseconds of [lo, hi) covered by runs."""
+    return sum(max(0, min(e, hi) - max(s, lo)) for s, e, _ in rs)
+
+
+def overlap(a, b):
+    return sum(busy(b, s, e) for s, e, _ in a)
+
+
+def spin_together(world, specs):
+    """Starts one `gpuslice run` per (name, flags), all spinning from the same
+    moment; returns {name: runs}."""
+    go = world.path("go")
+    procs = []
+    for name, flags in specs:
+        ready, out = world.path(name + ".ready"), world.path(name + ".runs")
+        p = world.start("run", "--name", name, *flags, "--", CUDA_APP, "init", "ready", ready, "await", go,
+                        "spin", str(SECONDS), out)
+        procs.append((name, p, ready, out))
+    for _, _, ready, _ in procs:
+        world.wait_for_file(ready)
+    open(go, "w").close()
+    result = {}
+    for name, p, _, out in procs:
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 0 and "spin ok" in stdout, stderr
+        result[name] = runs(out)
+    return result
+
+
+def common_window(result):
+    lo = max(rs[0][0] for rs in result.values())
+    hi = min(rs[-1][1] for rs in result.values())
+    assert hi - lo > 1e9, "the applications did not run together for a second"
+    return lo, hi
+
+
+def test_two_vgpus_take_exclusive_turns_in_proportion_to_their_shares(world):
+    result = spin_together(world, [("a", ["--compute", "30"]), ("b", ["--compute", "70"])])
+    lo, hi = common_window(result)
+    a, b = busy(result["a"], lo, hi), busy(result["b"], lo, hi)
+    assert overlap(result["a"], result["b"]) < 0.05 * (a + b), "turns must not overlap"
+    share_a = 100 * a / (a + b)
+    assert 25 <= share_a <= 35, f"a got {share_a:.1f}% of the turns, wanted 30%"
+    # Turns, not a launch-by-launch interleaving: about one per 10 ms quantum.
+    turns = sum(1 for s, e, _ in result["a"] if lo <= s < hi)
+    assert turns < (hi - lo) / 1e6 / 5, f"{turns} turns of a in {(hi - lo) / 1e9:.1f} s"
+
+
+def test_a_hard_cap_holds_alone(world):
+    result = spin_together(world, [("capped", ["--compute-cap", "30"])])
+    rs = result["capped"]
+    lo, hi = rs[0][0], rs[-1][1]
+    used = 100 * busy(rs, lo, hi) / (hi - lo)
+    assert 25 <= used <= 35, f"a 30% cap ran {used:.1f}% of the time"
+
+
+def launching(rs):
+    """Percent of its run an application spent launching (the rest it waited,
+    at the gate or for a CPU: gaps over 100 µs also come from a busy machine)."""
+    return 100 * busy(rs, rs[0][0], rs[-1][1]) / (rs[-1][1] - rs[0][0])
+
+
+def test_a_vgpu_alone_is_not_paced_whatever_its_share(world):
+    result = spin_together(world, [("alone", ["--compute", "30"])])
+    assert launching(result["alone"]) > 80, "the lone vGPU was paced"
+
+
+def test_latency_critical_work_is_never_held_back(world):
+    result = spin_together(world, [("be", ["--priority", "be"]), ("lc", ["--priority", "lc"])])
+    assert launching(result["lc"]) > 80, "LC waited at the gate"
+    assert launching(result["be"]) > 80, "one BE beside LC is alone among the paced"
