@@ -199,6 +199,7 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     A(m.vtime).store(Load(b->vclock), std::memory_order_relaxed);
     A(m.cap_tokens_ns).store(static_cast<int64_t>(c.cap_burst_ns), std::memory_order_relaxed);
     A(m.cap_stamp_ns).store(now, std::memory_order_relaxed);
+    A(m.hold_until_ns).store(0, std::memory_order_relaxed);
     Heartbeat(b, i, spec, now);
     // Two processes of one vGPU may have claimed two entries at once: the
     // lower one wins, the other is given back.
@@ -228,7 +229,30 @@ bool PacingNeeded(const Board& board, int member, uint64_t now) {
   if (IsLc(me)) return false;
   if (Load(me.cap_pct) != 0) return true;
   for (int i = 0; i < kBoardMembers; ++i) {
-    if (i != member && Alive(b->members[i], now, c) && !IsLc(b->members[i])) return true;
+    if (i != member && Alive(b->members[i], now, c)) return true;
+  }
+  return false;
+}
+
+void HoldBestEffort(Board* b, int member, uint64_t until, uint64_t now) {
+  if (until > now + kMaxHoldNs) until = now + kMaxHoldNs;
+  RaiseTo(b->members[member].hold_until_ns, until);
+}
+
+void ReleaseHold(Board* b, int member, uint64_t now) {
+  uint64_t& hold = b->members[member].hold_until_ns;
+  uint64_t cur = Load(hold);
+  while (cur > now && !A(hold).compare_exchange_weak(cur, now, std::memory_order_acq_rel)) {
+  }
+}
+
+bool BestEffortHeld(const Board& board, uint64_t now) {
+  const PacingConfig c;
+  Board* b = const_cast<Board*>(&board);
+  for (int i = 0; i < kBoardMembers; ++i) {
+    BoardMember& m = b->members[i];
+    const uint64_t until = Load(m.hold_until_ns);
+    if (until > now && until <= now + kMaxHoldNs && IsLc(m) && Alive(m, now, c)) return true;
   }
   return false;
 }
@@ -287,6 +311,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
 GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& me = b->members[member];
   if (IsLc(me)) return GateDecision::kGo;
+  if (BestEffortHeld(*b, now)) return GateDecision::kWait;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
     const uint64_t seen = Load(b->turn);

@@ -24,8 +24,12 @@
 //     early (idle hand-over), so nobody waits behind an idle holder.
 //   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
 //     turn only while it has tokens, even when it is alone.
-//   - Latency-critical vGPUs are members (for the view) but never wait: LC
-//     over BE is the hardware timeslices' job.
+//   - Latency-critical vGPUs never wait: LC over BE is the hardware
+//     timeslices' job. But while an LC vGPU says a request is being prepared
+//     or served (HoldBestEffort), best-effort vGPUs launch nothing new, so
+//     the gaps between the LC's kernels are not filled with BE work that the
+//     LC's next kernel would then wait for (a hold lasts at most
+//     kMaxHoldNs, so a forgotten or crashed span cannot starve BE).
 //
 // Crash safety: there is no lock. The turn is one word changed by CAS; the
 // CAS winner alone charges the outgoing holder and publishes the new turn's
@@ -72,7 +76,10 @@ struct alignas(64) BoardMember {
   int64_t cap_tokens_ns;    // token bucket at cap_stamp_ns
   uint64_t cap_stamp_ns;
   uint64_t turns;           // turns held
-  uint8_t pad[32];
+  // LC only: best-effort vGPUs hold their launches until then (a request
+  // span or a pre-preemption hint; gpuslice.h).
+  uint64_t hold_until_ns;
+  uint8_t pad[24];
 };
 static_assert(sizeof(BoardMember) == 128);
 
@@ -125,7 +132,8 @@ int JoinBoard(Board* board, uint64_t vgpu_id, const MemberSpec& spec, uint64_t n
 void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns);
 
 // Whether a process of `member` must pace: it has a cap, or another live
-// best-effort vGPU is on the board.
+// vGPU is on the board (best-effort ones share turns; a latency-critical one
+// may hold best-effort launches). Latency-critical members never pace.
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
 
 enum class GateDecision { kGo, kWait };
@@ -142,6 +150,13 @@ void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
 // idle, someone else demands, and the holder has drained). Called by
 // waiters and by every process's periodic tick.
 void AdvanceTurn(Board* board, uint64_t now_ns, const PacingConfig& config = {});
+
+// An LC member's request span or hint: best-effort members wait at the gate
+// until `until_ns` (at most kMaxHoldNs from now) or ReleaseHold.
+inline constexpr uint64_t kMaxHoldNs = 200'000'000;
+void HoldBestEffort(Board* board, int member, uint64_t until_ns, uint64_t now_ns);
+void ReleaseHold(Board* board, int member, uint64_t now_ns);
+bool BestEffortHeld(const Board& board, uint64_t now_ns);
 
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);

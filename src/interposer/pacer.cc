@@ -359,6 +359,24 @@ void ForgetMarkers(Match match) {
 }
 }  // namespace
 
+uint64_t NowNs() { return Now(); }
+
+void HoldBestEffort(uint64_t until_ns) {
+  if (!g_started) return;
+  const uint64_t now = Now();
+  for (int s = 0; s < g_device_count; ++s) {
+    if (g_devices[s].board != nullptr) core::HoldBestEffort(g_devices[s].board, g_devices[s].member, until_ns, now);
+  }
+}
+
+void ReleaseBestEffort() {
+  if (!g_started) return;
+  const uint64_t now = Now();
+  for (int s = 0; s < g_device_count; ++s) {
+    if (g_devices[s].board != nullptr) core::ReleaseHold(g_devices[s].board, g_devices[s].member, now);
+  }
+}
+
 void AfterFork() {
   g_active.store(false);
   for (Marker& m : g_markers) m.state.store(kFree);

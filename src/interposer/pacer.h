@@ -72,6 +72,13 @@ void CaptureEnd();
 // A context is going away: forget its markers before their events die.
 void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);
+// This (latency-critical) vGPU holds best-effort launches on its GPUs until
+// `until_ns` (CLOCK_MONOTONIC; bounded by core::kMaxHoldNs), or releases
+// them. No-op in a best-effort vGPU or before the pacer started.
+void HoldBestEffort(uint64_t until_ns);
+void ReleaseBestEffort();
+uint64_t NowNs();
+
 // In a forked child: nothing of the parent's CUDA state is valid; start over.
 void AfterFork();
 

@@ -27,6 +27,9 @@
 //   ready PATH          write our pid to PATH (tells the test we got here)
 //   await PATH          wait until PATH exists
 //   hold                wait forever (to be killed)
+//   span_begin | span_end | hint_begin | hint_end
+//                       the task API (gpuslice.h) via dlsym -> "span_begin STATUS"
+//   sleep MS            sleep (an LC request's length, in task-API tests)
 //   spin SECONDS FILE   launch a kernel back to back; FILE gets each run of
 //                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
 // Sizes take K/M/G suffixes (powers of 1024).
@@ -369,6 +372,17 @@ int main(int argc, char** argv) {
       snprintf(extra, sizeof extra, " %llu", static_cast<unsigned long long>(launches));
       Report("spin", r, extra);
       i += 2;
+    } else if (cmd == "span_begin" || cmd == "span_end" || cmd == "hint_begin" || cmd == "hint_end") {
+      // The task API, found the way applications find it.
+      using Fn = int (*)();
+      auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, ("gpuslice_" + cmd).c_str()));
+      if (fn == nullptr) printf("%s missing\n", cmd.c_str());
+      else printf("%s %d\n", cmd.c_str(), fn());
+    } else if (cmd == "sleep") {
+      const long ms = atol(arg(1));
+      timespec ts{ms / 1000, (ms % 1000) * 1000000};
+      nanosleep(&ts, nullptr);
+      ++i;
     } else if (cmd == "hold") {
       printf("holding\n");
       for (;;) pause();

@@ -7,6 +7,7 @@ run is exactly a turn the board gave the process: the tests check that turns
 are exclusive, that shares and caps come out of them, and that a vGPU alone
 is not paced at all. CI machines are small and busy, so the margins here are
 wider than the board's own unit tests (src/core/pacing_board_test.cc)."""
+import json
 import subprocess
 
 from conftest import CUDA_APP
@@ -91,3 +92,43 @@ def test_latency_critical_work_is_never_held_back(world):
     result = spin_together(world, [("be", ["--priority", "be"]), ("lc", ["--priority", "lc"])])
     assert launching(result["lc"]) > 80, "LC waited at the gate"
     assert launching(result["be"]) > 80, "one BE beside LC is alone among the paced"
+
+
+def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
+    go = world.path("go")
+    be_ready, be_runs = world.path("be.ready"), world.path("be.runs")
+    be = world.start("run", "--name", "be", "--priority", "be", "--", CUDA_APP, "init", "ready", be_ready,
+                     "await", go, "spin", "1.5", be_runs)
+    lc_ready = world.path("lc.ready")
+    lc = world.start("run", "--name", "lc", "--priority", "lc", "--", CUDA_APP, "init", "ready", lc_ready,
+                     "await", go, "sleep", "400", "span_begin", "sleep", "150", "span_end", "span_end",
+                     "ready", world.path("lc.done"), "await", world.path("lc.release"))
+    world.wait_for_file(be_ready)
+    world.wait_for_file(lc_ready)
+    open(go, "w").close()
+    world.wait_for_file(world.path("lc.done"), timeout=30)
+    # The span's length is in the LC vGPU's latency histogram.
+    ls = world.gpuslice("ls", "--json")
+    assert ls.returncode == 0, ls.stderr
+    lc_view = [v for v in json.loads(ls.stdout)["vgpus"] if v["name"] == "lc"][0]
+    assert lc_view["lc_latency"]["requests"] == 1, lc_view
+    assert 0.14 <= lc_view["lc_latency"]["sum_seconds"] < 0.5, lc_view
+    open(world.path("lc.release"), "w").close()
+    out, err = lc.communicate(timeout=60)
+    assert lc.returncode == 0, err
+    assert "span_begin 0" in out and "span_end 0" in out
+    assert "span_end -1" in out, "an unmatched end is an error, not a crash"
+    out, err = be.communicate(timeout=60)
+    assert be.returncode == 0 and "spin ok" in out, err
+    rs = runs(be_runs)
+    gaps = [rs[i + 1][0] - rs[i][1] for i in range(len(rs) - 1)]
+    assert max(gaps) > 120e6, f"BE kept launching through the LC's 150 ms span (longest gap {max(gaps) / 1e6:.1f} ms)"
+    assert max(gaps) < 400e6
+
+
+def test_the_task_api_outside_a_vgpu_does_nothing(world):
+    p = subprocess.run([CUDA_APP, "span_begin", "span_end", "hint_begin"], capture_output=True, text=True,
+                       timeout=30)
+    # cuda_app loads no gpuslice library here: the symbols are simply absent,
+    # which is what an application outside gpuslice sees.
+    assert "span_begin missing" in p.stdout

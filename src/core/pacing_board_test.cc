@@ -1,0 +1,297 @@
+#include "core/pacing_board.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+namespace gpuslice::core {
+namespace {
+
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+
+// A GPU and its applications, stepped in 10 µs ticks on a fake clock. Each
+// application launches kernels of a fixed length whenever the board lets it
+// and its queue is not full; the GPU runs the queued kernels of one
+// application at a time (if several have work queued, they alternate each
+// tick, which is what the board must prevent from mattering).
+class Simulation {
+ public:
+  struct App {
+    int member = -1;
+    uint64_t kernel_ns = 100 * kUs;
+    size_t depth = 16;
+    // Demand pattern: launches only while (now % period) < on (period 0 = always).
+    uint64_t period_ns = 0;
+    uint64_t on_ns = 0;
+    std::deque<uint64_t> queue;  // remaining ns of each queued kernel
+    uint64_t gpu_ns = 0;         // GPU time received
+    bool busy = false;
+    bool alive = true;
+  };
+
+  Simulation() : board_(std::make_unique<Board>()) { InitBoard(board_.get()); }
+
+  App& Add(uint64_t id, MemberSpec spec, uint64_t kernel_ns = 100 * kUs) {
+    App app;
+    app.member = JoinBoard(board_.get(), id, spec, now_);
+    app.kernel_ns = kernel_ns;
+    specs_.push_back(spec);
+    apps_.push_back(app);
+    return apps_.back();
+  }
+
+  void Run(uint64_t duration_ns) {
+    const uint64_t end = now_ + duration_ns;
+    int rr = 0;
+    for (; now_ < end; now_ += kTick) {
+      for (size_t i = 0; i < apps_.size(); ++i) {
+        App& a = apps_[i];
+        if (!a.alive) continue;
+        if (now_ % kMs == 0) Heartbeat(board_.get(), a.member, specs_[i], now_);
+        const bool wants = a.period_ns == 0 || now_ % a.period_ns < a.on_ns;
+        while (wants && a.queue.size() < a.depth) {
+          if (TryEnter(board_.get(), a.member, now_) != GateDecision::kGo) {
+            NoteWaiting(board_.get(), a.member, now_);
+            break;
+          }
+          a.queue.push_back(a.kernel_ns);
+          NoteLaunch(board_.get(), a.member, now_);
+          if (!a.busy) NoteBusy(board_.get(), a.member, a.busy = true, now_);
+        }
+      }
+      // The GPU: one application's kernel per tick, round robin among those
+      // with work (overlap, which exclusive turns should make rare).
+      std::vector<size_t> ready;
+      for (size_t i = 0; i < apps_.size(); ++i) {
+        if (apps_[i].alive && !apps_[i].queue.empty()) ready.push_back(i);
+      }
+      if (!ready.empty()) {
+        App& a = apps_[ready[rr++ % ready.size()]];
+        uint64_t& left = a.queue.front();
+        const uint64_t ran = left < kTick ? left : kTick;
+        left -= ran;
+        a.gpu_ns += ran;
+        if (left == 0) a.queue.pop_front();
+        if (ready.size() > 1) overlap_ns_ += kTick;
+        gpu_busy_ns_ += kTick;
+      }
+      for (App& a : apps_) {
+        if (a.alive && a.busy && a.queue.empty()) NoteBusy(board_.get(), a.member, a.busy = false, now_);
+      }
+      AdvanceTurn(board_.get(), now_);
+    }
+  }
+
+  void Reset() {
+    for (App& a : apps_) a.gpu_ns = 0;
+    overlap_ns_ = gpu_busy_ns_ = 0;
+  }
+  double Share(size_t i) const {
+    uint64_t total = 0;
+    for (const App& a : apps_) total += a.gpu_ns;
+    return total == 0 ? 0 : 100.0 * static_cast<double>(apps_[i].gpu_ns) / static_cast<double>(total);
+  }
+  double Fraction(size_t i, uint64_t window_ns) const {
+    return 100.0 * static_cast<double>(apps_[i].gpu_ns) / static_cast<double>(window_ns);
+  }
+
+  static constexpr uint64_t kTick = 10 * kUs;
+  std::unique_ptr<Board> board_;
+  std::vector<App> apps_;
+  std::vector<MemberSpec> specs_;
+  uint64_t now_ = 1'000'000'000;
+  uint64_t overlap_ns_ = 0;
+  uint64_t gpu_busy_ns_ = 0;
+};
+
+MemberSpec Share(uint32_t pct) { return MemberSpec{pct, 0, Priority::kBestEffort}; }
+
+TEST(PacingBoardTest, TwoBusyVgpusSplitTheGpuByShare) {
+  for (auto [a, b] : {std::pair{30u, 70u}, std::pair{10u, 90u}, std::pair{50u, 50u}}) {
+    Simulation sim;
+    sim.Add(1, Share(a));
+    sim.Add(2, Share(b));
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(3000 * kMs);
+    EXPECT_NEAR(sim.Share(0), a, 1.0) << a << "/" << b;
+    EXPECT_NEAR(sim.Share(1), b, 1.0) << a << "/" << b;
+    EXPECT_EQ(sim.overlap_ns_, 0u) << "turns are exclusive";
+    EXPECT_GT(sim.gpu_busy_ns_, 2900 * kMs) << "the GPU is kept busy";
+  }
+}
+
+TEST(PacingBoardTest, ThreeWaySplit) {
+  Simulation sim;
+  sim.Add(1, Share(20), 50 * kUs);
+  sim.Add(2, Share(30), 200 * kUs);
+  sim.Add(3, Share(50), 20 * kUs);
+  sim.Run(200 * kMs);
+  sim.Reset();
+  sim.Run(3000 * kMs);
+  EXPECT_NEAR(sim.Share(0), 20, 1.0);
+  EXPECT_NEAR(sim.Share(1), 30, 1.0);
+  EXPECT_NEAR(sim.Share(2), 50, 1.0);
+}
+
+TEST(PacingBoardTest, SharesAreWorkConserving) {
+  // B (90%) only wants the GPU 20 ms of every 100 ms; A (10%) gets the rest.
+  Simulation sim;
+  sim.Add(1, Share(10));
+  Simulation::App& b = sim.Add(2, Share(90));
+  b.period_ns = 100 * kMs;
+  b.on_ns = 20 * kMs;
+  sim.Run(1000 * kMs);
+  sim.Reset();
+  sim.Run(2000 * kMs);
+  EXPECT_GT(sim.gpu_busy_ns_, 1900 * kMs) << "idle time is handed to whoever wants it";
+  EXPECT_GT(sim.Fraction(0, 2000 * kMs), 75.0);
+}
+
+TEST(PacingBoardTest, HardCapHoldsWhenAlone) {
+  for (uint32_t cap : {30u, 10u, 75u}) {
+    Simulation sim;
+    sim.Add(1, MemberSpec{100, cap, Priority::kBestEffort}, 20 * kUs);
+    EXPECT_TRUE(PacingNeeded(*sim.board_, 0, sim.now_));
+    sim.Run(500 * kMs);
+    sim.Reset();
+    sim.Run(4000 * kMs);
+    EXPECT_NEAR(sim.Fraction(0, 4000 * kMs), cap, 1.5) << "cap " << cap;
+  }
+}
+
+TEST(PacingBoardTest, CapAndShareTogether) {
+  // A is capped at 20%; B takes what A may not.
+  Simulation sim;
+  sim.Add(1, MemberSpec{50, 20, Priority::kBestEffort});
+  sim.Add(2, Share(50));
+  sim.Run(500 * kMs);
+  sim.Reset();
+  sim.Run(3000 * kMs);
+  EXPECT_NEAR(sim.Fraction(0, 3000 * kMs), 20, 1.5);
+  EXPECT_GT(sim.Fraction(1, 3000 * kMs), 75.0);
+}
+
+TEST(PacingBoardTest, PacingIsOnlyNeededUnderContentionOrCap) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 11, Share(30), now);
+  EXPECT_FALSE(PacingNeeded(board, a, now)) << "a vGPU alone runs unpaced, whatever its share";
+  const int lc = JoinBoard(&board, 12, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  EXPECT_TRUE(PacingNeeded(board, a, now)) << "beside LC, BE goes through the gate (LC may hold it)";
+  EXPECT_FALSE(PacingNeeded(board, lc, now)) << "LC never does";
+  const int b = JoinBoard(&board, 13, Share(70), now);
+  EXPECT_TRUE(PacingNeeded(board, a, now));
+  EXPECT_TRUE(PacingNeeded(board, b, now));
+  // The others' processes all die: their heartbeats stop and A is alone again.
+  EXPECT_FALSE(PacingNeeded(board, a, now + 2'000'000'000));
+  EXPECT_EQ(TryEnter(&board, lc, now), GateDecision::kGo) << "LC never waits";
+}
+
+TEST(PacingBoardTest, JoinFindsTheSameEntryAndReusesDeadOnes) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 7, Share(30), now);
+  EXPECT_EQ(JoinBoard(&board, 7, Share(30), now), a) << "a second process of the vGPU";
+  for (int i = 1; i < kBoardMembers; ++i) ASSERT_GE(JoinBoard(&board, 100 + i, Share(10), now), 0);
+  EXPECT_EQ(JoinBoard(&board, 999, Share(10), now), -1) << "full";
+  // Later, only vGPU 7 still heartbeats: the others' entries are reusable.
+  Heartbeat(&board, a, Share(30), now + 1'500'000'000);
+  EXPECT_GE(JoinBoard(&board, 999, Share(10), now + 1'600'000'000), 0);
+}
+
+TEST(PacingBoardTest, AHolderThatNeverDrainsIsPassedOver) {
+  // A process of A was killed with work queued: A stays "busy" forever.
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const PacingConfig config;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);
+  uint64_t waited = 0;
+  while (TryEnter(&board, b, now) != GateDecision::kGo) {
+    NoteWaiting(&board, b, now);
+    Heartbeat(&board, a, Share(50), now);  // its other processes live on
+    Heartbeat(&board, b, Share(50), now);
+    now += kMs;
+    waited += kMs;
+    ASSERT_LT(waited, 1000 * kMs) << "B must not wait for ever";
+  }
+  EXPECT_GE(waited, config.quantum_ns);
+  EXPECT_LE(waited, config.quantum_ns + config.drain_timeout_ns + 2 * kMs);
+}
+
+TEST(PacingBoardTest, AnIdleHolderHandsOverAtOnce) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);
+  now += 100 * kUs;
+  NoteBusy(&board, a, false, now);  // drained, and launches nothing more
+  uint64_t waited = 0;
+  while (TryEnter(&board, b, now) != GateDecision::kGo) {
+    NoteWaiting(&board, b, now);
+    now += 10 * kUs;
+    waited += 10 * kUs;
+    ASSERT_LT(waited, 10 * kMs);
+  }
+  EXPECT_LE(waited, PacingConfig{}.idle_handover_ns + 20 * kUs);
+  EXPECT_EQ(TurnHolder(board), b);
+}
+
+TEST(PacingBoardTest, ANewcomerDoesNotStarveTheIncumbent) {
+  Simulation sim;
+  sim.Add(1, Share(50));
+  sim.Run(2000 * kMs);  // A alone for 2 s
+  Simulation::App& b = sim.Add(2, Share(50));
+  (void)b;
+  sim.Reset();
+  sim.Run(500 * kMs);
+  EXPECT_NEAR(sim.Share(0), 50, 3.0);
+}
+
+TEST(PacingBoardTest, AnLcSpanHoldsBestEffortLaunchesForABoundedTime) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const int be = JoinBoard(&board, 1, Share(100), now);
+  const int lc = JoinBoard(&board, 2, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  ASSERT_EQ(TryEnter(&board, be, now), GateDecision::kGo);
+  HoldBestEffort(&board, lc, now + 1'000'000'000, now);  // asks for 1 s
+  EXPECT_EQ(TryEnter(&board, be, now + kMs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, lc, now + kMs), GateDecision::kGo) << "the LC itself never waits";
+  ReleaseHold(&board, lc, now + 2 * kMs);
+  EXPECT_EQ(TryEnter(&board, be, now + 2 * kMs), GateDecision::kGo);
+  // A span never ended (a crashed LC) holds BE for at most kMaxHoldNs.
+  now += 10 * kMs;
+  HoldBestEffort(&board, lc, now + 1'000'000'000, now);
+  Heartbeat(&board, lc, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  Heartbeat(&board, be, Share(100), now);
+  EXPECT_EQ(TryEnter(&board, be, now + kMaxHoldNs - kMs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, be, now + kMaxHoldNs + kMs), GateDecision::kGo);
+}
+
+TEST(PacingBoardTest, RejectsAForeignFile) {
+  Board board;
+  InitBoard(&board);
+  EXPECT_TRUE(ValidateBoard(board, "/b").ok());
+  board.header.version = 99;
+  const Status s = ValidateBoard(board, "/b");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("remove it"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuslice::core
