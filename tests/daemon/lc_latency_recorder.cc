@@ -1,6 +1,7 @@
-// lc_latency_recorder — a test helper standing in for the interposer's LC
-// request spans (not built yet): records latencies in a vGPU's ledger through
-// core::RecordLcLatency, exactly as the library will.
+// lc_latency_recorder — a test helper that records LC request latencies in a
+// vGPU's ledger through core::RecordLcLatency, as the library does at each
+// gpuslice_span_end(), so that the daemon's views and metrics are tested with
+// exact, known latencies and no CUDA application.
 //
 //   lc_latency_recorder VGPU_DIR COUNTxNANOSECONDS...
 //   lc_latency_recorder /run/gpuslice/vgpus/lat 990x80000 10x6000000

@@ -127,7 +127,7 @@ LC_BOUNDS = [25e-6, 50e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,
 
 def record_lc_latency(dworld, name, *batches):
     """Records LC requests in vGPU `name`'s ledger, as the library's spans
-    will: each batch is (count, nanoseconds)."""
+    do: each batch is (count, nanoseconds)."""
     r = subprocess.run([LC_RECORDER, dworld.vgpu_dir(name), *(f"{n}x{ns}" for n, ns in batches)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
