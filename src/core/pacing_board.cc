@@ -98,6 +98,37 @@ bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
   return false;
 }
 
+// Some waiting member is owed the GPU more than `holder`, whose turn has run
+// `age` so far.
+bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
+  BoardMember& h = b->members[holder];
+  const uint64_t v = Load(h.vtime) + Scaled(age, Load(h.weight));
+  for (int i = 0; i < kBoardMembers; ++i) {
+    BoardMember& m = b->members[i];
+    if (i == holder || !Demanding(m, now, c) || !CapAllowsTurn(m, now, 0, c)) continue;
+    if (Load(m.vtime) + Scaled(c.preempt_lead_ns, Load(h.weight)) < v) return true;
+  }
+  return false;
+}
+
+// The holder is owed GPU time: every waiter has run further ahead.
+bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
+  BoardMember& h = b->members[holder];
+  const uint64_t v = Load(h.vtime) + Scaled(age, Load(h.weight));
+  for (int i = 0; i < kBoardMembers; ++i) {
+    BoardMember& m = b->members[i];
+    if (i != holder && Demanding(m, now, c) && Load(m.vtime) <= v) return false;
+  }
+  return true;
+}
+
+// The holder's turn is over: quantum spent, cap spent, or outrun.
+bool TurnOver(Board* b, int holder, const Turn& t, uint64_t now, const PacingConfig& c) {
+  const uint64_t age = t.AgeNs(now);
+  return age >= static_cast<uint64_t>(t.quantum_ms) * 1'000'000 || !CapAllowsMore(b->members[holder], now, age, c) ||
+         Outrun(b, holder, age, now, c);
+}
+
 uint32_t QuantumMs(const PacingConfig& c) {
   const uint64_t ms = c.quantum_ns / 1'000'000;
   return static_cast<uint32_t>(ms == 0 ? 1 : ms > 255 ? 255 : ms);
@@ -259,9 +290,10 @@ bool BestEffortHeld(const Board& board, uint64_t now) {
 
 void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& m = b->members[member];
-  // Back from idle: start at the virtual clock, so time spent idle is not
-  // credit to be spent hogging the GPU.
-  if (Load(m.demand_ns) + c.demand_window_ns <= now) RaiseTo(m.vtime, Load(b->vclock));
+  // Back from a real idle (not a pause between steps): start at the virtual
+  // clock, so time spent idle is not credit to be spent hogging the GPU.
+  const uint64_t active = Load(m.demand_ns) > Load(m.last_launch_ns) ? Load(m.demand_ns) : Load(m.last_launch_ns);
+  if (active + c.idle_reset_ns <= now) RaiseTo(m.vtime, Load(b->vclock));
   RaiseTo(m.demand_ns, now);
 }
 
@@ -293,18 +325,25 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   uint64_t charge = age;
   if (Alive(h, now, c) && !IsLc(h)) {
     const bool drained = Load(h.busy_processes) == 0;
-    const uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
-    const bool idle = drained && now - last >= c.idle_handover_ns;
-    const bool over = age >= static_cast<uint64_t>(t.quantum_ms) * 1'000'000;
+    // Idle since its last launch or drain, whichever came later (a training
+    // launches a step at once, then waits for it), but not before its turn.
+    uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
+    if (Load(h.drained_ns) > last) last = Load(h.drained_ns);
+    const bool idle = drained && (now - last >= c.long_idle_ns ||
+                                  (now - last >= c.idle_handover_ns && !Owed(b, t.holder, age, now, c)));
     const bool capped_out = !CapAllowsMore(h, now, age, c);
-    if (!over && !idle && !capped_out) return;
+    if (!idle && !TurnOver(b, t.holder, t, now, c)) return;
     if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
     if (!drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) return;
     // Charged up to its drain: a turn is GPU time only while work was queued.
     const uint64_t drained_at = Load(h.drained_ns);
     if (drained && drained_at >= start && drained_at < now) charge = drained_at - start;
   }
-  const int next = Best(b, now, -1, t.holder, charge, c);
+  // A holder that launched lately still wants the GPU though it never
+  // waited: it competes for the next turn like a waiter.
+  const uint64_t active_at = Load(h.last_launch_ns) > Load(h.drained_ns) ? Load(h.last_launch_ns) : Load(h.drained_ns);
+  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Load(h.busy_processes) > 0 || now - active_at < c.long_idle_ns);
+  const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }
 
@@ -318,9 +357,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c)
     const Turn t = Turn::Decode(seen);
     if (t.holder == member) {
       const uint64_t age = t.AgeNs(now);
-      if (age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 && CapAllowsMore(me, now, age, c)) {
-        return GateDecision::kGo;
-      }
+      if (!TurnOver(b, member, t, now, c)) return GateDecision::kGo;
       if (OtherDemand(b, member, now, c) || !CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
       // Quantum over and nobody else wants the GPU: a new turn, same holder.
       if (SwitchTurn(b, seen, member, age, now, c)) return GateDecision::kGo;

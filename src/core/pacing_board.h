@@ -21,7 +21,11 @@
 //     out proportional and work-conserving. A vGPU that becomes active takes
 //     the current virtual clock, so idle time does not bank credit.
 //   - A holder that has drained and stopped launching gives the turn away
-//     early (idle hand-over), so nobody waits behind an idle holder.
+//     early (idle hand-over), so nobody waits behind an idle holder; but a
+//     holder still owed GPU time keeps the turn through short pauses (a
+//     training's step boundaries), since the waiter would queue far more
+//     work in that pause than the pause is long. A holder that has run past
+//     a waiter's virtual time loses the turn before its quantum ends.
 //   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
 //     turn only while it has tokens, even when it is alone.
 //   - Latency-critical vGPUs never wait: LC over BE is the hardware
@@ -101,8 +105,18 @@ static_assert(offsetof(Board, members) % 64 == 0);
 struct PacingConfig {
   uint64_t quantum_ns = 10'000'000;       // a turn, while others wait
   uint64_t min_quantum_ns = 1'000'000;    // a capped vGPU's shortest turn
-  uint64_t idle_handover_ns = 300'000;    // drained and no launch for this long
+  // A drained holder that launches nothing for this long gives the turn away
+  // to a waiter owed more GPU time than it; after long_idle_ns, to anyone.
+  // (A pause between a training's steps must not hand a 10% vGPU a chance
+  // to queue a whole step of its own ahead of the 90% one.)
+  uint64_t idle_handover_ns = 300'000;
+  uint64_t long_idle_ns = 2'000'000;
   uint64_t demand_window_ns = 3'000'000;  // a waiter refreshes demand more often
+  // A holder that has used this much GPU time beyond a waiting member's
+  // fair share loses the turn before its quantum ends.
+  uint64_t preempt_lead_ns = 10'000'000;
+  // Idle this long, a vGPU comes back at the virtual clock (no banked credit).
+  uint64_t idle_reset_ns = 100'000'000;
   uint64_t drain_timeout_ns = 200'000'000;
   uint64_t member_timeout_ns = 1'000'000'000;
   uint64_t publish_timeout_ns = 20'000'000;  // a hand-over left half-done

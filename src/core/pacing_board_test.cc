@@ -26,6 +26,13 @@ class Simulation {
     // Demand pattern: launches only while (now % period) < on (period 0 = always).
     uint64_t period_ns = 0;
     uint64_t on_ns = 0;
+    // Or a training: steps of `step_kernels` launched as fast as allowed,
+    // each followed by a synchronisation (wait for the queue to drain) and a
+    // host pause of `pause_ns`.
+    size_t step_kernels = 0;
+    uint64_t pause_ns = 0;
+    size_t launched_in_step = 0;
+    uint64_t pause_until = 0;
     std::deque<uint64_t> queue;  // remaining ns of each queued kernel
     uint64_t gpu_ns = 0;         // GPU time received
     bool busy = false;
@@ -51,13 +58,24 @@ class Simulation {
         App& a = apps_[i];
         if (!a.alive) continue;
         if (now_ % kMs == 0) Heartbeat(board_.get(), a.member, specs_[i], now_);
-        const bool wants = a.period_ns == 0 || now_ % a.period_ns < a.on_ns;
-        while (wants && a.queue.size() < a.depth) {
+        bool wants = a.period_ns == 0 || now_ % a.period_ns < a.on_ns;
+        if (a.step_kernels > 0 && a.launched_in_step == a.step_kernels) {
+          wants = false;
+          if (a.queue.empty() && a.pause_until == 0) a.pause_until = now_ + a.pause_ns;
+          if (a.pause_until != 0 && now_ >= a.pause_until) {
+            a.launched_in_step = 0;
+            a.pause_until = 0;
+            wants = true;
+          }
+        }
+        while (wants && a.queue.size() < a.depth &&
+               (a.step_kernels == 0 || a.launched_in_step < a.step_kernels)) {
           if (TryEnter(board_.get(), a.member, now_) != GateDecision::kGo) {
             NoteWaiting(board_.get(), a.member, now_);
             break;
           }
           a.queue.push_back(a.kernel_ns);
+          ++a.launched_in_step;
           NoteLaunch(board_.get(), a.member, now_);
           if (!a.busy) NoteBusy(board_.get(), a.member, a.busy = true, now_);
         }
@@ -149,6 +167,28 @@ TEST(PacingBoardTest, SharesAreWorkConserving) {
   sim.Run(2000 * kMs);
   EXPECT_GT(sim.gpu_busy_ns_, 1900 * kMs) << "idle time is handed to whoever wants it";
   EXPECT_GT(sim.Fraction(0, 2000 * kMs), 75.0);
+}
+
+TEST(PacingBoardTest, TrainingsPausingBetweenStepsStillSplitByShare) {
+  // Trainings: 55 ms of work a step, launched at once, then a
+  // synchronisation (the GPU drains) and a 1 ms host pause. Each pause must
+  // not hand the other vGPU a turn it is not owed: it would queue a whole
+  // step of its own in it.
+  for (auto shares : {std::vector<uint32_t>{10, 90}, std::vector<uint32_t>{30, 70},
+                      std::vector<uint32_t>{20, 30, 50}}) {
+    Simulation sim;
+    for (uint32_t share : shares) {
+      Simulation::App& app = sim.Add(share, Share(share), 100 * kUs);
+      app.depth = 1000;
+      app.step_kernels = 550;
+      app.pause_ns = 1 * kMs;
+    }
+    sim.Run(500 * kMs);
+    sim.Reset();
+    sim.Run(6000 * kMs);
+    for (size_t i = 0; i < shares.size(); ++i) EXPECT_NEAR(sim.Share(i), shares[i], 1.5) << shares[0] << " " << i;
+    EXPECT_GT(sim.gpu_busy_ns_, 5700 * kMs) << "pauses cost at most the pauses";
+  }
 }
 
 TEST(PacingBoardTest, HardCapHoldsWhenAlone) {

@@ -22,6 +22,7 @@ std::atomic<bool> g_active{false};
 namespace {
 
 constexpr uint64_t kMaxWaitNs = 2'000'000'000;     // then launch anyway (fail open)
+constexpr uint64_t kSlowWaitNs = 500'000'000;      // then say why, once per wait
 constexpr uint64_t kSpinNs = 50'000;                // yield-spin before sleeping
 constexpr long kSleepNs = 30'000;                   // between gate checks
 constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while paced
@@ -215,6 +216,23 @@ void ReleaseAtExit() {
   }
 }
 
+// What a long wait at the gate is waiting for, for the log.
+void LogSlowWait(Device& d, uint64_t waited_ns) {
+  const core::BoardMember& me = d.board->members[d.member];
+  int pending = 0;
+  const int high = g_marker_high.load(std::memory_order_acquire);
+  for (int i = 0; i < high; ++i) {
+    pending += g_markers[i].state.load() == kLive &&
+               g_markers[i].records.load() != g_markers[i].completed.load();
+  }
+  port::Log(port::LogLevel::kWarn, "a launch has waited %llu ms for its GPU turn: holder %d (we are %d), our busy "
+            "processes %u, markers pending %d, captures %d, cap tokens %lld us, process busy %d",
+            static_cast<unsigned long long>(waited_ns / 1'000'000), core::TurnHolder(*d.board), d.member,
+            std::atomic_ref<uint32_t>(const_cast<uint32_t&>(me.busy_processes)).load(), pending,
+            g_captures.load(), static_cast<long long>(me.cap_tokens_ns / 1000),
+            static_cast<int>(d.work.load() & 1));
+}
+
 }  // namespace
 
 void Start(VgpuRuntime* rt) {
@@ -290,6 +308,7 @@ int EnterGate() {
   if (!d.paced.load(std::memory_order_acquire)) return -1;
   const uint64_t start = Now();
   uint64_t now = start;
+  bool slow_logged = false;
   while (core::TryEnter(d.board, d.member, now) != core::GateDecision::kGo) {
     core::NoteWaiting(d.board, d.member, now);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
@@ -300,6 +319,10 @@ int EnterGate() {
       nanosleep(&ts, nullptr);
     }
     now = Now();
+    if (now - start > kSlowWaitNs && !slow_logged) {
+      slow_logged = true;
+      LogSlowWait(d, now - start);
+    }
     if (now - start > kMaxWaitNs) {
       if (!g_wait_logged.exchange(true)) {
         port::Log(port::LogLevel::kWarn, "a launch waited over 2 s for its GPU turn; launching anyway (is another "
