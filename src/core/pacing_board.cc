@@ -111,6 +111,17 @@ bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig
   return false;
 }
 
+// GPU time a holder used in a turn that started at `start`: up to now while
+// it has work queued, else up to its last drain or launch. Time it held the
+// turn idle (nobody else wanted the GPU) is not charged: that would bank a
+// debt that starves it later.
+uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
+  if (Load(h.busy_processes) > 0) return now - start;
+  uint64_t end = Load(h.drained_ns) > Load(h.last_launch_ns) ? Load(h.drained_ns) : Load(h.last_launch_ns);
+  if (end > now) end = now;
+  return end > start ? end - start : 0;
+}
+
 // The holder is owed GPU time: every waiter has run further ahead.
 bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
@@ -335,9 +346,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     if (!idle && !TurnOver(b, t.holder, t, now, c)) return;
     if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
     if (!drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) return;
-    // Charged up to its drain: a turn is GPU time only while work was queued.
-    const uint64_t drained_at = Load(h.drained_ns);
-    if (drained && drained_at >= start && drained_at < now) charge = drained_at - start;
+    charge = UsedSince(h, start, now);
   }
   // A holder that launched lately still wants the GPU though it never
   // waited: it competes for the next turn like a waiter.
@@ -360,7 +369,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c)
       if (!TurnOver(b, member, t, now, c)) return GateDecision::kGo;
       if (OtherDemand(b, member, now, c) || !CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
       // Quantum over and nobody else wants the GPU: a new turn, same holder.
-      if (SwitchTurn(b, seen, member, age, now, c)) return GateDecision::kGo;
+      if (SwitchTurn(b, seen, member, UsedSince(me, t.StartNs(now), now), now, c)) return GateDecision::kGo;
       continue;
     }
     if (t.holder < 0) {

@@ -323,6 +323,30 @@ TEST(PacingBoardTest, AnLcSpanHoldsBestEffortLaunchesForABoundedTime) {
   EXPECT_EQ(TryEnter(&board, be, now + kMaxHoldNs + kMs), GateDecision::kGo);
 }
 
+TEST(PacingBoardTest, HoldingTheTurnIdleIsNotCharged) {
+  // A capped vGPU launches once, drains, then sets itself up for 30 s (no
+  // launches) while holding the turn: it owes nothing for those 30 s.
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const MemberSpec capped{100, 30, Priority::kBestEffort};
+  const int a = JoinBoard(&board, 1, capped, now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);
+  NoteBusy(&board, a, false, now + kMs);
+  now += 30'000 * kMs;
+  Heartbeat(&board, a, capped, now);
+  uint64_t waited = 0;
+  while (TryEnter(&board, a, now) != GateDecision::kGo) {
+    NoteWaiting(&board, a, now);
+    now += kMs;
+    waited += kMs;
+    ASSERT_LT(waited, 100 * kMs) << "charged for holding the turn idle";
+  }
+  EXPECT_GE(board.members[a].cap_tokens_ns, 0);
+}
+
 TEST(PacingBoardTest, RejectsAForeignFile) {
   Board board;
   InitBoard(&board);
