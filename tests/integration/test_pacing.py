@@ -77,21 +77,24 @@ def test_a_hard_cap_holds_alone(world):
     assert 25 <= used <= 35, f"a 30% cap ran {used:.1f}% of the time"
 
 
-def launching(rs):
-    """Percent of its run an application spent launching (the rest it waited,
-    at the gate or for a CPU: gaps over 100 µs also come from a busy machine)."""
-    return 100 * busy(rs, rs[0][0], rs[-1][1]) / (rs[-1][1] - rs[0][0])
+def longest_gap_ms(rs):
+    """The longest time an application went without launching: a turn it
+    was made to wait for lasts tens of milliseconds; a busy CI machine's
+    scheduling hiccups are far shorter."""
+    return max([0] + [(rs[i + 1][0] - rs[i][1]) / 1e6 for i in range(len(rs) - 1)])
 
 
 def test_a_vgpu_alone_is_not_paced_whatever_its_share(world):
     result = spin_together(world, [("alone", ["--compute", "30"])])
-    assert launching(result["alone"]) > 80, "the lone vGPU was paced"
+    assert longest_gap_ms(result["alone"]) < 20, "the lone vGPU was paced"
 
 
 def test_latency_critical_work_is_never_held_back(world):
+    # Without a span or hint, neither waits: LC never does, and the BE is the
+    # only best-effort vGPU, so it always holds the turn.
     result = spin_together(world, [("be", ["--priority", "be"]), ("lc", ["--priority", "lc"])])
-    assert launching(result["lc"]) > 80, "LC waited at the gate"
-    assert launching(result["be"]) > 80, "one BE beside LC is alone among the paced"
+    assert longest_gap_ms(result["lc"]) < 20, "LC waited at the gate"
+    assert longest_gap_ms(result["be"]) < 20, "the lone BE waited for a turn"
 
 
 def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
