@@ -74,7 +74,7 @@ bool CapAllowsTurn(BoardMember& m, uint64_t now, uint64_t pending_ns, const Paci
 
 uint64_t Scaled(uint64_t ns, uint32_t weight) { return ns * 100 / (weight == 0 ? 100 : weight); }
 
-void Charge(Board* b, BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
+void Charge(BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
   A(m.charged_ns).fetch_add(ns, std::memory_order_relaxed);
   A(m.vtime).fetch_add(Scaled(ns, Load(m.weight)), std::memory_order_relaxed);
   if (Load(m.cap_pct) != 0) {
@@ -82,7 +82,6 @@ void Charge(Board* b, BoardMember& m, uint64_t ns, uint64_t now, const PacingCon
     A(m.cap_tokens_ns).store(tokens, std::memory_order_relaxed);
     A(m.cap_stamp_ns).store(now, std::memory_order_release);
   }
-  (void)b;
 }
 
 void RaiseTo(uint64_t& word, uint64_t value) {
@@ -176,7 +175,7 @@ bool SwitchTurn(Board* b, uint64_t seen, int next, uint64_t charge_ns, uint64_t 
   t.quantum_ms = next >= 0 ? QuantumMs(c) : 0;
   t.start_us = static_cast<uint32_t>(now / 1000);
   if (!A(b->turn).compare_exchange_strong(seen, t.Encode(), std::memory_order_acq_rel)) return false;
-  if (old.holder >= 0) Charge(b, b->members[old.holder], charge_ns, now, c);
+  if (old.holder >= 0) Charge(b->members[old.holder], charge_ns, now, c);
   if (next >= 0) {
     RaiseTo(b->vclock, Load(b->members[next].vtime));
     A(b->members[next].turns).fetch_add(1, std::memory_order_relaxed);

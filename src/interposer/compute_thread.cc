@@ -13,6 +13,7 @@
 #include "interposer/driver_table.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
+#include "port/clock.h"
 #include "port/log.h"
 #include "rm/ioctl_hook.h"
 #include "rm/timeslice_control.h"
@@ -76,22 +77,16 @@ void LogTracked(const rm::TsgRef* tsgs, uint32_t n) {
 
 void* ResolveDefault(const char* symbol) { return RealDlsym(RTLD_DEFAULT, symbol); }
 
-uint64_t MonotonicMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1'000'000;
-}
-
 void* ThreadMain(void* arg) {
   auto* rt = static_cast<VgpuRuntime*>(arg);
   pacer::Start(rt);
-  const uint64_t started_ms = MonotonicMs();
+  const uint64_t started_ms = port::MonotonicNanos() / 1'000'000;
   uint64_t next_slices_ms = 0;
   bool watched_early = false, watched_late = false;
   for (;;) {
     // Timeslices every 20 ms (the limits promise ≤ 100 ms from a change to
     // the hardware); the pacer as often as it asks (1 ms while paced).
-    const uint64_t now_ms = MonotonicMs();
+    const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
     if (now_ms >= next_slices_ms) {
       ApplyTimeslicesOnce(rt);
       next_slices_ms = now_ms + 20;

@@ -12,6 +12,7 @@
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
 #include "interposer/vgpu_runtime.h"
+#include "port/clock.h"
 #include "port/log.h"
 #include "port/mapped_file.h"
 
@@ -28,12 +29,6 @@ constexpr long kSleepNs = 30'000;                   // between gate checks
 constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while paced
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 constexpr int kMaxMarkers = 512;
-
-uint64_t Now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // One GPU of the vGPU, as this process paces it.
 struct Device {
@@ -193,7 +188,7 @@ void PollDrain(int slot) {
   g_querying.store(false, std::memory_order_seq_cst);
   uint64_t expected = work;
   if (all_done && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
-    core::NoteBusy(d.board, d.member, false, Now());
+    core::NoteBusy(d.board, d.member, false, port::MonotonicNanos());
   }
   d.polling.store(false, std::memory_order_release);
 }
@@ -212,7 +207,7 @@ core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
 void ReleaseAtExit() {
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
-    if (d.board != nullptr && (d.work.exchange(0) & 1) != 0) core::NoteBusy(d.board, d.member, false, Now());
+    if (d.board != nullptr && (d.work.exchange(0) & 1) != 0) core::NoteBusy(d.board, d.member, false, port::MonotonicNanos());
   }
 }
 
@@ -248,7 +243,7 @@ void Start(VgpuRuntime* rt) {
   g_device_count = static_cast<int>(limits.device_count < core::kMaxDevices ? limits.device_count
                                                                             : core::kMaxDevices);
   g_single_device = g_device_count == 1;
-  const uint64_t now = Now();
+  const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
     const std::string path = std::string(dir) + "/boards/" + core::BoardFileName(limits.devices[s].uuid);
     auto file = port::MappedFile::Open(path, sizeof(core::Board), port::MappedFile::Access::kReadWrite);
@@ -274,7 +269,7 @@ void Start(VgpuRuntime* rt) {
 uint64_t Tick(VgpuRuntime* rt) {
   if (!g_started) return kIdleTickNs;
   const core::Limits& limits = rt->limits();
-  const uint64_t now = Now();
+  const uint64_t now = port::MonotonicNanos();
   bool any = false;
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
@@ -289,7 +284,7 @@ uint64_t Tick(VgpuRuntime* rt) {
     if (paced) {
       any = true;
       PollDrain(s);
-      core::AdvanceTurn(d.board, Now());
+      core::AdvanceTurn(d.board, port::MonotonicNanos());
     }
   }
   g_active.store(any, std::memory_order_release);
@@ -306,7 +301,7 @@ int EnterGate() {
   }
   Device& d = g_devices[slot];
   if (!d.paced.load(std::memory_order_acquire)) return -1;
-  const uint64_t start = Now();
+  const uint64_t start = port::MonotonicNanos();
   uint64_t now = start;
   bool slow_logged = false;
   while (core::TryEnter(d.board, d.member, now) != core::GateDecision::kGo) {
@@ -318,7 +313,7 @@ int EnterGate() {
       timespec ts{0, kSleepNs};
       nanosleep(&ts, nullptr);
     }
-    now = Now();
+    now = port::MonotonicNanos();
     if (now - start > kSlowWaitNs && !slow_logged) {
       slow_logged = true;
       LogSlowWait(d, now - start);
@@ -345,7 +340,7 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   uint64_t w = d.work.load(std::memory_order_relaxed);
   while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_acq_rel)) {
   }
-  const uint64_t now = Now();
+  const uint64_t now = port::MonotonicNanos();
   if ((w & 1) == 0) core::NoteBusy(d.board, d.member, true, now);
   core::NoteLaunch(d.board, d.member, now);
 }
@@ -382,11 +377,9 @@ void ForgetMarkers(Match match) {
 }
 }  // namespace
 
-uint64_t NowNs() { return Now(); }
-
 void HoldBestEffort(uint64_t until_ns) {
   if (!g_started) return;
-  const uint64_t now = Now();
+  const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
     if (g_devices[s].board != nullptr) core::HoldBestEffort(g_devices[s].board, g_devices[s].member, until_ns, now);
   }
@@ -394,7 +387,7 @@ void HoldBestEffort(uint64_t until_ns) {
 
 void ReleaseBestEffort() {
   if (!g_started) return;
-  const uint64_t now = Now();
+  const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
     if (g_devices[s].board != nullptr) core::ReleaseHold(g_devices[s].board, g_devices[s].member, now);
   }

@@ -26,8 +26,9 @@
 // paced itself.
 //
 // Hot path: no lock, no allocation, no syscall until the launch must wait;
-// while paced, one cuCtxGetCurrent and one cuEventRecord per launch (their
-// cost is in docs/benchmarks.md).
+// while paced, one cuCtxGetCurrent and one cuEventRecord per launch, and a
+// cuEventCreate the first time a thread launches on a stream (not measured
+// on its own: docs/benchmarks.md).
 #ifndef GPUSLICE_INTERPOSER_PACER_H_
 #define GPUSLICE_INTERPOSER_PACER_H_
 
@@ -77,7 +78,6 @@ void ForgetDevice(CUdevice device);
 // them. No-op in a best-effort vGPU or before the pacer started.
 void HoldBestEffort(uint64_t until_ns);
 void ReleaseBestEffort();
-uint64_t NowNs();
 
 // In a forked child: nothing of the parent's CUDA state is valid; start over.
 void AfterFork();

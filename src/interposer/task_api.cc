@@ -15,6 +15,7 @@
 #include "interposer/export.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
+#include "port/clock.h"
 
 namespace gi = gpuslice::interposer;
 namespace core = gpuslice::core;
@@ -35,7 +36,7 @@ int Hold(uint64_t for_ns) {
   gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
   if (!LatencyCritical(*rt)) return GPUSLICE_NOT_LATENCY_CRITICAL;
-  gi::pacer::HoldBestEffort(gi::pacer::NowNs() + for_ns);
+  gi::pacer::HoldBestEffort(gpuslice::port::MonotonicNanos() + for_ns);
   return GPUSLICE_OK;
 }
 
@@ -45,7 +46,7 @@ GPUSLICE_EXPORT int gpuslice_span_begin(void) {
   gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
   if (t_span_depth++ > 0) return GPUSLICE_OK;
-  t_span_start_ns = gi::pacer::NowNs();
+  t_span_start_ns = gpuslice::port::MonotonicNanos();
   return Hold(core::kMaxHoldNs);
 }
 
@@ -54,7 +55,7 @@ GPUSLICE_EXPORT int gpuslice_span_end(void) {
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
   if (t_span_depth == 0) return GPUSLICE_NO_SPAN_OPEN;
   if (--t_span_depth > 0) return GPUSLICE_OK;
-  core::RecordLcLatency(rt->ledger_region(), gi::pacer::NowNs() - t_span_start_ns);
+  core::RecordLcLatency(rt->ledger_region(), gpuslice::port::MonotonicNanos() - t_span_start_ns);
   if (!LatencyCritical(*rt)) return GPUSLICE_NOT_LATENCY_CRITICAL;
   gi::pacer::ReleaseBestEffort();
   return GPUSLICE_OK;

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +10,7 @@
 
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
+#include "port/clock.h"
 #include "port/log.h"
 #include "port/mapped_file.h"
 #include "port/process.h"
@@ -27,12 +27,6 @@ std::mutex g_devices_mutex;  // process-local; until devices are mapped
 // The mappings live as long as the process: hooks may run during exit.
 port::MappedFile* g_limits_file = nullptr;
 port::MappedFile* g_ledger_file = nullptr;
-
-uint64_t MonotonicNanos() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
 
 // A ledger in this process's own memory, used when the shared one is
 // unusable: the limit still holds for this process alone.
@@ -142,7 +136,7 @@ int VgpuRuntime::CurrentDeviceSlot(CUdevice* device_out) {
 }
 
 void VgpuRuntime::ReapDeadProcesses(bool force) {
-  const uint64_t now = MonotonicNanos();
+  const uint64_t now = port::MonotonicNanos();
   uint64_t last = last_reap_ns_.load(std::memory_order_relaxed);
   if (!force && now - last < 100'000'000ull) return;
   if (!last_reap_ns_.compare_exchange_strong(last, now) && !force) return;
