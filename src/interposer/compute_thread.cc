@@ -11,6 +11,7 @@
 #include "core/vgpu_layout.h"
 #include "interposer/real_dlsym.h"
 #include "interposer/driver_table.h"
+#include "interposer/holder.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
@@ -92,6 +93,7 @@ void* ThreadMain(void* arg) {
       next_slices_ms = now_ms + 20;
     }
     const uint64_t sleep_ns = pacer::Tick(rt);
+    holder::Tick(rt->latency_critical(), pacer::g_active.load(std::memory_order_acquire));
     // Libraries the driver loads as it starts contexts are in by now.
     if (!watched_early && now_ms - started_ms >= 100) {
       watched_early = true;
@@ -121,6 +123,7 @@ void ForkChild() {
   // survive fork); its own first context starts both afresh.
   rm::Registry().Clear();
   pacer::AfterFork();
+  holder::AfterFork();
   g_started.store(false, std::memory_order_release);
   for (Applied& a : g_applied) a = Applied{};
   g_last_epoch = ~0ull;

@@ -8,11 +8,13 @@
 //
 // Capture begin/end are counted so that the pacer never queries or records
 // an event while a capture is open; context teardown drops the pacer's
-// markers before their events are destroyed with the context.
+// markers and the holder's state before they die with the context, and
+// cuCtxSynchronize releases holders (holder.h) first.
 #include <cuda.h>
 
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
+#include "interposer/holder.h"
 #include "interposer/pacer.h"
 
 // cuda.h maps cuStreamBeginCapture to _v2; the driver still exports the
@@ -133,15 +135,28 @@ GPUSLICE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph
 
 // --- context teardown --------------------------------------------------------
 
+// A synchronising application must not wait for a holder's bound.
+GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
+  gpuslice::interposer::holder::Release();
+  return GPUSLICE_REAL(cuCtxSynchronize)();
+}
+GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  gpuslice::interposer::holder::Release();
+  return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
+}
+
 GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  gpuslice::interposer::holder::ForgetContext(ctx);
   pacer::ForgetContext(ctx);
   return GPUSLICE_REAL(cuCtxDestroy_v2)(ctx);
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
+  gpuslice::interposer::holder::ForgetDevice(dev);
   pacer::ForgetDevice(dev);  // may be the last reference; markers come back on the next launch
   return GPUSLICE_REAL(cuDevicePrimaryCtxRelease_v2)(dev);
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+  gpuslice::interposer::holder::ForgetDevice(dev);
   pacer::ForgetDevice(dev);
   return GPUSLICE_REAL(cuDevicePrimaryCtxReset_v2)(dev);
 }

@@ -350,6 +350,8 @@ void CaptureBegin() {
   while (g_querying.load(std::memory_order_seq_cst)) sched_yield();
 }
 
+bool Capturing() { return g_captures.load(std::memory_order_acquire) > 0; }
+
 void CaptureEnd() {
   int c = g_captures.load(std::memory_order_relaxed);
   while (c > 0 && !g_captures.compare_exchange_weak(c, c - 1)) {

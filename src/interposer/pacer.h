@@ -37,6 +37,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include "interposer/holder.h"
+
 namespace gpuslice::interposer {
 
 class VgpuRuntime;
@@ -58,18 +60,26 @@ uint64_t Tick(VgpuRuntime* runtime);
 int EnterGate();
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
 
+// Also where a latency-critical process's holder (holder.h) learns of the
+// launch, once it is submitted.
 template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
-  if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) return launch();
+  if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) {
+    const CUresult r = launch();
+    holder::AfterLaunch();
+    return r;
+  }
   const int slot = EnterGate();
   const CUresult r = launch();
   if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
+  holder::AfterLaunch();
   return r;
 }
 
-// Stream capture begins/ends (hooks_launch.cc).
+// Stream capture begins/ends (hooks_launch.cc); whether one is open.
 void CaptureBegin();
 void CaptureEnd();
+bool Capturing();
 // A context is going away: forget its markers before their events die.
 void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);

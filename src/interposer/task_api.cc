@@ -1,5 +1,6 @@
 // task_api.cc — the exported task API (include/gpuslice/gpuslice.h): request
-// spans and pre-preemption hints, on top of the pacer's best-effort hold.
+// spans and pre-preemption hints: the pacer's best-effort hold (pacer.h)
+// plus, for hints and spans, a holder kernel (holder.h).
 //
 // A thread's span is thread-local (start time, nesting depth); the hold it
 // places lives on the GPUs' boards, bounded by core::kMaxHoldNs, and is
@@ -13,6 +14,7 @@
 #include "core/lc_latency.h"
 #include "core/pacing_board.h"
 #include "interposer/export.h"
+#include "interposer/holder.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
@@ -25,18 +27,19 @@ namespace {
 thread_local uint64_t t_span_start_ns = 0;
 thread_local int t_span_depth = 0;
 
-// The vGPU's priority on its first device (a vGPU has one class).
-bool LatencyCritical(const gi::VgpuRuntime& rt) {
-  const uint32_t p = std::atomic_ref<uint32_t>(const_cast<uint32_t&>(rt.limits().devices[0].priority))
-                         .load(std::memory_order_relaxed);
-  return p == static_cast<uint32_t>(core::Priority::kLatencyCritical);
-}
+// A hint's holder lasts the hint plus this, so that a request submitted a
+// little late still finds the GPU; hint_begin's, without a duration, this.
+constexpr uint64_t kHintSlackNs = 1'000'000;
+constexpr uint64_t kHintBeginBoundNs = 5'000'000;
 
-int Hold(uint64_t for_ns) {
+// Holds best-effort launches for `for_ns` and, when `holder_ns` > 0, starts a
+// holder that keeps the GPU for this process until its next launch.
+int Hold(uint64_t for_ns, uint64_t holder_ns) {
   gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
-  if (!LatencyCritical(*rt)) return GPUSLICE_NOT_LATENCY_CRITICAL;
+  if (!rt->latency_critical()) return GPUSLICE_NOT_LATENCY_CRITICAL;
   gi::pacer::HoldBestEffort(gpuslice::port::MonotonicNanos() + for_ns);
+  if (holder_ns > 0) gi::holder::Hint(holder_ns);
   return GPUSLICE_OK;
 }
 
@@ -47,7 +50,9 @@ GPUSLICE_EXPORT int gpuslice_span_begin(void) {
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
   if (t_span_depth++ > 0) return GPUSLICE_OK;
   t_span_start_ns = gpuslice::port::MonotonicNanos();
-  return Hold(core::kMaxHoldNs);
+  const int held = Hold(core::kMaxHoldNs, 0);
+  if (held == GPUSLICE_OK) gi::holder::SpanBegin();
+  return held;
 }
 
 GPUSLICE_EXPORT int gpuslice_span_end(void) {
@@ -56,23 +61,28 @@ GPUSLICE_EXPORT int gpuslice_span_end(void) {
   if (t_span_depth == 0) return GPUSLICE_NO_SPAN_OPEN;
   if (--t_span_depth > 0) return GPUSLICE_OK;
   core::RecordLcLatency(rt->ledger_region(), gpuslice::port::MonotonicNanos() - t_span_start_ns);
-  if (!LatencyCritical(*rt)) return GPUSLICE_NOT_LATENCY_CRITICAL;
+  if (!rt->latency_critical()) return GPUSLICE_NOT_LATENCY_CRITICAL;
+  gi::holder::SpanEnd();
   gi::pacer::ReleaseBestEffort();
   return GPUSLICE_OK;
 }
 
-GPUSLICE_EXPORT int gpuslice_hint_begin(void) { return Hold(core::kMaxHoldNs); }
+GPUSLICE_EXPORT int gpuslice_hint_begin(void) { return Hold(core::kMaxHoldNs, kHintBeginBoundNs); }
 
 GPUSLICE_EXPORT int gpuslice_hint(unsigned int usec) {
   if (usec == 0) return GPUSLICE_BAD_ARGUMENT;
-  return Hold(static_cast<uint64_t>(usec) * 1000);
+  const uint64_t ns = static_cast<uint64_t>(usec) * 1000;
+  return Hold(ns, (ns < core::kMaxHoldNs ? ns : core::kMaxHoldNs) + kHintSlackNs);
 }
 
 GPUSLICE_EXPORT int gpuslice_hint_end(void) {
   gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
-  if (!LatencyCritical(*rt)) return GPUSLICE_NOT_LATENCY_CRITICAL;
+  if (!rt->latency_critical()) return GPUSLICE_NOT_LATENCY_CRITICAL;
   // An open span on this thread keeps holding.
-  if (t_span_depth == 0) gi::pacer::ReleaseBestEffort();
+  if (t_span_depth == 0) {
+    gi::holder::Release();
+    gi::pacer::ReleaseBestEffort();
+  }
   return GPUSLICE_OK;
 }

@@ -43,6 +43,12 @@ class VgpuRuntime {
   AllocationTable& allocations() { return allocations_; }
   PoolAccounts& pools() { return pools_; }
   const core::Limits& limits() const { return *limits_; }
+  // Whether the vGPU is latency-critical (a vGPU has one class; resizable
+  // live, hence the atomic read).
+  bool latency_critical() const {
+    return std::atomic_ref<const uint32_t>(limits_->devices[0].priority).load(std::memory_order_relaxed) ==
+           static_cast<uint32_t>(core::Priority::kLatencyCritical);
+  }
   // The ledger in use (shared, or private on failure), for lifetime counters.
   core::Ledger* ledger_region() { return ledger_region_; }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fake_gpus.h"
+#include "holders.h"
 #include "fake_rm_client.h"  // tests/rm: channel groups through RM ioctls, as libcuda makes them
 #include "physical.h"
 #include "pools.h"
@@ -110,6 +111,12 @@ CUresult Synchronize(CUcontext ctx) {
   }
   ReleasePoolsAtSync(locked);
   return CUDA_SUCCESS;
+}
+
+CUresult SynchronizeContext(CUcontext ctx) {
+  const CUresult r = Synchronize(ctx);
+  if (r == CUDA_SUCCESS) WaitForHolders();  // outside the driver lock, as a GPU wait would be
+  return r;
 }
 
 }  // namespace
@@ -277,12 +284,12 @@ CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
 
 CUresult cuCtxSynchronize(void) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::Synchronize(nullptr);
+  return fake_cuda::SynchronizeContext(nullptr);
 }
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::Synchronize(ctx);
+  return fake_cuda::SynchronizeContext(ctx);
 }
 
 }  // extern "C"

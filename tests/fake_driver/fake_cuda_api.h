@@ -40,7 +40,16 @@ typedef uint64_t (*fake_cuda_launch_count_fn)(void);
 uint64_t fake_cuda_call_count(const char* symbol);
 typedef uint64_t (*fake_cuda_call_count_fn)(const char* symbol);
 
-/* Zeroes the call and launch counters (not the memory state). */
+/* gpuslice's holder kernel as the fake models it (holders.h): holders
+ * launched, still running, ended by release, ended by their bound; the
+ * newest one's bound; and how often cuCtxSynchronize had to wait for one. */
+typedef struct {
+  uint64_t launched, running, released, expired, last_bound_ns, syncs_waited;
+} fake_cuda_holder_counts;
+void fake_cuda_holders(fake_cuda_holder_counts* out);
+typedef void (*fake_cuda_holders_fn)(fake_cuda_holder_counts* out);
+
+/* Zeroes the call, launch and holder counters (not the memory state). */
 void fake_cuda_reset_counters(void);
 typedef void (*fake_cuda_reset_counters_fn)(void);
 

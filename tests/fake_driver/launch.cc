@@ -1,6 +1,6 @@
 // Modules, functions and kernel launches (launch.h). A module is any image;
 // a function is any name in it. Launches count, or become kernel nodes on a
-// capturing stream.
+// capturing stream; gpuslice's holder kernel is also modelled (holders.h).
 #include "launch.h"
 
 #include <cuda.h>
@@ -12,11 +12,13 @@
 
 #include "contexts.h"
 #include "graphs.h"
+#include "holders.h"
 #include "state.h"
 #include "streams.h"
 
 struct CUfunc_st {
   CUmodule module;
+  bool holder;  // gpuslice's holder kernel (holders.h)
 };
 
 struct CUmod_st {
@@ -49,16 +51,21 @@ CUresult LoadModule(CUmodule* module, const void* image) {
   return CUDA_SUCCESS;
 }
 
-CUresult LaunchOn(CUfunction f, CUstream stream) {
-  Locked locked;
-  if (GetModules(locked).functions.count(f) == 0) return CUDA_ERROR_INVALID_HANDLE;
-  int device = 0;
-  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
-  if (CUgraph graph = CapturingGraph(locked, stream)) {
-    AddCapturedKernel(locked, graph);
-    return CUDA_SUCCESS;
+CUresult LaunchOn(CUfunction f, CUstream stream, void** params) {
+  bool holder = false;
+  {
+    Locked locked;
+    if (GetModules(locked).functions.count(f) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    int device = 0;
+    if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+    if (CUgraph graph = CapturingGraph(locked, stream)) {
+      AddCapturedKernel(locked, graph);
+      return CUDA_SUCCESS;
+    }
+    holder = f->holder;
   }
   AddLaunches(1);
+  if (holder) LaunchHolder(params);
   return CUDA_SUCCESS;
 }
 
@@ -107,7 +114,7 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
   if (it == modules.modules.end()) return CUDA_ERROR_INVALID_HANDLE;
   auto& slot = it->second->functions[name];  // the same name gives the same handle
   if (slot == nullptr) {
-    slot = std::make_unique<CUfunc_st>(CUfunc_st{module});
+    slot = std::make_unique<CUfunc_st>(CUfunc_st{module, std::string(name) == fake_cuda::kHolderKernelName});
     modules.functions.emplace(slot.get(), module);
   }
   *function = slot.get();
@@ -115,42 +122,42 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
-                        unsigned int, unsigned int, unsigned int, CUstream stream, void**, void**) {
+                        unsigned int, unsigned int, unsigned int, CUstream stream, void** params, void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::LaunchOn(f, stream);
+  return fake_cuda::LaunchOn(f, stream, params);
 }
 
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int, unsigned int,
-                             unsigned int, unsigned int, unsigned int, CUstream stream, void**,
+                             unsigned int, unsigned int, unsigned int, CUstream stream, void** params,
                              void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::LaunchOn(f, stream);
+  return fake_cuda::LaunchOn(f, stream, params);
 }
 
-CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void**, void**) {
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return fake_cuda::LaunchOn(f, config->hStream);
+  return fake_cuda::LaunchOn(f, config->hStream, params);
 }
 
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void**, void**) {
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void** params, void**) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (config == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return fake_cuda::LaunchOn(f, config->hStream);
+  return fake_cuda::LaunchOn(f, config->hStream, params);
 }
 
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int, unsigned int, unsigned int,
                                    unsigned int, unsigned int, unsigned int, unsigned int,
-                                   CUstream stream, void**) {
+                                   CUstream stream, void** params) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::LaunchOn(f, stream);
+  return fake_cuda::LaunchOn(f, stream, params);
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int, unsigned int, unsigned int,
                                         unsigned int, unsigned int, unsigned int, unsigned int,
-                                        CUstream stream, void**) {
+                                        CUstream stream, void** params) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::LaunchOn(f, stream);
+  return fake_cuda::LaunchOn(f, stream, params);
 }
 
 }  // extern "C"

@@ -179,6 +179,17 @@ CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int /*flags*/) {
   return fake_cuda::AllocateHost(pp, bytes);
 }
 
+// Host memory is mapped at the same address on the device (UVA).
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* dptr, void* p, unsigned int flags) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  const fake_cuda::Allocation* a = fake_cuda::FindAllocation(locked, reinterpret_cast<CUdeviceptr>(p));
+  if (a == nullptr || a->kind != fake_cuda::AllocationKind::kHost) return CUDA_ERROR_INVALID_VALUE;
+  *dptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemFreeHost(void* p) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   fake_cuda::Locked locked;

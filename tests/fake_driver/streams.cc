@@ -183,6 +183,13 @@ CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int /*flags*/, in
   return fake_cuda::Create(stream);
 }
 
+CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (least != nullptr) *least = 0;  // an H100's range
+  if (greatest != nullptr) *greatest = -5;
+  return CUDA_SUCCESS;
+}
+
 CUresult cuStreamDestroy(CUstream stream) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::Destroy(stream);

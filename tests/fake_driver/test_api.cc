@@ -1,6 +1,7 @@
 // The fake_cuda_* test API (fake_cuda_api.h).
 #include "entry_points.h"
 #include "fake_cuda_api.h"
+#include "holders.h"
 #include "launch.h"
 #include "physical.h"
 #include "state.h"
@@ -23,6 +24,13 @@ uint64_t fake_cuda_call_count(const char* symbol) {
 void fake_cuda_reset_counters(void) {
   fake_cuda::ResetCallCounts();
   fake_cuda::ResetLaunchCount();
+  fake_cuda::ResetHolders();
+}
+
+void fake_cuda_holders(fake_cuda_holder_counts* out) {
+  if (out == nullptr) return;
+  const fake_cuda::HolderCounts c = fake_cuda::CountHolders();
+  *out = {c.launched, c.running, c.released, c.expired, c.last_bound_ns, c.syncs_waited};
 }
 
 }  // extern "C"

@@ -1,0 +1,262 @@
+#include "interposer/holder.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <mutex>
+
+#include "interposer/driver_table.h"
+#include "interposer/pacer.h"
+#include "port/clock.h"
+#include "port/log.h"
+
+namespace gpuslice::interposer::holder {
+
+std::atomic<uint32_t> g_watch{0};
+
+namespace {
+
+// The kernel, from holder_kernel.ptx (embedded at build time).
+constexpr char kHolderPtx[] =
+#include "holder_ptx.inc"
+    ;
+
+enum class Residency { kOff, kSpan, kAlways };
+
+// Read once, at first use. Not limits: an LC process may only hold its own
+// context, and these only say how long it lingers.
+struct Settings {
+  Residency residency = Residency::kSpan;
+  uint64_t linger_ns = 2'000'000;
+  // relay: release and relaunch the holder at every launch, instead of only
+  // relaunching when the running one nears its bound (renew). Experimental:
+  // for the case where a kernel beside a holder does not start.
+  bool relay = false;
+};
+
+Settings ReadSettings() {
+  Settings s;
+  if (const char* v = getenv("GPUSLICE_LC_RESIDENCY"); v != nullptr && *v != '\0') {
+    if (strcmp(v, "off") == 0) s.residency = Residency::kOff;
+    else if (strcmp(v, "always") == 0) s.residency = Residency::kAlways;
+    else if (strcmp(v, "span") == 0) s.residency = Residency::kSpan;
+    else port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_RESIDENCY=%s is not off, span or always; using span", v);
+  }
+  if (const char* v = getenv("GPUSLICE_LC_LINGER_US"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long long us = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || us < 10 || us > 200'000) {
+      port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_LINGER_US=%s is not a whole number of microseconds in "
+                "10..200000; using 2000", v);
+    } else {
+      s.linger_ns = us * 1000;
+    }
+  }
+  if (const char* v = getenv("GPUSLICE_LC_HOLDER"); v != nullptr && strcmp(v, "relay") == 0) s.relay = true;
+  return s;
+}
+
+const Settings& GetSettings() {
+  static const Settings settings = ReadSettings();
+  return settings;
+}
+
+// One context's holder machinery. Set up once under g_setup_mutex; `context`
+// is published last, so a lock-free reader that finds it sees the rest.
+struct ContextHolder {
+  std::atomic<CUcontext> context{nullptr};
+  CUdevice device = -1;
+  CUfunction kernel = nullptr;
+  CUstream stream = nullptr;
+  uint32_t* release_word = nullptr;  // pinned host memory the kernel polls
+  CUdeviceptr release_word_device = 0;
+  std::atomic<uint64_t> covered_until_ns{0};  // a running holder's bound, by the host clock (a lower bound)
+  std::atomic<bool> launching{false};
+};
+constexpr int kMaxContexts = 16;
+ContextHolder g_contexts[kMaxContexts];
+std::mutex g_setup_mutex;  // process-local; first holder of a context only
+std::atomic<bool> g_unavailable_logged{false};
+std::atomic<int> g_span_depth{0};
+
+void LogUnavailable(const char* what, CUresult r) {
+  if (g_unavailable_logged.exchange(true)) return;
+  port::Log(port::LogLevel::kWarn, "pre-preemption and residency are off in this process: %s failed (CUDA error "
+            "%d); latency-critical work still runs, with the slower switch", what, static_cast<int>(r));
+}
+
+ContextHolder* Find(CUcontext context) {
+  for (ContextHolder& h : g_contexts) {
+    if (h.context.load(std::memory_order_acquire) == context) return &h;
+  }
+  return nullptr;
+}
+
+// Slow path: module, stream and release word for `context` (current).
+ContextHolder* SetUp(CUcontext context) {
+  std::lock_guard<std::mutex> lock(g_setup_mutex);
+  if (ContextHolder* h = Find(context)) return h;
+  ContextHolder* slot = nullptr;
+  for (ContextHolder& h : g_contexts) {
+    if (h.context.load(std::memory_order_relaxed) == nullptr) {
+      slot = &h;
+      break;
+    }
+  }
+  if (slot == nullptr) {
+    LogUnavailable("a free holder slot (more than 16 contexts)", CUDA_ERROR_OUT_OF_MEMORY);
+    return nullptr;
+  }
+  const uint64_t t0 = port::MonotonicNanos();
+  CUmodule module = nullptr;
+  CUresult r = GPUSLICE_REAL(cuModuleLoadData)(&module, kHolderPtx);
+  if (r != CUDA_SUCCESS) return LogUnavailable("loading the holder kernel", r), nullptr;
+  r = GPUSLICE_REAL(cuModuleGetFunction)(&slot->kernel, module, "gpuslice_holder");
+  if (r != CUDA_SUCCESS) return LogUnavailable("finding the holder kernel", r), nullptr;
+  // Non-blocking: the legacy default stream must never wait for a holder.
+  // Highest priority: its one block is placed before queued LC blocks.
+  int least = 0, greatest = 0;
+  GPUSLICE_REAL(cuCtxGetStreamPriorityRange)(&least, &greatest);
+  r = GPUSLICE_REAL(cuStreamCreateWithPriority)(&slot->stream, CU_STREAM_NON_BLOCKING, greatest);
+  if (r != CUDA_SUCCESS) return LogUnavailable("creating the holder's stream", r), nullptr;
+  void* word = nullptr;
+  r = GPUSLICE_REAL(cuMemHostAlloc)(&word, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+  if (r != CUDA_SUCCESS) return LogUnavailable("allocating the release word", r), nullptr;
+  slot->release_word = static_cast<uint32_t*>(word);
+  *slot->release_word = 0;
+  r = GPUSLICE_REAL(cuMemHostGetDevicePointer_v2)(&slot->release_word_device, word, 0);
+  if (r != CUDA_SUCCESS) return LogUnavailable("mapping the release word", r), nullptr;
+  GPUSLICE_REAL(cuCtxGetDevice)(&slot->device);
+  slot->covered_until_ns.store(0, std::memory_order_relaxed);
+  slot->context.store(context, std::memory_order_release);
+  port::Log(port::LogLevel::kInfo, "holder kernel ready in a context of device %d (%.1f ms)", slot->device,
+            (port::MonotonicNanos() - t0) / 1e6);
+  return slot;
+}
+
+ContextHolder* Current(bool set_up) {
+  CUcontext context = nullptr;
+  if (GPUSLICE_REAL(cuCtxGetCurrent)(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
+  ContextHolder* h = Find(context);
+  return h != nullptr || !set_up ? h : SetUp(context);
+}
+
+void ReleaseOne(ContextHolder& h) {
+  std::atomic_ref<uint32_t>(*h.release_word).fetch_add(1, std::memory_order_release);
+  h.covered_until_ns.store(0, std::memory_order_relaxed);
+}
+
+Started Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
+  if (h.launching.exchange(true, std::memory_order_acquire)) return Started::kAlreadyCovered;
+  uint32_t armed = std::atomic_ref<uint32_t>(*h.release_word).load(std::memory_order_acquire);
+  CUdeviceptr word = h.release_word_device;
+  uint64_t bound = bound_ns;
+  void* params[] = {&word, &armed, &bound};
+  const CUresult r = GPUSLICE_REAL(cuLaunchKernel)(h.kernel, 1, 1, 1, 1, 1, 1, 0, h.stream, params, nullptr);
+  if (r == CUDA_SUCCESS) h.covered_until_ns.store(now + bound_ns, std::memory_order_relaxed);
+  h.launching.store(false, std::memory_order_release);
+  if (r != CUDA_SUCCESS) {
+    LogUnavailable("launching the holder", r);
+    return Started::kUnavailable;
+  }
+  return Started::kYes;
+}
+
+// Residency: a holder covers at least the next half linger.
+void Cover(ContextHolder& h) {
+  const Settings& s = GetSettings();
+  const uint64_t now = port::MonotonicNanos();
+  if (s.relay) {
+    ReleaseOne(h);
+  } else if (h.covered_until_ns.load(std::memory_order_relaxed) > now + s.linger_ns / 2) {
+    return;
+  }
+  Launch(h, s.linger_ns, now);
+}
+
+}  // namespace
+
+Started Hint(uint64_t bound_ns) {
+  if (pacer::Capturing()) return Started::kCapturing;
+  ContextHolder* h = Current(true);
+  if (h == nullptr) return Started::kNoContext;
+  const Started started = Launch(*h, bound_ns, port::MonotonicNanos());
+  if (started == Started::kYes) g_watch.fetch_or(kReleaseOnLaunch, std::memory_order_release);
+  return started;
+}
+
+void SpanBegin() {
+  if (GetSettings().residency == Residency::kOff) return;
+  if (g_span_depth.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    g_watch.fetch_or(kResidencySpan, std::memory_order_release);
+  }
+  if (pacer::Capturing()) return;
+  if (ContextHolder* h = Current(true)) Cover(*h);
+}
+
+void SpanEnd() {
+  if (GetSettings().residency == Residency::kOff) return;
+  int depth = g_span_depth.load(std::memory_order_relaxed);
+  while (depth > 0 && !g_span_depth.compare_exchange_weak(depth, depth - 1, std::memory_order_acq_rel)) {
+  }
+  if (depth == 1) {
+    g_watch.fetch_and(~kResidencySpan, std::memory_order_release);
+    if ((g_watch.load(std::memory_order_relaxed) & kResidencyAlways) == 0) Release();
+  }
+}
+
+void Release() {
+  for (ContextHolder& h : g_contexts) {
+    if (h.context.load(std::memory_order_acquire) != nullptr) ReleaseOne(h);
+  }
+}
+
+void OnLaunch() {
+  const uint32_t watch = g_watch.load(std::memory_order_acquire);
+  if ((watch & kReleaseOnLaunch) != 0 &&
+      (g_watch.fetch_and(~kReleaseOnLaunch, std::memory_order_acq_rel) & kReleaseOnLaunch) != 0) {
+    Release();
+  }
+  if ((watch & (kResidencySpan | kResidencyAlways)) == 0 || pacer::Capturing()) return;
+  if (ContextHolder* h = Current(true)) Cover(*h);
+}
+
+void Tick(bool latency_critical, bool gpu_shared) {
+  if (GetSettings().residency != Residency::kAlways) return;
+  const bool on = latency_critical && gpu_shared;
+  const bool was = (g_watch.load(std::memory_order_relaxed) & kResidencyAlways) != 0;
+  if (on == was) return;
+  if (on) {
+    g_watch.fetch_or(kResidencyAlways, std::memory_order_release);
+  } else {
+    g_watch.fetch_and(~kResidencyAlways, std::memory_order_release);
+    if (g_span_depth.load(std::memory_order_relaxed) == 0) Release();
+  }
+  port::Log(port::LogLevel::kInfo, "latency-critical residency %s", on ? "on: the GPU is shared" : "off");
+}
+
+void ForgetContext(CUcontext context) {
+  std::lock_guard<std::mutex> lock(g_setup_mutex);
+  if (ContextHolder* h = Find(context)) {
+    ReleaseOne(*h);  // the word is freed with the context; holders end with it too
+    h->context.store(nullptr, std::memory_order_release);
+  }
+}
+
+void ForgetDevice(CUdevice device) {
+  std::lock_guard<std::mutex> lock(g_setup_mutex);
+  for (ContextHolder& h : g_contexts) {
+    if (h.context.load(std::memory_order_acquire) != nullptr && h.device == device) {
+      ReleaseOne(h);
+      h.context.store(nullptr, std::memory_order_release);
+    }
+  }
+}
+
+void AfterFork() {
+  for (ContextHolder& h : g_contexts) h.context.store(nullptr, std::memory_order_relaxed);
+  g_watch.store(0, std::memory_order_relaxed);
+  g_span_depth.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace gpuslice::interposer::holder
