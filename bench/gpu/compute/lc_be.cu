@@ -11,6 +11,17 @@
 //                                  Latency is from the end of the preparation
 //                                  (submission) to completion; `total_*` also
 //                                  counts the preparation.
+//   lc_be lce SECONDS OUT.json     eager latency-critical: a request is LCE_KERNELS
+//                                  (100) kernels of LCE_US (20) µs, with LCE_GAP_US
+//                                  (30) µs of host work before each launch (the
+//                                  facts file's native eager LC), every PERIOD_US;
+//                                  latency from the first launch to completion.
+//                                  With LC_SPAN=1 each request is a
+//                                  gpuslice_span_begin()/end() span.
+//   lc_be holdercheck PTX OUT.json the holder kernel (src/interposer/
+//                                  holder_kernel.ptx) on its own: never
+//                                  released, it must end at its bound; released
+//                                  by the host, it must end at once.
 //   lc_be be SECONDS OUT.json      best-effort: back-to-back ~20 ms kernels;
 //                                  reports kernels per second and each kernel's
 //                                  completion time (CLOCK_MONOTONIC seconds, the
@@ -24,8 +35,9 @@
 //                                  batch, batches queued behind each other);
 //                                  reports kernels per second.
 //
-// Env: LC_WORK_US (50), BE_WORK_MS (20), PERIOD_US (5000), PREP_US (400),
-// LC_HINT (0), SMALL_US (10), GRAPH_KERNELS (50). LC_ITERS / SMALL_ITERS fix
+// Env: LC_WORK_US (50), BE_WORK_MS (20), PERIOD_US (5000; lce 10000),
+// PREP_US (400), LC_HINT (0), LC_SPAN (0), SMALL_US (10), GRAPH_KERNELS (50),
+// LCE_KERNELS (100), LCE_US (20), LCE_GAP_US (30). LC_ITERS / SMALL_ITERS fix
 // the kernels' length to what a calibration alone found (calibrating beside a
 // busy BE, or under a cap, would measure the wait, not the kernel).
 // READY_FILE: created once the load runs (be, small, graph), so the parent
@@ -179,6 +191,96 @@ void RunLc(FILE* out, const char* mode, double seconds, double prep_us) {
           Percentile(total, .99), t_start / 1e6, last_done / 1e6);
 }
 
+// `lce`: an eager request of many small kernels with host work between them.
+void RunLce(FILE* out, double seconds) {
+  const int kernels = static_cast<int>(Env("LCE_KERNELS", 100));
+  const double gap = Env("LCE_GAP_US", 30);
+  const int iters = ItersFromEnv("LC_ITERS", Env("LCE_US", 20), 100);
+  const double kernel_alone = TimeKernelUs(iters, 100);
+  const double period = Env("PERIOD_US", 10000);
+  ApiFn span_begin = FindExport("gpuslice_span_begin"), span_end = FindExport("gpuslice_span_end");
+  const bool span = Env("LC_SPAN", 0) != 0 && span_begin != nullptr && span_end != nullptr;
+  long span_failures = 0;
+  std::vector<double> lat, starts;
+  double last_done = 0;
+  const double end = NowUs() + seconds * 1e6;
+  double next = NowUs();
+  while (NowUs() < end) {
+    SpinUntil(next);
+    const double t0 = NowUs();
+    if (span && span_begin() != 0) ++span_failures;
+    for (int k = 0; k < kernels; ++k) {
+      SpinUntil(NowUs() + gap);
+      Work<<<g_blocks, 256>>>(iters, g_out);
+    }
+    CK(cudaStreamSynchronize(0));
+    last_done = NowUs();
+    if (span && span_end() != 0) ++span_failures;
+    lat.push_back(last_done - t0);
+    starts.push_back(t0);
+    next += period;
+    if (next < NowUs()) next = NowUs();
+  }
+  const size_t skip = lat.size() / 20;
+  lat.erase(lat.begin(), lat.begin() + skip);
+  fprintf(out,
+          "{\"mode\":\"lce\",\"iters\":%d,\"kernel_us\":%.1f,\"kernels\":%d,\"gap_us\":%.0f,"
+          "\"period_us\":%.0f,\"span\":%s,\"span_failures\":%ld,\"n\":%zu,\"p50_us\":%.1f,\"p90_us\":%.1f,"
+          "\"p99_us\":%.1f,\"max_us\":%.1f,\"t_start\":%.6f,\"t_end\":%.6f}\n",
+          iters, kernel_alone, kernels, gap, period, span ? "true" : "false", span_failures, lat.size(),
+          Percentile(lat, .5), Percentile(lat, .9), Percentile(lat, .99), Percentile(lat, 1.0),
+          starts.size() > skip ? starts[skip] / 1e6 : 0.0, last_done / 1e6);
+}
+
+// `holdercheck`: the device side of the holder's contract (holder.h), on the
+// real GPU: (release_word, armed_value, bound_ns), ends when the word changes
+// or the bound has passed.
+void RunHolderCheck(FILE* out, const char* ptx_path) {
+  FILE* f = fopen(ptx_path, "r");
+  if (f == nullptr) {
+    fprintf(stderr, "lc_be: cannot read %s\n", ptx_path);
+    exit(1);
+  }
+  std::string ptx;
+  for (int c; (c = fgetc(f)) != EOF;) ptx.push_back(static_cast<char>(c));
+  fclose(f);
+  cudaLibrary_t lib;
+  cudaKernel_t kernel;
+  CK(cudaLibraryLoadData(&lib, ptx.c_str(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+  CK(cudaLibraryGetKernel(&kernel, lib, "gpuslice_holder"));
+  unsigned* word = nullptr;
+  CK(cudaHostAlloc(&word, 64, cudaHostAllocMapped));
+  unsigned* dword = nullptr;
+  CK(cudaHostGetDevicePointer(&dword, word, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  auto run = [&](unsigned long long bound_ns, double release_after_us) {
+    unsigned armed = *word;
+    void* params[] = {&dword, &armed, &bound_ns};
+    const double t0 = NowUs();
+    CK(cudaLaunchKernel(reinterpret_cast<const void*>(kernel), dim3(1), dim3(1), params, 0, s));
+    if (release_after_us >= 0) {
+      SpinUntil(t0 + release_after_us);
+      __atomic_add_fetch(word, 1, __ATOMIC_RELEASE);
+    }
+    CK(cudaStreamSynchronize(s));
+    return NowUs() - t0;
+  };
+  run(1000000, -1);  // warm-up: JIT and first launch
+  std::vector<double> bound_2ms, bound_20ms, released_200us;
+  for (int i = 0; i < 20; ++i) {
+    bound_2ms.push_back(run(2000000, -1));
+    bound_20ms.push_back(run(20000000, -1));
+    released_200us.push_back(run(1000000000ull, 200));  // a 1 s bound, released after 200 µs
+  }
+  fprintf(out,
+          "{\"mode\":\"holdercheck\",\"unreleased_bound_2ms_us\":{\"p50\":%.1f,\"max\":%.1f},"
+          "\"unreleased_bound_20ms_us\":{\"p50\":%.1f,\"max\":%.1f},"
+          "\"released_after_200us_bound_1s_us\":{\"p50\":%.1f,\"max\":%.1f}}\n",
+          Percentile(bound_2ms, .5), Percentile(bound_2ms, 1), Percentile(bound_20ms, .5), Percentile(bound_20ms, 1),
+          Percentile(released_200us, .5), Percentile(released_200us, 1));
+}
+
 void RunBe(FILE* out, double seconds) {
   const int iters = Calibrate(Env("BE_WORK_MS", 20) * 1000);
   const char* stop = getenv("STOP_FILE");
@@ -264,12 +366,13 @@ void RunSmall(FILE* out, const std::string& mode, double seconds) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: lc_be lc|lchint|be|small|graph SECONDS OUT.json\n");
+    fprintf(stderr, "usage: lc_be lc|lchint|lce|be|small|graph SECONDS OUT.json | lc_be holdercheck PTX OUT.json\n");
     return 2;
   }
   const std::string mode = argv[1];
   const double seconds = atof(argv[2]);
-  if (mode != "lc" && mode != "lchint" && mode != "be" && mode != "small" && mode != "graph") {
+  if (mode != "lc" && mode != "lchint" && mode != "lce" && mode != "holdercheck" && mode != "be" && mode != "small" &&
+      mode != "graph") {
     fprintf(stderr, "lc_be: unknown mode '%s'\n", mode.c_str());
     return 2;
   }
@@ -282,6 +385,8 @@ int main(int argc, char** argv) {
   if (out == nullptr) return 1;
   if (mode == "lc") RunLc(out, "lc", seconds, 0);
   else if (mode == "lchint") RunLc(out, "lchint", seconds, Env("PREP_US", 400));
+  else if (mode == "lce") RunLce(out, seconds);
+  else if (mode == "holdercheck") RunHolderCheck(out, argv[2]);
   else if (mode == "be") RunBe(out, seconds);
   else RunSmall(out, mode, seconds);
   fclose(out);

@@ -104,6 +104,7 @@ def env_f(name, default):
 TRAIN_S = env_f("TRAIN_S", 8)
 SHARE_S = env_f("SHARE_S", 12)
 LC_S = env_f("LC_S", 6)
+LCE_PERIOD_US = env_f("LCE_PERIOD_US", 10000)
 CAP_S = env_f("CAP_S", 6)
 RN_PHASE_S = env_f("RN_PHASE_S", 4)
 LC_RATE = env_f("LC_RATE", 50)
@@ -386,6 +387,41 @@ def s_lchint_alone(label):
     return {**lat_fields(r["lc"]), "lc": r["lc"]}
 
 
+def s_holdercheck(label):
+    ptx = HERE.parent.parent.parent / "src" / "interposer" / "holder_kernel.ptx"
+    r = run_all(label, [Proc("h", [LC_BE, "holdercheck", str(ptx), "{out}"])], 60)
+    check(r, "h")
+    return r["h"]
+
+
+def lce_env():
+    return {"LC_ITERS": need("lce_iters"), "PERIOD_US": LCE_PERIOD_US}
+
+
+def s_lce_alone(label):
+    r = run_all(label, [Proc("lc", lc_be_cmd("lce", LC_S), env={"PERIOD_US": LCE_PERIOD_US})], LC_S + 30)
+    check(r, "lc")
+    ref["lce_iters"], ref["lce_kernel_us"] = r["lc"]["iters"], r["lc"]["kernel_us"]
+    return {"lc": r["lc"], **lat_fields(r["lc"])}
+
+
+def lce_pair(lc_vgpu=None, be_vgpu=None, lc_env=None):
+    """The eager synthetic LC beside the synthetic BE."""
+    def fn(label):
+        be_kps = need("be_kps")
+        lc_env_all = {**lce_env(), **(lc_env or {})}
+        r = run_all(label, [be_bg(be_vgpu), Proc("lc", lc_be_cmd("lce", LC_S), lc_vgpu, lc_env_all)], LC_S + 45)
+        check(r, "lc", "be")
+        lc = r["lc"]
+        ends = r["be"].pop("ends")
+        be_win = rate_between(ends, lc["t_start"], lc["t_end"])
+        busy = lc["kernels"] * need("lce_kernel_us") / LCE_PERIOD_US
+        return {**lat_fields(lc), "lc": lc, "be_kernels_per_s": round(be_win, 3),
+                "be_vs_alone": round(be_win / be_kps, 4), "lc_busy_fraction": round(busy, 4),
+                "be_vs_idle_left": round(be_win / (be_kps * (1 - busy)), 4)}
+    return fn
+
+
 def cap_alone(mode):
     def fn(label):
         r = run_all(label, [Proc("a", lc_be_cmd(mode, CAP_S))], CAP_S + 30)
@@ -456,7 +492,8 @@ def shares(targets):
 
 
 RN_STOCK_PHASES = "eager,graph,eager+prep"
-RN_GPUSLICE_PHASES = "eager,eager+span,graph,eager+prep,eager+hint"
+RN_GPUSLICE_PHASES = "eager,eager+span,graph,graph+span,eager+prep,eager+hint"
+RN_ALWAYS_PHASES = "eager,graph"
 RN_MPS_PHASES = "eager,graph"
 
 
@@ -476,11 +513,11 @@ def s_rn50_alone(label):
     return {"phases": {k: lat_fields(v) for k, v in r["lc"]["phases"].items()}, "lc": r["lc"]}
 
 
-def rn50_pair(phases, lc_vgpu=None, be_vgpu=None, with_mps=False):
+def rn50_pair(phases, lc_vgpu=None, be_vgpu=None, with_mps=False, lc_env=None):
     def fn(label):
         alone = need("train_sps")
         gpu_us = ref.get("rn50_graph_gpu_us")
-        lenv, benv = {}, {}
+        lenv, benv = dict(lc_env or {}), {}
         with mps(label) if with_mps else contextlib.nullcontext({}) as mps_env:
             if with_mps:
                 lenv.update(mps_env, CUDA_MPS_CLIENT_PRIORITY=0)
@@ -538,6 +575,22 @@ SCENARIOS = [
     ("lchint_be_gpuslice_hint", "hint",
      with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"LC_HINT": 1})), LC_S + 2 * C_UP + 3,
      ("lc_alone", "be_alone")),
+    ("holdercheck", "holder", s_holdercheck, 10, ()),
+    ("lce_alone", "eager", s_lce_alone, LC_S + C_UP, ()),
+    ("lce_be_stock", "eager", lce_pair(), LC_S + 2 * C_UP + 2, ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice", "eager", with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l))), LC_S + 2 * C_UP + 3,
+     ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice_span", "eager", with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1})),
+     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice_span_noholder", "eager",
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1, "GPUSLICE_LC_RESIDENCY": "off"})),
+     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice_span_relay", "eager",
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1, "GPUSLICE_LC_HOLDER": "relay"})),
+     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice_always", "eager",
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"GPUSLICE_LC_RESIDENCY": "always"})),
+     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
     ("small_alone", "cap", cap_alone("small"), CAP_S + C_UP, ()),
     ("small_cap30", "cap", cap_30("small"), CAP_S + C_UP + 1, ("small_alone",)),
     ("graph_alone", "cap", cap_alone("graph"), CAP_S + C_UP, ()),
@@ -552,6 +605,9 @@ SCENARIOS = [
                                                                                     "rn50_alone")),
     ("rn50_be_gpuslice", "rn50", with_label(lambda l: rn50_pair(RN_GPUSLICE_PHASES, LC_VG(l), BE_VG(l))),
      rn_est(RN_GPUSLICE_PHASES) + 1, ("train_alone_stock", "rn50_alone")),
+    ("rn50_be_gpuslice_always", "rn50",
+     with_label(lambda l: rn50_pair(RN_ALWAYS_PHASES, LC_VG(l), BE_VG(l), lc_env={"GPUSLICE_LC_RESIDENCY": "always"})),
+     rn_est(RN_ALWAYS_PHASES) + 1, ("train_alone_stock", "rn50_alone")),
     ("rn50_be_mps", "rn50 mps", rn50_pair(RN_MPS_PHASES, with_mps=True), rn_est(RN_MPS_PHASES) + 3,
      ("train_alone_stock", "rn50_alone")),
     ("share_stock", "share", shares(None), SHARE_S + TORCH_UP + 3, ("train_alone_stock",)),
@@ -629,6 +685,9 @@ def summary(name, r):
             if "be_vs_alone" in v:
                 s += f" (BE {100 * v['be_vs_alone']:.0f}%)"
             parts.append(s)
+    if "unreleased_bound_2ms_us" in r:
+        parts.append("holder ends: " + ", ".join(f"{k} p50 {v['p50']:.0f} max {v['max']:.0f} us"
+                                                  for k, v in r.items() if k.endswith("_us")))
     if "cap_pct" in r:
         parts.append(f"cap {r['cap_pct']:.1f}% (target 30)")
     elif "steps_per_s" in r:
