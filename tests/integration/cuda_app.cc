@@ -29,6 +29,12 @@
 //   hold                wait forever (to be killed)
 //   span_begin | span_end | hint_begin | hint_end
 //                       the task API (gpuslice.h) via dlsym -> "span_begin STATUS"
+//   hint USEC           gpuslice_hint(USEC) via dlsym -> "hint STATUS"
+//   kernel              one 1-block cuLaunchKernel on stream 0 (the module is
+//                       loaded at the first) -> "kernel ok"
+//   ctxsync             cuCtxSynchronize -> "ctxsync ok"
+//   holders             the fake GPU's holder kernels (fake_cuda_holders) ->
+//                       "holders LAUNCHED RUNNING RELEASED EXPIRED LAST_BOUND_NS SYNCS_WAITED"
 //   sleep MS            sleep (an LC request's length, in task-API tests)
 //   spin SECONDS FILE   launch a kernel back to back; FILE gets each run of
 //                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
@@ -48,6 +54,8 @@
 #include <string>
 #include <vector>
 
+#include "../fake_driver/fake_cuda_api.h"  // the fake driver's test API (found at run time)
+
 namespace {
 
 std::string g_lookup = "dlsym";
@@ -61,8 +69,10 @@ Fn Resolve(const char*, Fn linked) {
 #else
 void* g_driver = nullptr;
 
+// The type only (decltype, never the address), so that this binary needs no
+// driver at link time whatever the optimisation level.
 template <typename Fn>
-Fn Resolve(const char* name, Fn) {
+Fn Resolve(const char* name) {
   if (g_driver == nullptr) {
     g_driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
     if (g_driver == nullptr) {
@@ -83,7 +93,7 @@ Fn Resolve(const char* name, Fn) {
   if (get_proc(base.c_str(), &fn, 13000, flags, &status) != CUDA_SUCCESS) return nullptr;
   return reinterpret_cast<Fn>(fn);
 }
-#define DRIVER(name) Resolve(#name, &::name)
+#define DRIVER(name) Resolve<decltype(&::name)>(#name)
 #endif
 
 uint64_t ParseSize(const char* s) {
@@ -104,6 +114,7 @@ struct Allocation {
 std::vector<Allocation> g_allocations;
 std::vector<CUmemoryPool> g_pools;
 std::vector<CUgraphExec> g_graphs;
+CUfunction g_kernel = nullptr;  // `kernel`'s function, loaded at its first use
 
 void Report(const char* what, CUresult r, const char* extra = "") {
   if (r == CUDA_SUCCESS) printf("%s ok%s\n", what, extra);
@@ -121,6 +132,14 @@ uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The fake driver's test API (fake_cuda_api.h), from the real (fake) driver
+// itself, already loaded: null when it is not the fake.
+void* FakeDriverSymbol(const char* name) {
+  const char* path = getenv("GPUSLICE_REAL_DRIVER");
+  void* fake = dlopen(path != nullptr ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  return fake != nullptr ? dlsym(fake, name) : nullptr;
 }
 
 CUdevice CurrentDevice() {
@@ -304,10 +323,7 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) printf("totalmem %zu\n", bytes);
       else Report("totalmem", r);
     } else if (cmd == "physical") {
-      // The fake driver's test API, from the real (fake) driver itself.
-      const char* path = getenv("GPUSLICE_REAL_DRIVER");
-      void* fake = dlopen(path != nullptr ? path : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-      auto used = fake ? reinterpret_cast<uint64_t (*)(int)>(dlsym(fake, "fake_cuda_physical_used")) : nullptr;
+      auto used = reinterpret_cast<fake_cuda_physical_used_fn>(FakeDriverSymbol("fake_cuda_physical_used"));
       printf("physical %llu\n", used ? static_cast<unsigned long long>(used(CurrentDevice())) : 0ull);
     } else if (cmd == "nvml") {
       void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW);
@@ -378,6 +394,34 @@ int main(int argc, char** argv) {
       auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, ("gpuslice_" + cmd).c_str()));
       if (fn == nullptr) printf("%s missing\n", cmd.c_str());
       else printf("%s %d\n", cmd.c_str(), fn());
+    } else if (cmd == "hint") {
+      auto fn = reinterpret_cast<int (*)(unsigned)>(dlsym(RTLD_DEFAULT, "gpuslice_hint"));
+      if (fn == nullptr) printf("hint missing\n");
+      else printf("hint %d\n", fn(static_cast<unsigned>(strtoul(arg(1), nullptr, 10))));
+      ++i;
+    } else if (cmd == "kernel") {
+      CUresult r = CUDA_SUCCESS;
+      if (g_kernel == nullptr) {
+        CUmodule module = nullptr;
+        r = DRIVER(cuModuleLoadData)(&module, "kernel");
+        if (r == CUDA_SUCCESS) r = DRIVER(cuModuleGetFunction)(&g_kernel, module, "kernel");
+      }
+      if (r == CUDA_SUCCESS) r = DRIVER(cuLaunchKernel)(g_kernel, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+      Report("kernel", r);
+    } else if (cmd == "ctxsync") {
+      Report("ctxsync", DRIVER(cuCtxSynchronize)());
+    } else if (cmd == "holders") {
+      fake_cuda_holder_counts c{};
+      auto holders = reinterpret_cast<fake_cuda_holders_fn>(FakeDriverSymbol("fake_cuda_holders"));
+      if (holders == nullptr) {
+        printf("holders missing\n");
+      } else {
+        holders(&c);
+        printf("holders %llu %llu %llu %llu %llu %llu\n", static_cast<unsigned long long>(c.launched),
+               static_cast<unsigned long long>(c.running), static_cast<unsigned long long>(c.released),
+               static_cast<unsigned long long>(c.expired), static_cast<unsigned long long>(c.last_bound_ns),
+               static_cast<unsigned long long>(c.syncs_waited));
+      }
     } else if (cmd == "sleep") {
       const long ms = atol(arg(1));
       timespec ts{ms / 1000, (ms % 1000) * 1000000};
