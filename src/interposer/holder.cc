@@ -1,9 +1,9 @@
 #include "interposer/holder.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #include <mutex>
+#include <string_view>
 
 #include "interposer/driver_table.h"
 #include "interposer/pacer.h"
@@ -24,23 +24,31 @@ constexpr char kHolderPtx[] =
 enum class Residency { kOff, kSpan, kAlways };
 
 // Read once, at first use. Not limits: an LC process may only hold its own
-// context, and these only say how long it lingers.
+// context, and these only say when and how long. Off by default: on an H100
+// every way of holding measured slower than not holding (holder.h).
 struct Settings {
-  Residency residency = Residency::kSpan;
+  bool hint = false;
+  Residency residency = Residency::kOff;
   uint64_t linger_ns = 2'000'000;
-  // relay: release and relaunch the holder at every launch, instead of only
-  // relaunching when the running one nears its bound (renew). Experimental:
-  // for the case where a kernel beside a holder does not start.
-  bool relay = false;
 };
 
 Settings ReadSettings() {
   Settings s;
-  if (const char* v = getenv("GPUSLICE_LC_RESIDENCY"); v != nullptr && *v != '\0') {
-    if (strcmp(v, "off") == 0) s.residency = Residency::kOff;
-    else if (strcmp(v, "always") == 0) s.residency = Residency::kAlways;
-    else if (strcmp(v, "span") == 0) s.residency = Residency::kSpan;
-    else port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_RESIDENCY=%s is not off, span or always; using span", v);
+  if (const char* v = getenv("GPUSLICE_LC_HOLDER"); v != nullptr && *v != '\0') {
+    // A comma-separated list of: hint, span, always.
+    std::string_view rest(v);
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      if (item == "hint") s.hint = true;
+      else if (item == "span" && s.residency == Residency::kOff) s.residency = Residency::kSpan;
+      else if (item == "always") s.residency = Residency::kAlways;
+      else if (item != "off" && item != "span") {
+        port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_HOLDER=%s: '%.*s' is not hint, span, always or off; ignored",
+                  v, static_cast<int>(item.size()), item.data());
+      }
+    }
   }
   if (const char* v = getenv("GPUSLICE_LC_LINGER_US"); v != nullptr && *v != '\0') {
     char* end = nullptr;
@@ -52,7 +60,6 @@ Settings ReadSettings() {
       s.linger_ns = us * 1000;
     }
   }
-  if (const char* v = getenv("GPUSLICE_LC_HOLDER"); v != nullptr && strcmp(v, "relay") == 0) s.relay = true;
   return s;
 }
 
@@ -164,19 +171,16 @@ Started Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
 
 // Residency: a holder covers at least the next half linger.
 void Cover(ContextHolder& h) {
-  const Settings& s = GetSettings();
+  const uint64_t linger_ns = GetSettings().linger_ns;
   const uint64_t now = port::MonotonicNanos();
-  if (s.relay) {
-    ReleaseOne(h);
-  } else if (h.covered_until_ns.load(std::memory_order_relaxed) > now + s.linger_ns / 2) {
-    return;
-  }
-  Launch(h, s.linger_ns, now);
+  if (h.covered_until_ns.load(std::memory_order_relaxed) > now + linger_ns / 2) return;
+  Launch(h, linger_ns, now);
 }
 
 }  // namespace
 
 Started Hint(uint64_t bound_ns) {
+  if (!GetSettings().hint) return Started::kOff;
   if (pacer::Capturing()) return Started::kCapturing;
   ContextHolder* h = Current(true);
   if (h == nullptr) return Started::kNoContext;

@@ -9,16 +9,26 @@
 // context, on a stream of its own: while it runs, the LC TSG is busy, so the
 // GPU switches to it and, with the LC's long slice, stays there.
 //
-//   - Hint (pre-preemption): gpuslice_hint_begin()/gpuslice_hint(usec)
-//     launch a holder while the request is still being prepared; the switch
-//     happens during the preparation. The process's next kernel or graph
-//     launch releases it, *after* that launch is submitted, so the TSG never
-//     goes idle between the two.
-//   - Residency: during a request span (gpuslice_span_begin/end), or always
-//     in an LC vGPU that shares its GPU when GPUSLICE_LC_RESIDENCY=always,
-//     every launch makes sure a holder covers the next linger
-//     (GPUSLICE_LC_LINGER_US, 2000), so the gaps between an eager request's
-//     kernels do not hand the GPU back to BE. span_end releases it.
+//   - Hint (pre-preemption), GPUSLICE_LC_HOLDER=hint:
+//     gpuslice_hint_begin()/gpuslice_hint(usec) launch a holder while the
+//     request is still being prepared, so the switch happens during the
+//     preparation. The process's next kernel or graph launch releases it,
+//     *after* that launch is submitted.
+//   - Residency, GPUSLICE_LC_HOLDER=span (during request spans) or =always
+//     (whenever this LC vGPU shares its GPU): every launch makes sure a
+//     holder covers the next linger (GPUSLICE_LC_LINGER_US, 2000), so the
+//     gaps between an eager request's kernels do not hand the GPU back to
+//     BE. span_end releases it. Values combine: "hint,span".
+//
+// All of it is OFF by default, because on an H100 (driver 580) it measured
+// slower than not holding (docs/benchmarks.md, "Pre-preemption"): the
+// holder does take the GPU during the preparation, but an LC kernel
+// submitted while a holder runs does not start beside it (same stream or
+// not) and still pays two switches (~150 µs) after the release: hinted p50
+// 403-435 µs against 251-264 µs without. A grace period after the release
+// only added its own length. Residency spans slowed an eager request's p50
+// by 24%. The mechanism stays, bounded and tested, for other GPUs and
+// drivers to be measured with (bench/gpu/compute, group `holderexp`).
 //
 // Why release *after* submitting (gpu-facts.md): a holder released only once
 // the LC's kernel had started never saw it start (the TSG does not serve its
@@ -56,7 +66,7 @@ inline constexpr uint32_t kResidencyAlways = 4;  // GPUSLICE_LC_RESIDENCY=always
 extern std::atomic<uint32_t> g_watch;
 
 // Whether a holder was launched, and if not, why.
-enum class Started { kYes, kAlreadyCovered, kNoContext, kCapturing, kUnavailable };
+enum class Started { kYes, kOff, kAlreadyCovered, kNoContext, kCapturing, kUnavailable };
 
 // Pre-preemption: a holder in the calling thread's current context, exiting
 // at the next launch, at Release(), or after bound_ns.

@@ -387,9 +387,11 @@ def s_lchint_alone(label):
     return {**lat_fields(r["lc"]), "lc": r["lc"]}
 
 
+HOLDER_PTX = HERE.parent.parent.parent / "src" / "interposer" / "holder_kernel.ptx"
+
+
 def s_holdercheck(label):
-    ptx = HERE.parent.parent.parent / "src" / "interposer" / "holder_kernel.ptx"
-    r = run_all(label, [Proc("h", [LC_BE, "holdercheck", str(ptx), "{out}"])], 60)
+    r = run_all(label, [Proc("h", [LC_BE, "holdercheck", str(HOLDER_PTX), "{out}"])], 60)
     check(r, "h")
     return r["h"]
 
@@ -591,6 +593,17 @@ SCENARIOS = [
     ("lce_be_gpuslice_always", "eager",
      with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"GPUSLICE_LC_RESIDENCY": "always"})),
      LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
+    ("lce_be_gpuslice_app_same", "holderexp",
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"APP_HOLDER": "same", "HOLDER_PTX": str(HOLDER_PTX)})),
+     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
+    ("lchint_be_gpuslice_app_same", "holderexp",
+     with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"APP_HOLDER": "same",
+                                                                        "HOLDER_PTX": str(HOLDER_PTX)})),
+     LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
+    ("lchint_be_gpuslice_app_other", "holderexp",
+     with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"APP_HOLDER": "other",
+                                                                        "HOLDER_PTX": str(HOLDER_PTX)})),
+     LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
     ("small_alone", "cap", cap_alone("small"), CAP_S + C_UP, ()),
     ("small_cap30", "cap", cap_30("small"), CAP_S + C_UP + 1, ("small_alone",)),
     ("graph_alone", "cap", cap_alone("graph"), CAP_S + C_UP, ()),
