@@ -14,6 +14,9 @@ run has (a figure whose scenarios are all missing is left out):
                      leaves idle (target >= 0.9)
   shares.png         --compute shares: target vs measured (normalised to the
                      total, and against running alone), per vGPU
+  lc_holder.png      pre-preemption and residency (holder.h): the prepared
+                     LC with and without a holder (grace, stream), and the
+                     eager LC with spans, holders and none
   cap.png            --compute-cap 30 achieved (target 30 +- 3 pp) for small
                      kernels, CUDA graphs and training; elasticity of a
                      --compute 30 vGPU alone
@@ -29,7 +32,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"alone": "#7f7f7f", "stock": "#d62728", "gpuslice": "#1f77b4", "gpuslice+hint": "#17becf",
-          "mps": "#2ca02c"}
+          "gpuslice+holder": "#9467bd", "mps": "#2ca02c"}
 
 
 def ok(s, name):
@@ -56,7 +59,10 @@ def label_bars(ax, bars, fmt):
                         xytext=(0, 2), textcoords="offset points")
 
 
-def lc_panel(ax, s, names, title):
+def lc_panel(ax, s, names, title, labels=None):
+    """p50/p99 bars of the scenarios `names` that the run has; `labels` names
+    the bars (else their setting: alone, stock, gpuslice...)."""
+    label = (lambda n: labels.get(n, n)) if labels else setting_of
     rows = [(n, ok(s, n)) for n in names]
     rows = [(n, r) for n, r in rows if r and "p50_us" in r]
     if not rows:
@@ -73,7 +79,7 @@ def lc_panel(ax, s, names, title):
     label_bars(ax, b1, lambda v: f"{v:.0f}")
     label_bars(ax, b2, lambda v: f"{v:.0f}")
     ax.set_xticks(list(x))
-    ax.set_xticklabels([setting_of(n) for n, _ in rows])
+    ax.set_xticklabels([label(n) for n, _ in rows], fontsize=8 if labels else None)
     ax.set_ylabel("LC latency (µs)")
     if max(p99) / max(1e-9, min(p50)) > 30:
         ax.set_yscale("log")
@@ -92,8 +98,28 @@ def plot_lc_synthetic(s, d):
     return save(fig, d / "lc_synthetic.png", a or b)
 
 
+HINT_LABELS = {"lchint_alone": "alone", "lc_alone": "alone\n(no prep)", "lchint_be_stock": "stock",
+               "lchint_be_gpuslice": "gpuslice\nno hint", "lchint_be_gpuslice_hint": "hint:\nholder",
+               "lchint_be_gpuslice_hint_grace0": "holder\ngrace 0", "lchint_be_gpuslice_hint_grace10":
+               "holder\ngrace 10 µs", "lchint_be_gpuslice_hint_grace100": "holder\ngrace 100 µs",
+               "lchint_be_gpuslice_app_same": "app holder\nsame stream",
+               "lchint_be_gpuslice_app_other": "app holder\nother stream"}
+EAGER_LABELS = {"lce_alone": "alone", "lce_be_stock": "stock", "lce_be_gpuslice": "gpuslice", "lce_be_gpuslice_span":
+                "span:\nhold+holder", "lce_be_gpuslice_span_noholder": "span:\nBE hold", "lce_be_gpuslice_span_relay":
+                "span:\nrelay holder", "lce_be_gpuslice_always": "always\nholder", "lce_be_gpuslice_app_same":
+                "app relay\nsame stream"}
+
+
+def plot_holder(s, d):
+    """Pre-preemption and residency experiments (holder.h)."""
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
+    a = lc_panel(axes[0], s, list(HINT_LABELS), "50 µs LC after 400 µs prep: hints and holders", HINT_LABELS)
+    b = lc_panel(axes[1], s, list(EAGER_LABELS), "eager LC: 100 × 20 µs kernels, 30 µs host gaps", EAGER_LABELS)
+    return save(fig, d / "lc_holder.png", a or b)
+
+
 RN_SETTINGS = [("rn50_alone", "alone"), ("rn50_be_stock", "stock"), ("rn50_be_gpuslice", "gpuslice"),
-               ("rn50_be_mps", "mps")]
+               ("rn50_be_gpuslice_always", "gpuslice+holder"), ("rn50_be_mps", "mps")]
 
 
 def plot_resnet(s, d):
@@ -231,7 +257,7 @@ def main():
     d.mkdir(parents=True, exist_ok=True)
     data = json.loads(src.read_text())
     s = data.get("scenarios", {})
-    made = [f(s, d) for f in (plot_lc_synthetic, plot_resnet, plot_be, plot_shares, plot_cap)]
+    made = [f(s, d) for f in (plot_lc_synthetic, plot_resnet, plot_be, plot_shares, plot_cap, plot_holder)]
     gpu = data.get("meta", {}).get("gpu", "")
     print(f"{sum(made)} plots in {d}" + (f" ({gpu})" if gpu else ""))
 
