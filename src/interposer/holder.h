@@ -62,7 +62,7 @@ namespace gpuslice::interposer::holder {
 // Bits of g_watch: what the launch hooks must do after each launch.
 inline constexpr uint32_t kReleaseOnLaunch = 1;  // a hint's holder waits for the next launch
 inline constexpr uint32_t kResidencySpan = 2;    // a request span is open
-inline constexpr uint32_t kResidencyAlways = 4;  // GPUSLICE_LC_RESIDENCY=always, GPU shared
+inline constexpr uint32_t kResidencyAlways = 4;  // GPUSLICE_LC_HOLDER=always, GPU shared
 extern std::atomic<uint32_t> g_watch;
 
 // Whether a holder was launched, and if not, why.

@@ -15,7 +15,7 @@ run has (a figure whose scenarios are all missing is left out):
   shares.png         --compute shares: target vs measured (normalised to the
                      total, and against running alone), per vGPU
   lc_holder.png      pre-preemption and residency (holder.h): the prepared
-                     LC with and without a holder (grace, stream), and the
+                     LC with and without a holder (stream, grace), and the
                      eager LC with spans, holders and none
   cap.png            --compute-cap 30 achieved (target 30 +- 3 pp) for small
                      kernels, CUDA graphs and training; elasticity of a
@@ -104,10 +104,13 @@ HINT_LABELS = {"lchint_alone": "alone", "lc_alone": "alone\n(no prep)", "lchint_
                "holder\ngrace 10 µs", "lchint_be_gpuslice_hint_grace100": "holder\ngrace 100 µs",
                "lchint_be_gpuslice_app_same": "app holder\nsame stream",
                "lchint_be_gpuslice_app_other": "app holder\nother stream"}
+# The holder runs of 2026-11-21 (results-*-holder-run*.json) predate
+# GPUSLICE_LC_HOLDER: their `lce_be_gpuslice_span` had the span holder on,
+# `_span_noholder` was the span alone, `_span_relay` a variant since removed.
 EAGER_LABELS = {"lce_alone": "alone", "lce_be_stock": "stock", "lce_be_gpuslice": "gpuslice", "lce_be_gpuslice_span":
-                "span:\nhold+holder", "lce_be_gpuslice_span_noholder": "span:\nBE hold", "lce_be_gpuslice_span_relay":
-                "span:\nrelay holder", "lce_be_gpuslice_always": "always\nholder", "lce_be_gpuslice_app_same":
-                "app relay\nsame stream"}
+                "span", "lce_be_gpuslice_span_holder": "span:\n+holder", "lce_be_gpuslice_span_noholder":
+                "span:\nBE hold", "lce_be_gpuslice_span_relay": "span:\nrelay holder", "lce_be_gpuslice_always":
+                "always\nholder", "lce_be_gpuslice_app_same": "app relay\nsame stream"}
 
 
 def plot_holder(s, d):

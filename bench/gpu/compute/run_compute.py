@@ -32,6 +32,25 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
                       LC_HINT=1: gpuslice_hint_begin() at the start of the
                       preparation (records whether the library exports it)
 
+ group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
+ unreleased it ends at its bound, released it ends at once
+
+ group `eager` — lc_be lce: 100 kernels of 20 µs with 30 µs of host work
+ before each, every 10 ms (LCE_PERIOD_US), beside the synthetic BE
+  lce_alone, lce_be_stock, lce_be_gpuslice
+  lce_be_gpuslice_span          each request a span (best-effort launches held)
+  lce_be_gpuslice_span_holder   + GPUSLICE_LC_HOLDER=span (residency holder)
+  lce_be_gpuslice_always        GPUSLICE_LC_HOLDER=always, no span
+
+ group `holderexp` — experiments on why hints with a holder lose:
+  lchint_be_gpuslice_hint_holder   the hint with GPUSLICE_LC_HOLDER=hint
+  lchint_be_gpuslice_app_same/_other
+                      the application launches the holder itself (APP_HOLDER)
+                      in the request's stream / another one, releasing it
+                      right after submitting its kernel
+  lce_be_gpuslice_app_same   the eager LC relaying its own holder after
+                      every kernel, in the request's stream
+
  group `cap` — --compute-cap 30 must hold within +-3 pp
   small_alone, small_cap30
                       back-to-back ~10 µs kernels, deep queue: kernels/s
@@ -52,7 +71,9 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
   rn50_alone          phases eager, graph, eager+prep (no BE)
   rn50_be_stock       the same phases beside a training, no gpuslice
   rn50_be_gpuslice    phases eager, eager+span (residency span), graph,
-                      eager+prep, eager+hint; --priority lc / be
+                      graph+span, eager+prep, eager+hint; --priority lc / be
+  rn50_be_gpuslice_always
+                      phases eager, graph with GPUSLICE_LC_HOLDER=always
   rn50_be_mps         phases eager, graph, under MPS priorities
  Each phase reports LC p50/p99, the BE's steps/s over the phase against
  training alone, and `be_vs_idle_left` with the LC busy fraction taken as the
@@ -584,14 +605,11 @@ SCENARIOS = [
      ("lce_alone", "be_alone")),
     ("lce_be_gpuslice_span", "eager", with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1})),
      LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
-    ("lce_be_gpuslice_span_noholder", "eager",
-     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1, "GPUSLICE_LC_RESIDENCY": "off"})),
-     LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
-    ("lce_be_gpuslice_span_relay", "eager",
-     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1, "GPUSLICE_LC_HOLDER": "relay"})),
+    ("lce_be_gpuslice_span_holder", "eager",
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"LC_SPAN": 1, "GPUSLICE_LC_HOLDER": "span"})),
      LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
     ("lce_be_gpuslice_always", "eager",
-     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"GPUSLICE_LC_RESIDENCY": "always"})),
+     with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"GPUSLICE_LC_HOLDER": "always"})),
      LC_S + 2 * C_UP + 3, ("lce_alone", "be_alone")),
     ("lce_be_gpuslice_app_same", "holderexp",
      with_label(lambda l: lce_pair(LC_VG(l), BE_VG(l), {"APP_HOLDER": "same", "HOLDER_PTX": str(HOLDER_PTX)})),
@@ -603,6 +621,9 @@ SCENARIOS = [
     ("lchint_be_gpuslice_app_other", "holderexp",
      with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"APP_HOLDER": "other",
                                                                         "HOLDER_PTX": str(HOLDER_PTX)})),
+     LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
+    ("lchint_be_gpuslice_hint_holder", "holderexp",
+     with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"LC_HINT": 1, "GPUSLICE_LC_HOLDER": "hint"})),
      LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
     ("small_alone", "cap", cap_alone("small"), CAP_S + C_UP, ()),
     ("small_cap30", "cap", cap_30("small"), CAP_S + C_UP + 1, ("small_alone",)),
@@ -619,7 +640,7 @@ SCENARIOS = [
     ("rn50_be_gpuslice", "rn50", with_label(lambda l: rn50_pair(RN_GPUSLICE_PHASES, LC_VG(l), BE_VG(l))),
      rn_est(RN_GPUSLICE_PHASES) + 1, ("train_alone_stock", "rn50_alone")),
     ("rn50_be_gpuslice_always", "rn50",
-     with_label(lambda l: rn50_pair(RN_ALWAYS_PHASES, LC_VG(l), BE_VG(l), lc_env={"GPUSLICE_LC_RESIDENCY": "always"})),
+     with_label(lambda l: rn50_pair(RN_ALWAYS_PHASES, LC_VG(l), BE_VG(l), lc_env={"GPUSLICE_LC_HOLDER": "always"})),
      rn_est(RN_ALWAYS_PHASES) + 1, ("train_alone_stock", "rn50_alone")),
     ("rn50_be_mps", "rn50 mps", rn50_pair(RN_MPS_PHASES, with_mps=True), rn_est(RN_MPS_PHASES) + 3,
      ("train_alone_stock", "rn50_alone")),
