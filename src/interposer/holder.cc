@@ -103,6 +103,8 @@ ContextHolder* Find(CUcontext context) {
 ContextHolder* SetUp(CUcontext context) {
   std::lock_guard<std::mutex> lock(g_setup_mutex);
   if (ContextHolder* h = Find(context)) return h;
+  // One failure turns holders off for good: no retry on every launch.
+  if (g_unavailable_logged.load(std::memory_order_relaxed)) return nullptr;
   ContextHolder* slot = nullptr;
   for (ContextHolder& h : g_contexts) {
     if (h.context.load(std::memory_order_relaxed) == nullptr) {
