@@ -155,8 +155,9 @@ void ReleaseOne(ContextHolder& h) {
   h.covered_until_ns.store(0, std::memory_order_relaxed);
 }
 
-Started Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
-  if (h.launching.exchange(true, std::memory_order_acquire)) return Started::kAlreadyCovered;
+// Whether a holder was launched (not if another thread is launching one).
+bool Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
+  if (h.launching.exchange(true, std::memory_order_acquire)) return false;
   uint32_t armed = std::atomic_ref<uint32_t>(*h.release_word).load(std::memory_order_acquire);
   CUdeviceptr word = h.release_word_device;
   uint64_t bound = bound_ns;
@@ -166,9 +167,9 @@ Started Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
   h.launching.store(false, std::memory_order_release);
   if (r != CUDA_SUCCESS) {
     LogUnavailable("launching the holder", r);
-    return Started::kUnavailable;
+    return false;
   }
-  return Started::kYes;
+  return true;
 }
 
 // Residency: a holder covers at least the next half linger.
@@ -181,14 +182,12 @@ void Cover(ContextHolder& h) {
 
 }  // namespace
 
-Started Hint(uint64_t bound_ns) {
-  if (!GetSettings().hint) return Started::kOff;
-  if (pacer::Capturing()) return Started::kCapturing;
+void Hint(uint64_t bound_ns) {
+  if (!GetSettings().hint || pacer::Capturing()) return;
   ContextHolder* h = Current(true);
-  if (h == nullptr) return Started::kNoContext;
-  const Started started = Launch(*h, bound_ns, port::MonotonicNanos());
-  if (started == Started::kYes) g_watch.fetch_or(kReleaseOnLaunch, std::memory_order_release);
-  return started;
+  if (h != nullptr && Launch(*h, bound_ns, port::MonotonicNanos())) {
+    g_watch.fetch_or(kReleaseOnLaunch, std::memory_order_release);
+  }
 }
 
 void SpanBegin() {

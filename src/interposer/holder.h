@@ -25,9 +25,9 @@
 // holder does take the GPU during the preparation, but an LC kernel
 // submitted while a holder runs does not start beside it (same stream or
 // not) and still pays two switches (~150 µs) after the release: hinted p50
-// 403-435 µs against 251-264 µs without. A grace period after the release
+// 403-411 µs against 251-264 µs without. A grace period after the release
 // only added its own length. Residency spans slowed an eager request's p50
-// by 24%. The mechanism stays, bounded and tested, for other GPUs and
+// by 22-24%. The mechanism stays, bounded and tested, for other GPUs and
 // drivers to be measured with (bench/gpu/compute, group `holderexp`).
 //
 // Why release *after* submitting (gpu-facts.md): a holder released only once
@@ -65,12 +65,11 @@ inline constexpr uint32_t kResidencySpan = 2;    // a request span is open
 inline constexpr uint32_t kResidencyAlways = 4;  // GPUSLICE_LC_HOLDER=always, GPU shared
 extern std::atomic<uint32_t> g_watch;
 
-// Whether a holder was launched, and if not, why.
-enum class Started { kYes, kOff, kAlreadyCovered, kNoContext, kCapturing, kUnavailable };
-
 // Pre-preemption: a holder in the calling thread's current context, exiting
 // at the next launch, at Release(), or after bound_ns.
-Started Hint(uint64_t bound_ns);
+// Does nothing unless GPUSLICE_LC_HOLDER asks for hints, a capture is open,
+// or the thread has no context.
+void Hint(uint64_t bound_ns);
 // Residency for a request span, process-wide and nesting across threads.
 void SpanBegin();
 void SpanEnd();
