@@ -21,11 +21,11 @@
 //     BE. span_end releases it. Values combine: "hint,span".
 //
 // All of it is OFF by default, because on an H100 (driver 580) it measured
-// slower than not holding (docs/benchmarks.md, "Pre-preemption"): the
-// holder does take the GPU during the preparation, but an LC kernel
-// submitted while a holder runs does not start beside it (same stream or
-// not) and still pays two switches (~150 µs) after the release: hinted p50
-// 403-411 µs against 251-264 µs without. A grace period after the release
+// slower than not holding (docs/benchmarks.md, "Pre-preemption"): an LC
+// kernel submitted while a holder runs does not start beside it (same
+// stream or not) and ends ~150 µs later than without a holder, about a
+// hand-over to the BE and back: hinted p50 403-411 µs against 251-264 µs
+// without. A grace period after the release
 // only added its own length. Residency spans slowed an eager request's p50
 // by 22-24%. The mechanism stays, bounded and tested, for other GPUs and
 // drivers to be measured with (bench/gpu/compute, group `holderexp`).
