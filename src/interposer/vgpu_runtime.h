@@ -46,7 +46,8 @@ class VgpuRuntime {
   // Whether the vGPU is latency-critical (a vGPU has one class; resizable
   // live, hence the atomic read).
   bool latency_critical() const {
-    return std::atomic_ref<const uint32_t>(limits_->devices[0].priority).load(std::memory_order_relaxed) ==
+    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(limits_->devices[0].priority))
+               .load(std::memory_order_relaxed) ==
            static_cast<uint32_t>(core::Priority::kLatencyCritical);
   }
   // The ledger in use (shared, or private on failure), for lifetime counters.
