@@ -115,6 +115,8 @@ Json VgpuJson(const pb::Vgpu& v) {
     dev["compute_share_pct"] = d.compute_share_pct();
     dev["compute_cap_pct"] = d.compute_cap_pct();
     dev["timeslice_us"] = d.timeslice_us();
+    dev["timeslice_beside_lc_us"] = d.timeslice_beside_lc_us();
+    dev["applied_timeslice_us"] = d.applied_timeslice_us();
     dev["compute_measured_ratio"] = d.has_compute_measured_ratio() ? Json(d.compute_measured_ratio()) : Json(nullptr);
     out["devices"].push_back(dev);
   }
@@ -124,12 +126,15 @@ Json VgpuJson(const pb::Vgpu& v) {
     proc["pid"] = p.pid();
     proc["same_pid_namespace"] = p.same_pid_namespace();
     proc["memory_used_bytes"] = Json(std::vector<uint64_t>(p.memory_used_bytes().begin(), p.memory_used_bytes().end()));
+    proc["applied_timeslice_us"] =
+        Json(std::vector<uint64_t>(p.applied_timeslice_us().begin(), p.applied_timeslice_us().end()));
     out["processes"].push_back(proc);
   }
   out["denied_allocations"] = v.denied_allocations();
   out["reaped_processes"] = v.reaped_processes();
   out["timeslice_applications"] = v.timeslice_applications();
   out["timeslice_failures"] = v.timeslice_failures();
+  out["gate_waits"] = v.gate_waits();
   const pb::LcLatency& lc = v.lc_latency();
   Json latency;
   latency["requests"] = lc.requests();
@@ -176,6 +181,13 @@ std::string DevicesTable(const pb::GetDevicesResponse& devices) {
   return out;
 }
 
+std::string SliceText(const pb::VgpuDevice& d) {
+  auto us = [](uint64_t v) { return std::to_string(v) + "us"; };
+  if (d.applied_timeslice_us() == 0) return d.timeslice_us() == 0 ? "-" : "(" + us(d.timeslice_us()) + ")";
+  if (d.applied_timeslice_us() == d.timeslice_us() || d.timeslice_us() == 0) return us(d.applied_timeslice_us());
+  return us(d.applied_timeslice_us()) + " (" + us(d.timeslice_us()) + ")";
+}
+
 std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesResponse&) {
   if (vgpus.empty()) return "no vGPUs\n";
   std::vector<std::vector<std::string>> rows = {
@@ -191,7 +203,7 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
                       i == 0 ? PriorityText(v.priority()) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
                       RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
-                      d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us",
+                      SliceText(d),
                       i == 0 ? std::to_string(v.processes_size()) : "", i == 0 ? (pids.empty() ? "-" : pids) : ""});
     }
   }

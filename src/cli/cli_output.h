@@ -23,6 +23,9 @@ Json VgpuJson(const control::v1::Vgpu& vgpu);
 
 std::string DevicesTable(const control::v1::GetDevicesResponse& devices);
 // One row per vGPU and GPU, then its processes.
+// A device's SLICE column: the slice applied by its processes, with the
+// policy's in parentheses where it differs or nothing is applied yet.
+std::string SliceText(const control::v1::VgpuDevice& d);
 std::string VgpuTable(const std::vector<control::v1::Vgpu>& vgpus, const control::v1::GetDevicesResponse& devices);
 
 // "4 GiB", or "unlimited".

@@ -68,7 +68,7 @@ std::string Frame(const NodeSnapshot& s) {
             {"  " + v.name(), PriorityText(v.priority()),
              core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) + Percent(d.memory_used_bytes(), limit),
              share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
-             d.timeslice_us() == 0 ? "-" : std::to_string(d.timeslice_us()) + "us", std::to_string(v.processes_size()),
+             SliceText(d), std::to_string(v.processes_size()),
              std::to_string(v.denied_allocations()),
              LatencyText(v.lc_latency().has_p99_seconds(), v.lc_latency().p99_seconds())});
       }

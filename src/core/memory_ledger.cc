@@ -1,5 +1,6 @@
 #include "core/memory_ledger.h"
 
+#include <cstdint>
 #include <atomic>
 #include <string>
 
@@ -22,6 +23,7 @@ constexpr int kChargeAttempts = 8;
 
 void ZeroCounters(ProcessSlot& slot) {
   for (uint64_t& used : slot.used_bytes) A(used).store(0, std::memory_order_seq_cst);
+  for (uint32_t& applied : slot.applied_timeslice_us) A(applied).store(0, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -127,6 +129,14 @@ uint32_t MemoryLedger::LiveProcessCount() const {
 }
 
 void MemoryLedger::CountDenial() { A(ledger_->denied_allocations).fetch_add(1, std::memory_order_relaxed); }
+
+void MemoryLedger::CountGateWait() { A(ledger_->gate_waits).fetch_add(1, std::memory_order_relaxed); }
+
+void MemoryLedger::RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us) {
+  if (mine_ == nullptr || device >= ProcessSlot::kApplied) return;
+  const uint32_t us = timeslice_us > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(timeslice_us);
+  A(mine_->applied_timeslice_us[device]).store(us, std::memory_order_relaxed);
+}
 
 uint64_t MemoryLedger::DeniedAllocations() const {
   return A(ledger_->denied_allocations).load(std::memory_order_relaxed);

@@ -57,8 +57,13 @@ class MemoryLedger {
   uint64_t LimitBytes(uint32_t device) const;      // kUnlimited when uncapped
   uint32_t LiveProcessCount() const;
 
+  // What this process last set as its compute channel groups' timeslice on
+  // `device` (shown by `ls`); devices past ProcessSlot::kApplied are not kept.
+  void RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us);
+
   // The vGPU's cumulative counters (vgpu_layout.h), one atomic add each.
   void CountDenial();
+  void CountGateWait();
   uint64_t DeniedAllocations() const;
 
   // Reclaims slots whose process is gone. Returns how many were reclaimed.

@@ -241,6 +241,8 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     A(m.cap_tokens_ns).store(static_cast<int64_t>(c.cap_burst_ns), std::memory_order_relaxed);
     A(m.cap_stamp_ns).store(now, std::memory_order_relaxed);
     A(m.hold_until_ns).store(0, std::memory_order_relaxed);
+    A(m.lc_burst_start_ns).store(0, std::memory_order_relaxed);
+    A(m.lc_linger_us).store(0, std::memory_order_relaxed);
     Heartbeat(b, i, spec, now);
     // Two processes of one vGPU may have claimed two entries at once: the
     // lower one wins, the other is given back.
@@ -263,16 +265,19 @@ void Heartbeat(Board* b, int member, const MemberSpec& spec, uint64_t now) {
   RaiseTo(m.heartbeat_ns, now);
 }
 
-bool PacingNeeded(const Board& board, int member, uint64_t now) {
+bool OthersLive(const Board& board, int member, uint64_t now) {
   const PacingConfig c;
   Board* b = const_cast<Board*>(&board);
-  BoardMember& me = b->members[member];
-  if (IsLc(me)) return false;
-  if (Load(me.cap_pct) != 0) return true;
   for (int i = 0; i < kBoardMembers; ++i) {
     if (i != member && Alive(b->members[i], now, c)) return true;
   }
   return false;
+}
+
+bool PacingNeeded(const Board& board, int member, uint64_t now) {
+  BoardMember& me = const_cast<Board&>(board).members[member];
+  if (IsLc(me)) return false;
+  return Load(me.cap_pct) != 0 || OthersLive(board, member, now);
 }
 
 void HoldBestEffort(Board* b, int member, uint64_t until, uint64_t now) {
@@ -287,13 +292,48 @@ void ReleaseHold(Board* b, int member, uint64_t now) {
   }
 }
 
+void NoteLcLaunch(Board* b, int member, uint32_t linger_us, uint64_t now) {
+  BoardMember& m = b->members[member];
+  if (linger_us > kMaxLingerUs) linger_us = kMaxLingerUs;
+  const uint64_t last = Load(m.last_launch_ns);
+  if (last + static_cast<uint64_t>(Load(m.lc_linger_us)) * 1000 < now) {
+    A(m.lc_burst_start_ns).store(now, std::memory_order_relaxed);
+  }
+  A(m.lc_linger_us).store(linger_us, std::memory_order_relaxed);
+  RaiseTo(m.last_launch_ns, now);
+}
+
+namespace {
+// The member's automatic hold is on at `now`. The words are read without a
+// common snapshot: a torn read costs at most one wrong decision of one gate
+// check, never an unbounded hold (every term is bounded by `now`).
+bool AutoHolding(BoardMember& m, uint64_t now) {
+  const uint64_t linger_ns = static_cast<uint64_t>(Load(m.lc_linger_us)) * 1000;
+  if (linger_ns == 0) return false;
+  const uint64_t last = Load(m.last_launch_ns);
+  const uint64_t burst = Load(m.lc_burst_start_ns);
+  return last <= now && now < last + linger_ns && burst <= now && now - burst < kMaxAutoHoldNs;
+}
+}  // namespace
+
 bool BestEffortHeld(const Board& board, uint64_t now) {
   const PacingConfig c;
   Board* b = const_cast<Board*>(&board);
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
+    if (!IsLc(m) || !Alive(m, now, c)) continue;
     const uint64_t until = Load(m.hold_until_ns);
-    if (until > now && until <= now + kMaxHoldNs && IsLc(m) && Alive(m, now, c)) return true;
+    if (until > now && until <= now + kMaxHoldNs) return true;
+    if (AutoHolding(m, now)) return true;
+  }
+  return false;
+}
+
+bool LatencyCriticalLive(const Board& board, int member, uint64_t now) {
+  const PacingConfig c;
+  Board* b = const_cast<Board*>(&board);
+  for (int i = 0; i < kBoardMembers; ++i) {
+    if (i != member && IsLc(b->members[i]) && Alive(b->members[i], now, c)) return true;
   }
   return false;
 }

@@ -29,11 +29,20 @@
 //   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
 //     turn only while it has tokens, even when it is alone.
 //   - Latency-critical vGPUs never wait: LC over BE is the hardware
-//     timeslices' job. But while an LC vGPU says a request is being prepared
-//     or served (HoldBestEffort), best-effort vGPUs launch nothing new, so
-//     the gaps between the LC's kernels are not filled with BE work that the
-//     LC's next kernel would then wait for (a hold lasts at most
-//     kMaxHoldNs, so a forgotten or crashed span cannot starve BE).
+//     timeslices' job. But while an LC vGPU is active, best-effort vGPUs
+//     launch nothing new, so the gaps between the LC's kernels are not
+//     filled with BE work that the LC's next kernel would then wait for a
+//     slice and two context switches behind. Active means either
+//       - a request span or hint the application declared (HoldBestEffort;
+//         at most kMaxHoldNs, so a forgotten span cannot starve BE), or
+//       - automatically, with no application change: the LC launched within
+//         its linger (NoteLcLaunch; the linger is the LC's own measure of the
+//         gaps inside its bursts of launches), for at most kMaxAutoHoldNs of
+//         one unbroken burst, so an LC that never pauses cannot starve BE.
+//   - Every best-effort process reads the board for live LC members and
+//     shortens its own channel groups' slices while one is live
+//     (LatencyCriticalLive), so LC protection does not depend on the node
+//     schedule having seen the LC.
 //
 // Crash safety: there is no lock. The turn is one word changed by CAS; the
 // CAS winner alone charges the outgoing holder and publishes the new turn's
@@ -62,7 +71,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;  // "!GPBOARD"
-inline constexpr uint32_t kBoardVersion = 1;
+inline constexpr uint32_t kBoardVersion = 2;  // 2: LC activity (lc_burst_start_ns, lc_linger_us)
 inline constexpr int kBoardMembers = 64;  // vGPUs per GPU
 
 struct alignas(64) BoardMember {
@@ -83,7 +92,11 @@ struct alignas(64) BoardMember {
   // LC only: best-effort vGPUs hold their launches until then (a request
   // span or a pre-preemption hint; gpuslice.h).
   uint64_t hold_until_ns;
-  uint8_t pad[24];
+  // LC only: when the current burst of launches began (last_launch_ns is its
+  // latest launch), and how long after a launch the burst counts as going on.
+  uint64_t lc_burst_start_ns;
+  uint32_t lc_linger_us;  // 0 = no automatic hold
+  uint8_t pad[12];
 };
 static_assert(sizeof(BoardMember) == 128);
 
@@ -145,6 +158,9 @@ int JoinBoard(Board* board, uint64_t vgpu_id, const MemberSpec& spec, uint64_t n
 // Keeps the entry alive and its share/cap current (live resize).
 void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns);
 
+// Another live member (any class) is on the board.
+bool OthersLive(const Board& board, int member, uint64_t now_ns);
+
 // Whether a process of `member` must pace: it has a cap, or another live
 // vGPU is on the board (best-effort ones share turns; a latency-critical one
 // may hold best-effort launches). Latency-critical members never pace.
@@ -170,7 +186,24 @@ void AdvanceTurn(Board* board, uint64_t now_ns, const PacingConfig& config = {})
 inline constexpr uint64_t kMaxHoldNs = 200'000'000;
 void HoldBestEffort(Board* board, int member, uint64_t until_ns, uint64_t now_ns);
 void ReleaseHold(Board* board, int member, uint64_t now_ns);
+
+// An LC member launched work at `now_ns` (called at most every few tens of
+// µs per process, see interposer/lc_activity.h); a gap longer than
+// `linger_us` since its previous launch starts a new burst. Best-effort
+// members are held while now < last launch + linger and the burst is
+// younger than kMaxAutoHoldNs. linger_us is clamped to kMaxLingerUs; 0 turns
+// the automatic hold off for this member.
+inline constexpr uint32_t kMaxLingerUs = 2000;
+inline constexpr uint64_t kMaxAutoHoldNs = 100'000'000;
+void NoteLcLaunch(Board* board, int member, uint32_t linger_us, uint64_t now_ns);
+
+// Best-effort launches must wait for a latency-critical member: a span or
+// hint, or its automatic hold.
 bool BestEffortHeld(const Board& board, uint64_t now_ns);
+
+// Another live latency-critical member is on the board (a best-effort
+// process then uses its slice beside LC).
+bool LatencyCriticalLive(const Board& board, int member, uint64_t now_ns);
 
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);

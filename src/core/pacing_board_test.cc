@@ -323,6 +323,66 @@ TEST(PacingBoardTest, AnLcSpanHoldsBestEffortLaunchesForABoundedTime) {
   EXPECT_EQ(TryEnter(&board, be, now + kMaxHoldNs + kMs), GateDecision::kGo);
 }
 
+TEST(PacingBoardTest, AnActiveLcHoldsBestEffortForItsLingerAndABoundedBurst) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const MemberSpec lc_spec{100, 0, Priority::kLatencyCritical};
+  const int be = JoinBoard(&board, 1, Share(100), now);
+  const int lc = JoinBoard(&board, 2, lc_spec, now);
+  EXPECT_EQ(TryEnter(&board, be, now), GateDecision::kGo) << "an LC that launched nothing holds nothing";
+  NoteLcLaunch(&board, lc, 500, now);
+  EXPECT_EQ(TryEnter(&board, be, now + 499 * kUs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, be, now + 501 * kUs), GateDecision::kGo) << "the linger after its last launch is over";
+  // A linger of 0 (GPUSLICE_LC_HOLD=off) holds nothing; one too long is clamped.
+  now += 10 * kMs;
+  NoteLcLaunch(&board, lc, 0, now);
+  EXPECT_EQ(TryEnter(&board, be, now + kUs), GateDecision::kGo);
+  now += 10 * kMs;
+  NoteLcLaunch(&board, lc, 1'000'000, now);
+  EXPECT_EQ(TryEnter(&board, be, now + kMaxLingerUs * kUs - kUs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, be, now + kMaxLingerUs * kUs + kUs), GateDecision::kGo);
+  // An LC that never pauses holds BE for one burst's bound, not for ever.
+  now += 10 * kMs;
+  const uint64_t burst = now;
+  uint64_t released_at = 0;
+  for (uint64_t t = burst; t < burst + 3 * kMaxAutoHoldNs; t += 100 * kUs) {
+    NoteLcLaunch(&board, lc, 500, t);
+    if (t % (10 * kMs) == 0) {
+      Heartbeat(&board, lc, lc_spec, t);
+      Heartbeat(&board, be, Share(100), t);
+    }
+    if (released_at == 0 && TryEnter(&board, be, t + kUs) == GateDecision::kGo) released_at = t;
+  }
+  EXPECT_GE(released_at, burst + kMaxAutoHoldNs - kMs);
+  EXPECT_LE(released_at, burst + kMaxAutoHoldNs + kMs);
+  // A pause longer than the linger starts a new burst, which holds again.
+  now = burst + 3 * kMaxAutoHoldNs + 5 * kMs;
+  Heartbeat(&board, lc, lc_spec, now);
+  Heartbeat(&board, be, Share(100), now);
+  NoteLcLaunch(&board, lc, 500, now);
+  EXPECT_EQ(TryEnter(&board, be, now + kUs), GateDecision::kWait);
+  // A dead LC (no heartbeat) holds nothing.
+  const uint64_t later = now + 2'000'000'000;
+  Heartbeat(&board, be, Share(100), later);
+  NoteLcLaunch(&board, lc, 500, later);
+  EXPECT_EQ(TryEnter(&board, be, later + kUs), GateDecision::kGo);
+}
+
+TEST(PacingBoardTest, LatencyCriticalLiveSeesOnlyLiveLcPeers) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int be = JoinBoard(&board, 1, Share(100), now);
+  const int be2 = JoinBoard(&board, 3, Share(100), now);
+  EXPECT_FALSE(LatencyCriticalLive(board, be, now)) << "BE peers are not LC";
+  const int lc = JoinBoard(&board, 2, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  EXPECT_TRUE(LatencyCriticalLive(board, be, now));
+  EXPECT_TRUE(LatencyCriticalLive(board, be2, now));
+  EXPECT_FALSE(LatencyCriticalLive(board, lc, now)) << "an LC does not guard against itself";
+  EXPECT_FALSE(LatencyCriticalLive(board, be, now + 2'000'000'000)) << "its heartbeat stopped";
+}
+
 TEST(PacingBoardTest, HoldingTheTurnIdleIsNotCharged) {
   // A capped vGPU launches once, drains, then sets itself up for 30 s (no
   // launches) while holding the turn: it owes nothing for those 30 s.

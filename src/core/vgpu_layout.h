@@ -34,9 +34,10 @@ inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
 inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
-// 2: the ledger gained the LC latency histogram (a version-1 vGPU must be
-// deleted and made again by this gpuslice).
-inline constexpr uint32_t kLayoutVersion = 2;
+// 2: the ledger gained the LC latency histogram. 3: limits gained each
+// device's slice beside a latency-critical vGPU, slots their applied slices.
+// (A vGPU of an older version must be deleted and made again by this gpuslice.)
+inline constexpr uint32_t kLayoutVersion = 3;
 
 // A memory limit of this value means "no limit": the device is visible but the
 // vGPU does not cap it.
@@ -63,8 +64,19 @@ struct DeviceLimit {
   // daemon). Atomic; 0 = leave the driver's default. Processes re-apply it
   // when `generation` changes.
   uint64_t timeslice_us;
+  // The slice this vGPU's processes use instead, whenever a latency-critical
+  // vGPU has a live process on this GPU (seen on the GPU's pacing board),
+  // whatever `timeslice_us` says: the policy's slice for this vGPU with an LC
+  // beside it. It holds LC protection even when the node schedule is stale or
+  // never saw the LC (docs/design.md, "LC protection"). 0 = the built-in
+  // policy's. Ignored by latency-critical vGPUs.
+  uint64_t timeslice_beside_lc_us;
 };
 inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
+// A best-effort vGPU's slice beside a latency-critical one when its limits
+// name none (timeslice_beside_lc_us == 0): with nothing else to switch to but
+// the LC, the slice bounds the LC's wait for the GPU (docs/gpu-facts.md).
+inline constexpr uint64_t kDefaultSliceBesideLcUs = 50;
 
 struct Limits {
   FileHeader header;
@@ -84,6 +96,11 @@ struct alignas(64) ProcessSlot {
   uint64_t start_time;       // /proc/<pid>/stat field 22, guards against pid reuse
   uint64_t pid_namespace;    // inode of /proc/self/ns/pid; reapers judge only their own
   uint64_t used_bytes[kMaxDevices];  // atomic; indexed like Limits::devices
+  // The timeslice this process last set on its compute channel groups of
+  // each of the vGPU's first kApplied devices (what `ls` shows as applied;
+  // the policy's wish is in Limits). Atomic; 0 = none set yet.
+  static constexpr uint32_t kApplied = 8;
+  uint32_t applied_timeslice_us[kApplied];
 };
 inline constexpr uint64_t kSlotReaping = ~0ull;
 
@@ -111,7 +128,7 @@ struct Ledger {
   uint64_t denied_allocations;      // allocations refused for the limit
   uint64_t timeslice_applications;  // timeslices set on a channel group
   uint64_t timeslice_failures;      // ... and refused by the driver
-  uint8_t pad[8];
+  uint64_t gate_waits;              // launches that waited at the GPU-turn gate (pacer.h)
   // LC request latency over the vGPU's lifetime, shared by all its processes
   // (so not per slot: a dead process's requests stay counted). Written only
   // through RecordLcLatency and read through TakeLcLatencySnapshot
@@ -125,6 +142,7 @@ struct Ledger {
 };
 
 static_assert(sizeof(ProcessSlot) == 192);
+static_assert(sizeof(DeviceLimit) == 56);
 static_assert(offsetof(Ledger, lc_latency_count) % 64 == 0, "the LC histogram starts a cache line");
 static_assert(offsetof(Ledger, slots) % 64 == 0);
 // tests/integration/test_shared_vgpu.py and bench/daemon/load_bench.py read

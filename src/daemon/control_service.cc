@@ -56,6 +56,8 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
     pd->set_compute_share_pct(d.compute_share_pct);
     pd->set_compute_cap_pct(d.compute_cap_pct);
     pd->set_timeslice_us(d.timeslice_us);
+    pd->set_timeslice_beside_lc_us(d.timeslice_beside_lc_us);
+    pd->set_applied_timeslice_us(d.applied_timeslice_us);
     if (d.compute_measured_ratio) pd->set_compute_measured_ratio(*d.compute_measured_ratio);
   }
   for (const auto& p : view.processes) {
@@ -63,11 +65,13 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
     pp->set_pid(p.pid);
     pp->set_same_pid_namespace(p.same_pid_namespace);
     for (uint64_t used : p.memory_used_bytes) pp->add_memory_used_bytes(used);
+    for (uint64_t applied : p.applied_timeslice_us) pp->add_applied_timeslice_us(applied);
   }
   out->set_denied_allocations(view.denied_allocations);
   out->set_reaped_processes(view.reaped_processes);
   out->set_timeslice_applications(view.timeslice_applications);
   out->set_timeslice_failures(view.timeslice_failures);
+  out->set_gate_waits(view.gate_waits);
   const LcLatencyView& lc = view.lc_latency;
   pb::LcLatency* pl = out->mutable_lc_latency();
   pl->set_requests(lc.lifetime.count);

@@ -85,6 +85,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     dv.compute_cap_pct = Load(d.compute_cap_pct);
     dv.priority = static_cast<core::Priority>(Load(d.priority));
     dv.timeslice_us = Load(d.timeslice_us);
+    dv.timeslice_beside_lc_us = Load(d.timeslice_beside_lc_us);
     view.devices.push_back(std::move(dv));
   }
   if (!view.devices.empty()) view.priority = view.devices[0].priority;
@@ -98,12 +99,18 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     p.pid = static_cast<uint32_t>(owner >> 32);
     p.same_pid_namespace = slot.pid_namespace == SelfPidNamespace();
     for (uint32_t i = 0; i < device_count; ++i) p.memory_used_bytes.push_back(Load(slot.used_bytes[i]));
+    for (uint32_t i = 0; i < device_count && i < core::ProcessSlot::kApplied; ++i) {
+      const uint64_t applied = Load(slot.applied_timeslice_us[i]);
+      p.applied_timeslice_us.push_back(applied);
+      view.devices[i].applied_timeslice_us = std::max(view.devices[i].applied_timeslice_us, applied);
+    }
     view.processes.push_back(std::move(p));
   }
   view.denied_allocations = Load(ledger.denied_allocations);
   view.reaped_processes = Load(ledger.reaped_processes);
   view.timeslice_applications = Load(ledger.timeslice_applications);
   view.timeslice_failures = Load(ledger.timeslice_failures);
+  view.gate_waits = Load(ledger.gate_waits);
   view.lc_latency.lifetime = core::TakeLcLatencySnapshot(ledger);
   SetLcLatencyQuantiles(nullptr, 0, &view.lc_latency);
   view.has_members = HasMembers(handle.dir());

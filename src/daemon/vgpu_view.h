@@ -32,6 +32,8 @@ struct VgpuDeviceView {
   uint32_t compute_cap_pct = 0;
   core::Priority priority = core::Priority::kBestEffort;
   uint64_t timeslice_us = 0;
+  uint64_t timeslice_beside_lc_us = 0;
+  uint64_t applied_timeslice_us = 0;  // the largest any live process set
   std::optional<double> compute_measured_ratio;
 };
 
@@ -39,6 +41,7 @@ struct VgpuProcessView {
   uint32_t pid = 0;
   bool same_pid_namespace = true;
   std::vector<uint64_t> memory_used_bytes;  // per device
+  std::vector<uint64_t> applied_timeslice_us;  // per device (first ProcessSlot::kApplied)
 };
 
 // The vGPU's LC request latency (core/lc_latency.h).
@@ -72,6 +75,7 @@ struct VgpuView {
   uint64_t reaped_processes = 0;
   uint64_t timeslice_applications = 0;
   uint64_t timeslice_failures = 0;
+  uint64_t gate_waits = 0;
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
 };
 

@@ -11,7 +11,9 @@
 #include "core/vgpu_layout.h"
 #include "interposer/real_dlsym.h"
 #include "interposer/driver_table.h"
+#include "core/pacing_board.h"
 #include "interposer/holder.h"
+#include "interposer/lc_activity.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
@@ -42,6 +44,7 @@ struct Applied {
 Applied g_applied[rm::TsgRegistry::kCapacity];
 uint64_t g_last_generation = 0;
 uint64_t g_last_epoch = ~0ull;
+uint32_t g_last_lc_mask = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
 
 Applied& AppliedFor(uint64_t serial) {
@@ -82,17 +85,15 @@ void* ThreadMain(void* arg) {
   auto* rt = static_cast<VgpuRuntime*>(arg);
   pacer::Start(rt);
   const uint64_t started_ms = port::MonotonicNanos() / 1'000'000;
-  uint64_t next_slices_ms = 0;
   bool watched_early = false, watched_late = false;
   for (;;) {
-    // Timeslices every 20 ms (the limits promise ≤ 100 ms from a change to
-    // the hardware); the pacer as often as it asks (1 ms while paced).
+    // Every tick (1 ms while paced, else 20 ms; the limits promise ≤ 100 ms
+    // from a change to the hardware): the pacer, the LC's activity, then
+    // timeslices, which cost one comparison when nothing changed.
     const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
-    if (now_ms >= next_slices_ms) {
-      ApplyTimeslicesOnce(rt);
-      next_slices_ms = now_ms + 20;
-    }
     const uint64_t sleep_ns = pacer::Tick(rt);
+    lc_activity::Tick(rt);
+    ApplyTimeslicesOnce(rt);
     holder::Tick(rt->latency_critical(), pacer::g_active.load(std::memory_order_acquire));
     // Libraries the driver loads as it starts contexts are in by now.
     if (!watched_early && now_ms - started_ms >= 100) {
@@ -127,6 +128,21 @@ void ForkChild() {
   g_started.store(false, std::memory_order_release);
   for (Applied& a : g_applied) a = Applied{};
   g_last_epoch = ~0ull;
+  g_last_lc_mask = 0;
+  lc_activity::AfterFork();
+}
+
+// Bit s: a latency-critical vGPU other than this one is live on device slot
+// s's board. Always 0 in an LC process: its own slice is the LC one.
+uint32_t LatencyCriticalPeers(VgpuRuntime* rt) {
+  if (rt->latency_critical()) return 0;
+  uint32_t mask = 0;
+  const uint64_t now = port::MonotonicNanos();
+  for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
+    const pacer::Seat seat = pacer::SeatOf(s);
+    if (seat.board != nullptr && core::LatencyCriticalLive(*seat.board, seat.member, now)) mask |= 1u << s;
+  }
+  return mask;
 }
 
 }  // namespace
@@ -143,9 +159,11 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint64_t generation =
       std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.generation)).load(std::memory_order_acquire);
   const uint64_t epoch = rm::Registry().epoch();
-  if (generation == g_last_generation && epoch == g_last_epoch) return;
+  const uint32_t lc_mask = LatencyCriticalPeers(rt);
+  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask) return;
   g_last_generation = generation;
   g_last_epoch = epoch;
+  g_last_lc_mask = lc_mask;
 
   rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
   const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
@@ -163,8 +181,18 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       }
       continue;
     }
-    const uint64_t want = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.devices[slot].timeslice_us))
-                              .load(std::memory_order_relaxed);
+    auto load = [](const uint64_t& word) {
+      return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_relaxed);
+    };
+    uint64_t want = load(limits.devices[slot].timeslice_us);
+    // LC protection: beside a live LC, a best-effort group never runs with a
+    // longer slice than the policy's beside LC, whatever the node schedule
+    // wrote (it may be stale, or may never have seen the LC).
+    if ((lc_mask >> slot) & 1) {
+      uint64_t beside = load(limits.devices[slot].timeslice_beside_lc_us);
+      if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
+      if (want == 0 || want > beside) want = beside;
+    }
     Applied& a = AppliedFor(tsg.serial);
     if (a.applied_us == 0 && a.default_us == 0) {
       uint64_t current = 0;
@@ -176,6 +204,7 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
     a.applied_us = target;  // a refused value is not retried until the target changes
     Count(rt, r.ok);
     if (r.ok) {
+      rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);
       port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us", tsg.handle,
                 static_cast<unsigned long long>(target));
     } else if (!g_fail_logged.exchange(true)) {

@@ -304,7 +304,12 @@ int EnterGate() {
   const uint64_t start = port::MonotonicNanos();
   uint64_t now = start;
   bool slow_logged = false;
+  bool counted = false;
   while (core::TryEnter(d.board, d.member, now) != core::GateDecision::kGo) {
+    if (!counted) {
+      counted = true;
+      if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
+    }
     core::NoteWaiting(d.board, d.member, now);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
     if (now - start < kSpinNs) {
@@ -394,6 +399,13 @@ void ReleaseBestEffort() {
     if (g_devices[s].board != nullptr) core::ReleaseHold(g_devices[s].board, g_devices[s].member, now);
   }
 }
+
+Seat SeatOf(int slot) {
+  if (slot < 0 || slot >= g_device_count || g_devices[slot].board == nullptr) return {};
+  return {g_devices[slot].board, g_devices[slot].member};
+}
+
+int SeatCount() { return g_device_count; }
 
 void AfterFork() {
   g_active.store(false);

@@ -38,6 +38,11 @@
 #include <cstdint>
 
 #include "interposer/holder.h"
+#include "interposer/lc_activity.h"
+
+namespace gpuslice::core {
+struct Board;
+}
 
 namespace gpuslice::interposer {
 
@@ -60,12 +65,14 @@ uint64_t Tick(VgpuRuntime* runtime);
 int EnterGate();
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
 
-// Also where a latency-critical process's holder (holder.h) learns of the
-// launch, once it is submitted.
+// Also where a latency-critical process publishes its activity
+// (lc_activity.h) and its holder (holder.h) learns of the launch, once it is
+// submitted.
 template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) {
     const CUresult r = launch();
+    lc_activity::AfterLaunch();
     holder::AfterLaunch();
     return r;
   }
@@ -88,6 +95,15 @@ void ForgetDevice(CUdevice device);
 // them. No-op in a best-effort vGPU or before the pacer started.
 void HoldBestEffort(uint64_t until_ns);
 void ReleaseBestEffort();
+
+// The board seat of the vGPU's device `slot` in this process, or
+// {nullptr, -1} where it has none (no board, full board, not started).
+struct Seat {
+  core::Board* board = nullptr;
+  int member = -1;
+};
+Seat SeatOf(int slot);
+int SeatCount();  // device slots, seated or not
 
 // In a forked child: nothing of the parent's CUDA state is valid; start over.
 void AfterFork();

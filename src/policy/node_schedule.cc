@@ -21,9 +21,10 @@ struct OpenVgpu {
   std::string name;
   core::VgpuHandle handle;
   std::array<uint64_t, core::kMaxDevices> wanted{};
+  std::array<uint64_t, core::kMaxDevices> beside_lc{};
 };
 
-uint64_t LoadRelaxed(const uint64_t& word) {
+uint64_t LoadAcquire(const uint64_t& word) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_acquire);
 }
 
@@ -113,14 +114,21 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
       inputs.push_back({v->name, static_cast<core::Priority>(d.priority), d.compute_share_pct});
     }
     const std::vector<uint64_t> slices = ComputeTimeslices(inputs, config);
-    for (size_t k = 0; k < members.size(); ++k) members[k].first->wanted[members[k].second] = slices[k];
+    const std::vector<uint64_t> beside_lc = ComputeTimeslicesBesideLc(inputs, config);
+    for (size_t k = 0; k < members.size(); ++k) {
+      members[k].first->wanted[members[k].second] = slices[k];
+      members[k].first->beside_lc[members[k].second] = beside_lc[k];
+    }
   }
 
   for (auto& v : vgpus) {
     const core::Limits& current = v->handle.limits();
     bool changed = false;
     for (uint32_t i = 0; i < current.device_count; ++i) {
-      if (LoadRelaxed(current.devices[i].timeslice_us) != v->wanted[i]) changed = true;
+      if (LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
+          LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i]) {
+        changed = true;
+      }
     }
     if (!changed) continue;
     auto writable = OpenLimitsForWrite(v->handle.dir(), v->name);
@@ -131,6 +139,8 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
     auto* limits = static_cast<core::Limits*>(writable->data());
     for (uint32_t i = 0; i < limits->device_count && i < core::kMaxDevices; ++i) {
       std::atomic_ref<uint64_t>(limits->devices[i].timeslice_us).store(v->wanted[i], std::memory_order_relaxed);
+      std::atomic_ref<uint64_t>(limits->devices[i].timeslice_beside_lc_us)
+          .store(v->beside_lc[i], std::memory_order_relaxed);
     }
     // Release: a reader that sees the new generation sees the new slices.
     std::atomic_ref<uint64_t>(limits->generation).fetch_add(1, std::memory_order_release);

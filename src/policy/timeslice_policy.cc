@@ -34,4 +34,18 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   return slices;
 }
 
+std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
+                                                const TimeslicePolicyConfig& config) {
+  std::vector<VgpuOnGpu> with_lc = vgpus;
+  bool has_lc = false;
+  for (const VgpuOnGpu& v : vgpus) has_lc |= v.priority == core::Priority::kLatencyCritical;
+  if (!has_lc) with_lc.push_back({"", core::Priority::kLatencyCritical, 100});
+  std::vector<uint64_t> slices = ComputeTimeslices(with_lc, config);
+  slices.resize(vgpus.size());
+  for (size_t i = 0; i < vgpus.size(); ++i) {
+    if (vgpus[i].priority == core::Priority::kLatencyCritical) slices[i] = 0;
+  }
+  return slices;
+}
+
 }  // namespace gpuslice::policy

@@ -44,7 +44,7 @@ struct TimeslicePolicyConfig {
   // One BE beside LC: nothing else to switch to but the LC, so the slice can
   // be as small as LC latency wants (50 µs: LC p99 = alone + ~230 µs) at no
   // cost to the BE's throughput.
-  uint64_t be_slice_beside_lc_us = 50;
+  uint64_t be_slice_beside_lc_us = core::kDefaultSliceBesideLcUs;
   // Two or more BE beside LC switch among themselves too, and every switch
   // costs up to ~180 µs of GPU time; they split this period (LC then waits up
   // to about one period), with no slice below the floor. 2000 µs loses <~15%
@@ -61,6 +61,14 @@ struct TimeslicePolicyConfig {
 // One timeslice per input vGPU, in input order.
 std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
                                         const TimeslicePolicyConfig& config = {});
+
+// One slice per input vGPU for the case that a latency-critical vGPU is live
+// on the GPU: what ComputeTimeslices gives it with one more LC vGPU beside
+// (the same as ComputeTimeslices when one is already there); 0 for LC vGPUs.
+// Best-effort processes switch to it by themselves when they see a live LC
+// on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us).
+std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
+                                                const TimeslicePolicyConfig& config = {});
 
 }  // namespace gpuslice::policy
 

@@ -58,5 +58,23 @@ TEST(TimeslicePolicyTest, AloneTakesTheWholePeriod) {
   EXPECT_TRUE(ComputeTimeslices({}).empty());
 }
 
+TEST(TimeslicePolicyTest, SlicesBesideLcAreThoseAnLcWouldBring) {
+  // No LC yet: each BE gets what it would with one beside it.
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 100}}), (std::vector<uint64_t>{50}));
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 30}, {"b", Priority::kBestEffort, 70}}),
+            (std::vector<uint64_t>{600, 1400}));
+  // An LC already there: the same as the slices now; LC vGPUs get none.
+  const std::vector<VgpuOnGpu> with_lc = {{"lc", Priority::kLatencyCritical, 100}, {"a", Priority::kBestEffort, 100}};
+  EXPECT_EQ(ComputeTimeslicesBesideLc(with_lc), (std::vector<uint64_t>{0, 50}));
+  // Every BE slice beside LC is at most its slice without one.
+  TimeslicePolicyConfig config;
+  config.be_slice_beside_lc_us = 80;
+  const std::vector<VgpuOnGpu> be = {{"a", Priority::kBestEffort, 10}, {"b", Priority::kBestEffort, 90}};
+  const auto now = ComputeTimeslices(be, config);
+  const auto beside = ComputeTimeslicesBesideLc(be, config);
+  for (size_t i = 0; i < be.size(); ++i) EXPECT_LE(beside[i], now[i]);
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 100}}, config), (std::vector<uint64_t>{80}));
+}
+
 }  // namespace
 }  // namespace gpuslice::policy

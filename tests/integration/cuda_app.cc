@@ -422,6 +422,19 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(c.expired), static_cast<unsigned long long>(c.last_bound_ns),
                static_cast<unsigned long long>(c.syncs_waited));
       }
+    } else if (cmd == "gate_waits") {
+      // The vGPU's ledger counter of launches that waited at the GPU-turn
+      // gate (core::Ledger::gate_waits, at byte 56), read as any process of
+      // the vGPU can: what the pacing tests assert on instead of timings.
+      unsigned long long waits = 0;
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      FILE* f = dir != nullptr ? fopen((std::string(dir) + "/ledger").c_str(), "rb") : nullptr;
+      if (f != nullptr && fseek(f, 56, SEEK_SET) == 0 && fread(&waits, sizeof waits, 1, f) == 1) {
+        printf("gate_waits %llu\n", waits);
+      } else {
+        printf("gate_waits unknown\n");
+      }
+      if (f != nullptr) fclose(f);
     } else if (cmd == "sleep") {
       const long ms = atol(arg(1));
       timespec ts{ms / 1000, (ms % 1000) * 1000000};

@@ -6,10 +6,10 @@ import struct
 from conftest import CUDA_APP
 
 # struct Limits (src/core/vgpu_layout.h): header 16 B, generation u64 at 16,
-# name[64] at 24, device_count u32 at 88, devices at 96, 48 B each:
+# name[64] at 24, device_count u32 at 88, devices at 96, 56 B each:
 # uuid[16], memory_limit u64, share u32, cap u32, priority u32, flags u32,
-# timeslice_us u64.
-_DEVICE = struct.Struct("<16sQIIIIQ")
+# timeslice_us u64, timeslice_beside_lc_us u64.
+_DEVICE = struct.Struct("<16sQIIIIQQ")
 
 
 def read_limits(world, name):
@@ -20,7 +20,7 @@ def read_limits(world, name):
     count = struct.unpack_from("<I", data, 88)[0]
     devices = []
     for i in range(count):
-        _, _, share, cap, prio, _, slice_us = _DEVICE.unpack_from(data, 96 + i * _DEVICE.size)
+        _, _, share, cap, prio, _, slice_us, _ = _DEVICE.unpack_from(data, 96 + i * _DEVICE.size)
         devices.append({"share": share, "cap": cap, "priority": prio, "timeslice_us": slice_us})
     return generation, devices
 

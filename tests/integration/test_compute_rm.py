@@ -20,12 +20,18 @@ LIBRARY = os.path.join(BUILD, "lib", "libgpuslice-cuda.so")
 COMPUTE_TSG = "5c000001"
 
 
-def sets(log):
-    """[(pid, object, us, status)] of every SET_TIMESLICE so far."""
+def timed_sets(log):
+    """[(pid, object, us, status, CLOCK_MONOTONIC ns)] of every SET_TIMESLICE so far."""
     if not os.path.exists(log):
         return []
     with open(log) as f:
-        return [(int(p), o, int(us), int(st, 16)) for _, p, o, us, st in (l.split() for l in f if l.strip())]
+        return [(int(p), o, int(us), int(st, 16), int(ns)) for _, p, o, us, st, ns in
+                (l.split() for l in f if l.strip())]
+
+
+def sets(log):
+    """[(pid, object, us, status)] of every SET_TIMESLICE so far."""
+    return [s[:4] for s in timed_sets(log)]
 
 
 def wait_for(predicate, what, timeout=10.0):

@@ -12,9 +12,11 @@
 //   FAKE_RM_PARAMS_SIZE   parameter size SET/GET_TIMESLICE accept (default 8)
 //   FAKE_RM_REFUSE        RM status SET_TIMESLICE answers (default 0: accept)
 //   FAKE_RM_LOG           file to which each SET_TIMESLICE appends one line:
-//                         "set PID OBJECT US STATUS" (object and status in hex)
+//                         "set PID OBJECT US STATUS NS" (object and status in
+//                         hex; NS = CLOCK_MONOTONIC when the driver took it)
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdarg>
@@ -46,9 +48,12 @@ void LogSet(int fd, void* arg) {
   uint64_t us = 0;
   if (c->params != 0 && c->paramsSize >= sizeof us) us = *reinterpret_cast<const uint64_t*>(c->params);
   (void)fd;
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   char line[160];
-  const int n = snprintf(line, sizeof line, "set %d %x %llu %x\n", getpid(), c->hObject,
-                         static_cast<unsigned long long>(us), c->status);
+  const int n = snprintf(line, sizeof line, "set %d %x %llu %x %lld\n", getpid(), c->hObject,
+                         static_cast<unsigned long long>(us), c->status,
+                         static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
   const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
   if (out < 0) return;
   ssize_t w = write(out, line, static_cast<size_t>(n));

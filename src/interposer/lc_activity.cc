@@ -1,0 +1,138 @@
+#include "interposer/lc_activity.h"
+
+#include <stdlib.h>
+
+#include "core/pacing_board.h"
+#include "interposer/pacer.h"
+#include "interposer/vgpu_runtime.h"
+#include "port/clock.h"
+#include "port/log.h"
+
+namespace gpuslice::interposer::lc_activity {
+
+std::atomic<bool> g_on{false};
+
+namespace {
+
+// Gaps between consecutive launches of the process, by power of two of µs:
+// bucket k holds gaps in [2^k, 2^(k+1)) µs (bucket 0 also holds < 1 µs), up
+// to the linger cap; longer gaps are not counted (they are between bursts).
+constexpr int kBuckets = 11;  // 2^11 µs = 2048 µs > core::kMaxLingerUs
+std::atomic<uint64_t> g_gaps[kBuckets];
+std::atomic<uint64_t> g_last_launch_ns{0};
+std::atomic<uint64_t> g_last_stamp_ns{0};
+std::atomic<uint32_t> g_linger_us{0};
+
+enum class Mode { kAuto, kOff, kFixed };
+struct Config {
+  Mode mode = Mode::kAuto;
+  uint32_t fixed_us = 0;
+};
+
+Config ReadConfig() {
+  Config c;
+  const char* v = getenv("GPUSLICE_LC_HOLD");
+  if (v == nullptr || *v == '\0' || __builtin_strcmp(v, "auto") == 0) return c;
+  if (__builtin_strcmp(v, "off") == 0) {
+    c.mode = Mode::kOff;
+    return c;
+  }
+  char* end = nullptr;
+  const unsigned long us = strtoul(v, &end, 10);
+  if (end == v || *end != '\0') {
+    port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_HOLD=%s is not auto, off or a number of microseconds; using "
+              "auto", v);
+    return c;
+  }
+  c.mode = us == 0 ? Mode::kOff : Mode::kFixed;
+  c.fixed_us = us > core::kMaxLingerUs ? core::kMaxLingerUs : static_cast<uint32_t>(us);
+  return c;
+}
+
+// Thread-private to the compute thread: the decayed histogram and the
+// linger it gave last.
+double g_smoothed[kBuckets];
+uint32_t g_learnt_us = kInitialLingerUs;
+
+uint32_t LearnLinger() {
+  constexpr double kDecay = 0.8;  // per tick (≤ 20 ms): the last ~100 ms weigh most
+  constexpr double kEnough = 16;  // gaps before the histogram is trusted
+  double total = 0;
+  for (int k = 0; k < kBuckets; ++k) {
+    g_smoothed[k] = g_smoothed[k] * kDecay + static_cast<double>(g_gaps[k].exchange(0, std::memory_order_relaxed));
+    total += g_smoothed[k];
+  }
+  if (total < kEnough) return g_learnt_us;
+  double below = 0;
+  int k = 0;
+  for (; k < kBuckets - 1; ++k) {
+    below += g_smoothed[k];
+    if (below >= 0.95 * total) break;
+  }
+  uint64_t linger = 2ull << (k + 1);  // twice the bucket's upper bound
+  if (linger < kMinLingerUs) linger = kMinLingerUs;
+  if (linger > core::kMaxLingerUs) linger = core::kMaxLingerUs;
+  g_learnt_us = static_cast<uint32_t>(linger);
+  return g_learnt_us;
+}
+
+}  // namespace
+
+void NoteLaunch() {
+  const uint64_t now = port::MonotonicNanos();
+  const uint64_t prev = g_last_launch_ns.exchange(now, std::memory_order_relaxed);
+  if (prev != 0 && now > prev) {
+    const uint64_t gap_us = (now - prev) / 1000;
+    if (gap_us < (1ull << kBuckets)) {
+      const int k = gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us);
+      g_gaps[k].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  // Publish at most every kStampIntervalNs: far below any linger, so the
+  // board's burst never ends early; races between threads only stamp twice.
+  if (now - g_last_stamp_ns.load(std::memory_order_relaxed) < kStampIntervalNs) return;
+  g_last_stamp_ns.store(now, std::memory_order_relaxed);
+  if (!g_on.load(std::memory_order_acquire)) return;
+  const uint32_t linger = g_linger_us.load(std::memory_order_relaxed);
+  for (int s = 0; s < pacer::SeatCount(); ++s) {
+    const pacer::Seat seat = pacer::SeatOf(s);
+    if (seat.board != nullptr) core::NoteLcLaunch(seat.board, seat.member, linger, now);
+  }
+}
+
+void Tick(VgpuRuntime* rt) {
+  static const Config config = ReadConfig();
+  bool shared = false;
+  if (rt->latency_critical() && config.mode != Mode::kOff) {
+    const uint64_t now = port::MonotonicNanos();
+    for (int s = 0; s < pacer::SeatCount() && !shared; ++s) {
+      const pacer::Seat seat = pacer::SeatOf(s);
+      shared = seat.board != nullptr && core::OthersLive(*seat.board, seat.member, now);
+    }
+  }
+  const uint32_t linger = !shared ? 0 : config.mode == Mode::kFixed ? config.fixed_us : LearnLinger();
+  if (linger != g_linger_us.load(std::memory_order_relaxed) && port::LogEnabled(port::LogLevel::kInfo)) {
+    static uint32_t logged = ~0u;
+    // Say when holding starts or stops, and when the linger moves by 2x.
+    if (logged == ~0u || (linger == 0) != (logged == 0) || linger >= 2 * logged || 2 * linger <= logged) {
+      logged = linger;
+      port::Log(port::LogLevel::kInfo, "automatic hold of best-effort launches: %s%u us linger",
+                linger == 0 ? "off, " : "", linger);
+    }
+  }
+  g_linger_us.store(linger, std::memory_order_relaxed);
+  g_on.store(shared, std::memory_order_release);
+}
+
+uint32_t CurrentLingerUs() { return g_on.load(std::memory_order_acquire) ? g_linger_us.load() : 0; }
+
+void AfterFork() {
+  g_on.store(false);
+  g_last_launch_ns.store(0);
+  g_last_stamp_ns.store(0);
+  for (auto& b : g_gaps) b.store(0);
+  for (double& d : g_smoothed) d = 0;
+  g_learnt_us = kInitialLingerUs;
+}
+
+}  // namespace gpuslice::interposer::lc_activity

@@ -1,0 +1,137 @@
+"""The LC-protection invariant, end to end with real processes on the fake
+driver and the fake RM device (which logs every SET_TIMESLICE with the
+CLOCK_MONOTONIC time the "driver" took it):
+
+    While a latency-critical vGPU has a live process on a GPU, no best-effort
+    channel group on that GPU runs with a slice longer than the policy's slice
+    beside LC (50 µs for one BE, its share of 2 ms for several).
+
+It must hold whatever the join and leave order, whether the BE is paced, and
+even when the node schedule never saw the LC: on an H100 a BE's slice went
+back to 10 ms while an LC ran, because the schedule was recomputed without
+it (issue 10). Every check here reads what the processes did (the SET log,
+the ledger), never how long anything took."""
+import json
+import os
+import time
+
+import pytest
+
+from conftest import CUDA_APP
+from test_compute_rm import COMPUTE_TSG, Rm, timed_sets, wait_for
+
+BESIDE_LC = 50  # core::kDefaultSliceBesideLcUs, one BE beside an LC
+SEVERAL_BESIDE_LC = 2000  # several BE beside an LC split this period (policy::TimeslicePolicyConfig)
+
+
+def compute_sets(rm, pid):
+    """[(us, ns)] of the successful SETs on pid's compute channel group."""
+    return [(us, ns) for p, o, us, st, ns in timed_sets(rm.log) if p == pid and o == COMPUTE_TSG and st == 0]
+
+
+def lc_live_since(rm, lc_pid):
+    """When the LC process took its own (long) slice: it is live from then."""
+    return wait_for(lambda: next((ns for us, ns in compute_sets(rm, lc_pid) if us > 10000), None),
+                    "the LC never set its slice")
+
+
+def assert_never_longer_while_lc_lives(rm, be_pid, since_ns, until_ns, limit=BESIDE_LC):
+    """No SET on the BE's compute group over `limit` in [since, until], and
+    the BE's slice in force at `until` is within `limit`."""
+    timeline = compute_sets(rm, be_pid)
+    bad = [(us, ns) for us, ns in timeline if since_ns <= ns <= until_ns and us > limit]
+    assert not bad, f"BE slices over {limit} us while the LC lived: {bad}; timeline {timeline}"
+    in_force = [us for us, ns in timeline if ns <= until_ns]
+    assert in_force and in_force[-1] <= limit, timeline
+
+
+def be_reaches(rm, be_pid, limit=BESIDE_LC):
+    """Waits until the BE's latest slice is within `limit`; returns when the
+    driver took that SET (the invariant is checked from there on)."""
+    def reached():
+        timeline = compute_sets(rm, be_pid)
+        return timeline[-1][1] if timeline and timeline[-1][0] <= limit else None
+    return wait_for(reached, f"the BE never went to {limit} us: {compute_sets(rm, be_pid)}")
+
+
+@pytest.mark.parametrize("be_flags", [[], ["--compute-cap", "60"]], ids=["be", "be-capped"])
+def test_an_lc_joining_shrinks_the_be_and_it_stays_short_until_the_lc_leaves(world, be_flags):
+    rm = Rm(world)
+    be_pid, release_be = rm.hold("be", "--priority", "be", *be_flags)
+    rm.wait_slice(be_pid, 10000)  # alone: the whole BE period
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    lc_live_since(rm, lc_pid)
+    reached = be_reaches(rm, be_pid)
+    # Another vGPU coming and going reschedules the node meanwhile.
+    other_pid, release_other = rm.hold("other", "--compute", "40")
+    release_other()
+    before_lc_exit = time.monotonic_ns()
+    assert_never_longer_while_lc_lives(rm, be_pid, reached, before_lc_exit, limit=SEVERAL_BESIDE_LC)
+    release_lc()
+    release_be()
+
+
+def test_a_be_joining_an_lc_never_runs_a_long_slice(world):
+    rm = Rm(world)
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    since = lc_live_since(rm, lc_pid)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    be_reaches(rm, be_pid)
+    assert_never_longer_while_lc_lives(rm, be_pid, since, time.monotonic_ns())
+    release_lc()
+    # Once the LC has gone (and its board entry timed out), the BE gets the
+    # whole period back.
+    rm.wait_slice(be_pid, 10000)
+    release_be()
+
+
+def test_lc_protection_holds_when_the_node_schedule_never_saw_the_lc(world):
+    """The field failure: the schedule is recomputed without the LC (here the
+    LC's vGPU is hidden from the store) and writes the BE's lone 10 ms slice
+    into its limits. The BE must keep its short slice regardless."""
+    rm = Rm(world)
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    since = lc_live_since(rm, lc_pid)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    be_reaches(rm, be_pid)
+    vgpus = os.path.join(world.env["GPUSLICE_STATE_DIR"], "vgpus")
+    os.rename(os.path.join(vgpus, "lc"), os.path.join(vgpus, ".lc-hidden"))
+    try:
+        # Any change of the set reschedules every vGPU on the GPU.
+        other_pid, release_other = rm.hold("other")
+        release_other()
+        ls = json.loads(world.gpuslice("ls", "--json").stdout)["vgpus"]
+        be = next(v for v in ls if v["name"] == "be")
+        assert be["devices"][0]["timeslice_us"] == 10000, "the schedule should not see the LC here"
+        # While "other" lived the two BE split the period beside LC; alone
+        # again, the BE is back at the lone BE's slice beside LC.
+        assert_never_longer_while_lc_lives(rm, be_pid, since, time.monotonic_ns(), limit=SEVERAL_BESIDE_LC)
+        be_reaches(rm, be_pid)
+        be = next(v for v in json.loads(world.gpuslice("ls", "--json").stdout)["vgpus"] if v["name"] == "be")
+        assert be["devices"][0]["applied_timeslice_us"] == BESIDE_LC, be
+    finally:
+        os.rename(os.path.join(vgpus, ".lc-hidden"), os.path.join(vgpus, "lc"))
+    release_lc()
+    release_be()
+
+
+def test_ls_shows_an_lc_process_and_the_slices_applied_from_the_moment_it_joins(world):
+    rm = Rm(world)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    lc_live_since(rm, lc_pid)
+    be_reaches(rm, be_pid)
+
+    def views():
+        return {v["name"]: v for v in json.loads(world.gpuslice("ls", "--json").stdout)["vgpus"]}
+    v = wait_for(lambda: (lambda x: x if x["lc"]["devices"][0]["applied_timeslice_us"] else None)(views()),
+                 "ls never showed the LC's applied slice")
+    assert [p["pid"] for p in v["lc"]["processes"]] == [lc_pid]
+    assert v["lc"]["devices"][0]["applied_timeslice_us"] == 5000000
+    assert v["be"]["devices"][0]["applied_timeslice_us"] == BESIDE_LC
+    assert v["be"]["devices"][0]["timeslice_beside_lc_us"] == BESIDE_LC
+    assert v["lc"]["gate_waits"] == 0
+    table = world.gpuslice("ls").stdout
+    assert "5000000us" in table and "50us" in table, table
+    release_lc()
+    release_be()
