@@ -27,6 +27,10 @@ constexpr uint64_t kSlowWaitNs = 500'000'000;      // then say why, once per wai
 constexpr uint64_t kSpinNs = 50'000;                // yield-spin before sleeping
 constexpr long kSleepNs = 30'000;                   // between gate checks
 constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while paced
+// ... and while this process's vGPU holds a turn: its drain ends the turn and
+// is charged up to when it is seen, so it is looked for more often. (A
+// training blocked in a synchronisation is not at the gate to see it itself.)
+constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 constexpr int kMaxMarkers = 512;
 
@@ -270,7 +274,7 @@ uint64_t Tick(VgpuRuntime* rt) {
   if (!g_started) return kIdleTickNs;
   const core::Limits& limits = rt->limits();
   const uint64_t now = port::MonotonicNanos();
-  bool any = false;
+  bool any = false, holding = false;
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
     if (d.board == nullptr) continue;
@@ -285,10 +289,11 @@ uint64_t Tick(VgpuRuntime* rt) {
       any = true;
       PollDrain(s);
       core::AdvanceTurn(d.board, port::MonotonicNanos());
+      holding |= core::TurnHolder(*d.board) == d.member;
     }
   }
   g_active.store(any, std::memory_order_release);
-  return any ? kPacedTickNs : kIdleTickNs;
+  return holding ? kHolderTickNs : any ? kPacedTickNs : kIdleTickNs;
 }
 
 int EnterGate() {
