@@ -3,7 +3,7 @@
 //
 // The GPU round-robins between busy channel groups (TSGs); a best-effort
 // (BE) TSG beside a latency-critical (LC) one keeps its slice (50 µs), and
-// each switch costs ~180 µs (gpu-facts.md). An LC kernel that arrives while
+// each switch costs ~180 µs (docs/gpu-facts.md). An LC kernel that arrives while
 // the BE runs therefore waits slice + switch. A *holder* is a 1-thread
 // kernel (holder_kernel.ptx) that this library launches in the LC's own
 // context, on a stream of its own: while it runs, the LC TSG is busy, so the
@@ -30,7 +30,7 @@
 // by 22-24%. The mechanism stays, bounded and tested, for other GPUs and
 // drivers to be measured with (bench/gpu/compute, group `holderexp`).
 //
-// Why release *after* submitting (gpu-facts.md): a holder released only once
+// Why release *after* submitting (docs/gpu-facts.md): a holder released only once
 // the LC's kernel had started never saw it start (the TSG does not serve its
 // other channels while one waits behind a spinning kernel), and a holder
 // that exits before the LC's kernel is queued leaves the TSG idle, so the GPU

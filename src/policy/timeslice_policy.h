@@ -4,7 +4,7 @@
 // The GPU round-robins between busy channel groups (TSGs), each running for
 // its timeslice before the next gets the GPU; idle TSGs are skipped, so
 // shares set this way are work-conserving: a vGPU running alone gets the
-// whole GPU. Measured on an H200 (../shared/reference/gpu-facts.md and
+// whole GPU. Measured on an H200 (docs/gpu-facts.md and
 // docs/benchmarks.md):
 //   - shares follow slices (3000/7000 µs gave 31.5/68.5%, 1000/9000 µs
 //     10.7/89.3%);

@@ -3,8 +3,8 @@
 //
 // Every fact comes from NVIDIA's open GPU kernel modules
 // (github.com/NVIDIA/open-gpu-kernel-modules), cited per item, and was
-// checked on driver 580 (H200, GSP) with the probe in
-// ../shared/reference/tsg-probe (see gpu-facts.md):
+// checked on driver 580 (H200, GSP) with a probe of this project's
+// (docs/gpu-facts.md):
 //   - libcuda allocates each channel group (TSG) with NV_ESC_RM_ALLOC on its
 //     /dev/nvidiactl descriptor, NVOS64 (48 B) parameters;
 //   - NV_ESC_RM_CONTROL must be issued on the descriptor that allocated the
@@ -109,7 +109,7 @@ constexpr unsigned long IoctlRequest(uint32_t nr, uint32_t size) {
 constexpr uint32_t IoctlType(unsigned long request) { return (request >> 8) & 0xff; }
 constexpr uint32_t IoctlNr(unsigned long request) { return request & 0xff; }
 constexpr uint32_t IoctlSize(unsigned long request) { return (request >> 16) & 0x3fff; }
-static_assert(IoctlRequest(kEscRmAlloc, sizeof(Nvos64)) == 0xC030462Bul, "gpu-facts.md: NV_ESC_RM_ALLOC");
+static_assert(IoctlRequest(kEscRmAlloc, sizeof(Nvos64)) == 0xC030462Bul, "docs/gpu-facts.md: NV_ESC_RM_ALLOC");
 
 }  // namespace gpuslice::rm
 
