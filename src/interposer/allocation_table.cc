@@ -56,6 +56,7 @@ bool AllocationTable::Insert(uint64_t key, AllocationKind kind, const Allocation
     if (!e.key.compare_exchange_strong(cur, k, std::memory_order_acq_rel)) continue;
     AllocationRecord r = record;
     r.kind = static_cast<uint32_t>(kind);
+    e.aux.store(r.aux, std::memory_order_relaxed);
     e.value.store(Pack(r), std::memory_order_release);
     return true;
   }
@@ -72,28 +73,52 @@ bool AllocationTable::Erase(uint64_t key, AllocationKind kind, AllocationRecord*
     if (cur == 0) return false;
     if (cur != k) continue;
     const uint64_t value = e.value.load(std::memory_order_acquire);
+    const uint64_t aux = e.aux.load(std::memory_order_acquire);
     // Only one eraser of a key can win; a double free of the same pointer
     // by the app uncharges once.
     if (!e.key.compare_exchange_strong(cur, kTombstone, std::memory_order_acq_rel)) return false;
     *record = Unpack(value);
+    record->aux = aux;
     return true;
   }
   return false;
 }
 
-bool AllocationTable::Find(uint64_t key, AllocationKind kind, AllocationRecord* record) const {
-  if (entries_ == nullptr) return false;
+AllocationTable::Entry* AllocationTable::FindEntry(uint64_t key, AllocationKind kind) const {
+  if (entries_ == nullptr) return nullptr;
   const uint64_t k = TaggedKey(key, kind);
   uint64_t i = Mix(k) & kMask;
   for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
-    const Entry& e = entries_[i];
+    Entry& e = entries_[i];
     const uint64_t cur = e.key.load(std::memory_order_acquire);
-    if (cur == 0) return false;
-    if (cur != k) continue;
-    *record = Unpack(e.value.load(std::memory_order_acquire));
-    return true;
+    if (cur == 0) return nullptr;
+    if (cur == k) return &e;
   }
-  return false;
+  return nullptr;
+}
+
+bool AllocationTable::Find(uint64_t key, AllocationKind kind, AllocationRecord* record) const {
+  const Entry* e = FindEntry(key, kind);
+  if (e == nullptr) return false;
+  *record = Unpack(e->value.load(std::memory_order_acquire));
+  record->aux = e->aux.load(std::memory_order_acquire);
+  return true;
+}
+
+bool AllocationTable::AdjustCounter(uint64_t key, AllocationKind kind, int field, int delta, uint64_t* aux) {
+  Entry* e = FindEntry(key, kind);
+  if (e == nullptr) return false;
+  const int shift = field == 0 ? 0 : 32;
+  uint64_t cur = e->aux.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t count = (cur >> shift) & 0xffffffffull;
+    if (delta < 0 && count == 0) return false;
+    const uint64_t next = delta < 0 ? cur - (1ull << shift) : cur + (1ull << shift);
+    if (e->aux.compare_exchange_weak(cur, next, std::memory_order_acq_rel)) {
+      *aux = next;
+      return true;
+    }
+  }
 }
 
 void AllocationTable::Clear() {

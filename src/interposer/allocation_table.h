@@ -7,13 +7,14 @@
 // inserts and erases never allocate, lock or make a syscall.
 //
 // Concurrency: lock-free. A key is claimed with a CAS on the key word; the
-// value is published with a release store. Keys are unique while live (the
-// driver does not hand out a pointer or handle twice before it is freed), and
-// a key is erased only after its insert has returned, so an erase never races
-// the insert of the same key. Erased entries become tombstones that later
-// inserts reuse.
+// value is published with a release store (after the aux word). Keys are
+// unique while live (the driver does not hand out a pointer or handle twice
+// before it is freed), and a key is erased only after its insert has
+// returned, so an erase never races the insert of the same key. Counters in
+// the aux word change by CAS (AdjustCounter). Erased entries become
+// tombstones that later inserts reuse.
 //
-// Capacity: 2^20 entries (16 MiB of address space, touched only as used). A
+// Capacity: 2^20 entries (24 MiB of address space, touched only as used). A
 // full table makes Insert return false; the caller then refuses the
 // allocation rather than lose track of memory.
 #ifndef GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_
@@ -28,13 +29,14 @@ struct AllocationRecord {
   uint64_t bytes = 0;     // what was charged to the ledger
   uint32_t device = 0;    // ledger device slot
   uint32_t kind = 0;      // AllocationKind
+  uint64_t aux = 0;       // per kind: a VMM handle's counts, a mapping's handle
 };
 
 enum class AllocationKind : uint32_t {
   kDevice = 1,
   kManaged,
-  kVmmHandle,
-  kVmmRetain,  // extra references from cuMemRetainAllocationHandle; bytes = count
+  kVmmHandle,   // aux = references << 32 | mappings (hooks_memory.cc)
+  kVmmMapping,  // key = mapped address; bytes = mapping size (nothing charged), aux = handle
   kArray,
   kMipmappedArray,
   kGraphExec,  // bytes = what the graph's memory nodes allocate per launch
@@ -51,6 +53,11 @@ class AllocationTable {
   // Removes and returns the record; false when the key is unknown to us.
   bool Erase(uint64_t key, AllocationKind kind, AllocationRecord* record);
   bool Find(uint64_t key, AllocationKind kind, AllocationRecord* record) const;
+  // Adds `delta` (+1 or -1) to the 32-bit counter `field` (0: low half, 1:
+  // high half) of the record's aux word, atomically, and returns the new aux
+  // word in *aux. False, changing nothing, when the key is unknown or the
+  // counter would go below zero.
+  bool AdjustCounter(uint64_t key, AllocationKind kind, int field, int delta, uint64_t* aux);
   // Forgets everything: a forked child must not free its parent's memory.
   void Clear();
 
@@ -58,12 +65,14 @@ class AllocationTable {
   struct Entry {
     std::atomic<uint64_t> key;    // 0 empty, kTombstone erased, else (key mixed with kind)
     std::atomic<uint64_t> value;  // bytes << 16 | device << 8 | kind
+    std::atomic<uint64_t> aux;
   };
   static constexpr uint64_t kTombstone = ~0ull;
   static constexpr uint64_t kMask = (1ull << kCapacityLog2) - 1;
   static constexpr uint32_t kMaxProbe = 4096;
 
   static uint64_t TaggedKey(uint64_t key, AllocationKind kind);
+  Entry* FindEntry(uint64_t key, AllocationKind kind) const;
   Entry* entries_ = nullptr;
 };
 

@@ -55,6 +55,51 @@ uint64_t KeyOf(Handle h) {
   else return static_cast<uint64_t>(h);
 }
 
+// --- VMM handles: counted uses -----------------------------------------------
+
+// A VMM handle's record counts its uses in its aux word: references in the
+// high half (AdjustCounter field 1), mappings in the low half (field 0).
+enum class VmmUse { kMapping = 0, kReference = 1 };
+constexpr uint64_t kVmmOneReference = 1ull << 32;
+
+// False when the handle is not one we charged (imported, or made before the
+// vGPU was joined).
+bool CountVmmUse(VgpuRuntime& rt, CUmemGenericAllocationHandle handle, VmmUse use, int delta) {
+  uint64_t aux;
+  return rt.allocations().AdjustCounter(handle, Kind::kVmmHandle, static_cast<int>(use), delta, &aux);
+}
+
+enum class VmmDrop { kUnknown, kCounted, kLast };
+
+// Drops one use. When it was the handle's last, the record is forgotten and
+// returned in *last: its memory is the driver's to free and ours to uncharge.
+VmmDrop DropVmmUse(VgpuRuntime& rt, CUmemGenericAllocationHandle handle, VmmUse use, AllocationRecord* last) {
+  uint64_t aux;
+  if (!rt.allocations().AdjustCounter(handle, Kind::kVmmHandle, static_cast<int>(use), -1, &aux)) {
+    return VmmDrop::kUnknown;  // not ours, or a use the driver will refuse (a second release)
+  }
+  if (aux != 0) return VmmDrop::kCounted;
+  return Forget(rt, handle, Kind::kVmmHandle, last) ? VmmDrop::kLast : VmmDrop::kCounted;
+}
+
+// Forgets the recorded mappings that tile [ptr, ptr + size), after the
+// driver has unmapped them, and uncharges each handle left with no use. The
+// walk stops at the first address with no record (a mapping we never saw).
+// A handle the driver frees here and hands out again to another thread
+// before its record is dropped leaves that record to outlive it: the charge
+// is then kept until the process exits, never given back twice.
+void ForgetMappings(VgpuRuntime& rt, CUdeviceptr ptr, uint64_t size) {
+  for (CUdeviceptr cursor = ptr; cursor < ptr + size;) {
+    AllocationRecord mapping;
+    if (!Forget(rt, cursor, Kind::kVmmMapping, &mapping) || mapping.bytes == 0) return;
+    AllocationRecord last;
+    if (DropVmmUse(rt, mapping.aux, VmmUse::kMapping, &last) == VmmDrop::kLast) {
+      rt.ledger().Uncharge(last.device, last.bytes);
+    }
+    cursor += mapping.bytes;
+  }
+}
+
 uint64_t FormatBytes(CUarray_format format) {
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -240,8 +285,13 @@ GPUSLICE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
 }
 
 // --- Virtual memory management (PyTorch expandable_segments) ---------------
-// Physical memory is made by cuMemCreate and returned by cuMemRelease; maps
-// and reservations of address space cost no device memory.
+// Physical memory is made by cuMemCreate and lives while its handle has a
+// reference (cuMemCreate's own, and one per cuMemRetainAllocationHandle) or
+// a mapping: NVIDIA's documented idiom releases the handle right after
+// cuMemMap and lets the mapping keep the memory. So the charge follows the
+// physical memory: the handle's record counts both (aux: references << 32 |
+// mappings), and the last release or unmap, whichever comes second,
+// uncharges. Reservations of address space cost no device memory.
 
 GPUSLICE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                      const CUmemAllocationProp* prop, unsigned long long flags) {
@@ -257,39 +307,61 @@ GPUSLICE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     rt->ledger().Uncharge(slot, size);
     return r;
   }
-  gi::Remember(*rt, *handle, AllocationKind::kVmmHandle, slot, size);
+  rt->allocations().Insert(*handle, AllocationKind::kVmmHandle,
+                           AllocationRecord{size, static_cast<uint32_t>(slot), 0, gi::kVmmOneReference});
   return r;
 }
 
-// A retained handle is released once more than it was created; count the
-// extra references so that only the last release gives the memory back.
 GPUSLICE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   const CUresult r = GPUSLICE_REAL(cuMemRetainAllocationHandle)(handle, addr);
   VgpuRuntime* rt = VgpuRuntime::Get();
-  if (r != CUDA_SUCCESS || rt == nullptr) return r;
-  AllocationRecord rec;
-  if (!rt->allocations().Find(*handle, AllocationKind::kVmmHandle, &rec)) return r;
-  AllocationRecord retains{0, rec.device, 0};
-  rt->allocations().Erase(*handle, AllocationKind::kVmmRetain, &retains);
-  retains.bytes += 1;  // the reference count rides in the size field
-  rt->allocations().Insert(*handle, AllocationKind::kVmmRetain, retains);
+  if (r == CUDA_SUCCESS && rt != nullptr) gi::CountVmmUse(*rt, *handle, gi::VmmUse::kReference, +1);
   return r;
 }
 
+// The record is forgotten before the driver frees the memory (so that a
+// handle value the driver hands out again cannot collide with it), and
+// restored if the release fails.
 GPUSLICE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_REAL(cuMemRelease)(handle);
-  AllocationRecord retains;
-  if (rt->allocations().Erase(handle, AllocationKind::kVmmRetain, &retains)) {
-    const CUresult r = GPUSLICE_REAL(cuMemRelease)(handle);
-    if (r != CUDA_SUCCESS || retains.bytes > 1) {
-      if (r == CUDA_SUCCESS) retains.bytes -= 1;
-      rt->allocations().Insert(handle, AllocationKind::kVmmRetain, retains);
-    }
-    return r;
+  AllocationRecord last;
+  const gi::VmmDrop drop = gi::DropVmmUse(*rt, handle, gi::VmmUse::kReference, &last);
+  const CUresult r = GPUSLICE_REAL(cuMemRelease)(handle);
+  if (r == CUDA_SUCCESS) {
+    if (drop == gi::VmmDrop::kLast) rt->ledger().Uncharge(last.device, last.bytes);
+  } else if (drop == gi::VmmDrop::kLast) {
+    last.aux = gi::kVmmOneReference;
+    gi::Restore(*rt, handle, AllocationKind::kVmmHandle, last);
+  } else if (drop == gi::VmmDrop::kCounted) {
+    gi::CountVmmUse(*rt, handle, gi::VmmUse::kReference, +1);
   }
-  return gi::DestroyCharged(handle, AllocationKind::kVmmHandle,
-                            [](CUmemGenericAllocationHandle h) { return GPUSLICE_REAL(cuMemRelease)(h); });
+  return r;
+}
+
+GPUSLICE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                                  unsigned long long flags) {
+  const CUresult r = GPUSLICE_REAL(cuMemMap)(ptr, size, offset, handle, flags);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (r != CUDA_SUCCESS || rt == nullptr) return r;
+  // A record still at this address is stale (the driver has just mapped it
+  // anew, so what it recorded is gone): settle it first.
+  gi::ForgetMappings(*rt, ptr, 1);
+  // Counted before the mapping is recorded: if the table is full, the
+  // mapping cannot be found at cuMemUnmap, and the memory then stays charged
+  // until the process exits instead of being uncharged while still mapped.
+  if (!gi::CountVmmUse(*rt, handle, gi::VmmUse::kMapping, +1)) return r;  // not a handle we charged
+  rt->allocations().Insert(ptr, AllocationKind::kVmmMapping, AllocationRecord{size, 0, 0, handle});
+  return r;
+}
+
+// One call may unmap several adjacent mappings (the driver frees the
+// memory of each handle left with neither reference nor mapping).
+GPUSLICE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  const CUresult r = GPUSLICE_REAL(cuMemUnmap)(ptr, size);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (r == CUDA_SUCCESS && rt != nullptr) gi::ForgetMappings(*rt, ptr, size);
+  return r;
 }
 
 // --- CUDA arrays: charged at their true size -------------------------------

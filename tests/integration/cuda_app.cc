@@ -10,6 +10,13 @@
 //   alloc SIZE          cuMemAlloc            -> "alloc ok" | "alloc oom" | "alloc err N"
 //   free                frees the newest allocation of any kind
 //   pitch W H | managed SIZE | vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS
+//   vmmmap SIZE         NVIDIA's VMM idiom: cuMemCreate, cuMemAddressReserve,
+//                       cuMemMap, cuMemSetAccess, then cuMemRelease at once (the
+//                       mapping keeps the memory) -> "vmmmap ok" | "vmmmap oom"
+//   map SIZE            maps the newest `vmm` handle's first SIZE bytes at a new
+//                       reservation (a handle may be mapped many times)
+//   release             cuMemRelease of the newest `vmm` handle, its mappings kept
+//   unmap               cuMemUnmap + cuMemAddressFree of the newest mapping
 //   async SIZE          cuMemAllocAsync on the default pool
 //   pool                cuMemPoolCreate on the current device (then poolalloc uses it)
 //   poolalloc SIZE      cuMemAllocFromPoolAsync
@@ -51,6 +58,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -114,6 +122,11 @@ struct Allocation {
 std::vector<Allocation> g_allocations;
 std::vector<CUmemoryPool> g_pools;
 std::vector<CUgraphExec> g_graphs;
+struct Mapping {
+  CUdeviceptr ptr;
+  size_t size;
+};
+std::vector<Mapping> g_mappings;  // vmmmap and map, newest last
 CUfunction g_kernel = nullptr;  // `kernel`'s function, loaded at its first use
 
 void Report(const char* what, CUresult r, const char* extra = "") {
@@ -146,6 +159,34 @@ CUdevice CurrentDevice() {
   CUdevice dev = 0;
   DRIVER(cuCtxGetDevice)(&dev);
   return dev;
+}
+
+// Maps `size` bytes of `handle` at a fresh reservation, readable and
+// writable from the current device, and records the mapping.
+CUresult MapNew(CUmemGenericAllocationHandle handle, size_t size) {
+  CUdeviceptr ptr = 0;
+  CUresult r = DRIVER(cuMemAddressReserve)(&ptr, size, 0, 0, 0);
+  if (r != CUDA_SUCCESS) return r;
+  r = DRIVER(cuMemMap)(ptr, size, 0, handle, 0);
+  if (r != CUDA_SUCCESS) {
+    DRIVER(cuMemAddressFree)(ptr, size);
+    return r;
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = CurrentDevice();
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  r = DRIVER(cuMemSetAccess)(ptr, size, &access, 1);
+  g_mappings.push_back({ptr, size});
+  return r;
+}
+
+// The newest `vmm` handle, or 0.
+CUmemGenericAllocationHandle NewestVmmHandle() {
+  for (auto it = g_allocations.rbegin(); it != g_allocations.rend(); ++it) {
+    if (it->kind == Allocation::kVmm) return it->handle;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -194,6 +235,43 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kVmm, h});
       Report("vmm", r);
       ++i;
+    } else if (cmd == "vmmmap") {
+      CUmemAllocationProp prop{};
+      prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+      prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      prop.location.id = CurrentDevice();
+      const size_t size = ParseSize(arg(1));
+      CUmemGenericAllocationHandle h = 0;
+      CUresult r = DRIVER(cuMemCreate)(&h, size, &prop, 0);
+      if (r == CUDA_SUCCESS) {
+        r = MapNew(h, size);
+        const CUresult released = DRIVER(cuMemRelease)(h);
+        if (r == CUDA_SUCCESS) r = released;
+      }
+      Report("vmmmap", r);
+      ++i;
+    } else if (cmd == "map") {
+      const CUmemGenericAllocationHandle h = NewestVmmHandle();
+      Report("map", h == 0 ? CUDA_ERROR_INVALID_VALUE : MapNew(h, ParseSize(arg(1))));
+      ++i;
+    } else if (cmd == "release") {
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      for (auto it = g_allocations.rbegin(); it != g_allocations.rend(); ++it) {
+        if (it->kind != Allocation::kVmm) continue;
+        r = DRIVER(cuMemRelease)(it->handle);
+        g_allocations.erase(std::next(it).base());
+        break;
+      }
+      Report("release", r);
+    } else if (cmd == "unmap") {
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (!g_mappings.empty()) {
+        const Mapping m = g_mappings.back();
+        g_mappings.pop_back();
+        r = DRIVER(cuMemUnmap)(m.ptr, m.size);
+        if (r == CUDA_SUCCESS) r = DRIVER(cuMemAddressFree)(m.ptr, m.size);
+      }
+      Report("unmap", r);
     } else if (cmd == "array" || cmd == "array3d" || cmd == "mipmap") {
       CUDA_ARRAY3D_DESCRIPTOR d{};
       d.Width = ParseSize(arg(1));

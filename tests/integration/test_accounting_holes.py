@@ -1,0 +1,60 @@
+"""Ways device memory used to escape the limit (issue 11), each closed and
+checked with real processes, the real CLI and library, and the fake driver."""
+import pytest
+
+from conftest import CUDA_APP_LINKED, MiB, lines, value
+
+LOOKUPS = ["dlsym", "procaddress"]
+
+
+def results(r, command):
+    return [l[1] for l in lines(r, command)]
+
+
+def used(r):
+    """What cuMemGetInfo said the vGPU uses, at each meminfo."""
+    return [int(l[2]) - int(l[1]) for l in lines(r, "meminfo")]
+
+
+# --- 1. VMM: the mapping keeps the physical memory ----------------------------
+
+@pytest.mark.parametrize("lookup", LOOKUPS)
+def test_vmm_memory_released_after_mapping_stays_charged_while_mapped(world, lookup):
+    # cuMemCreate, map, set access, cuMemRelease: NVIDIA's idiom. The memory
+    # lives on in the mapping, so the fifth 16 MiB must not fit in 64 MiB.
+    r = world.app(["--memory", "64MiB"], ["init"] + ["vmmmap", "16M"] * 5 + ["physical", "meminfo"], lookup=lookup)
+    assert r.returncode == 0, r.stderr
+    assert results(r, "vmmmap") == ["ok", "ok", "ok", "ok", "oom"]
+    assert value(r, "physical") == 64 * MiB
+    assert used(r) == [64 * MiB]
+
+
+def test_vmm_memory_is_given_back_when_its_last_mapping_goes(world):
+    r = world.app(["--memory", "64MiB"], ["init"] + ["vmmmap", "16M"] * 4 + ["unmap", "meminfo", "vmmmap", "16M",
+                                                                             "unmap", "unmap", "meminfo", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "vmmmap") == ["ok"] * 5
+    assert results(r, "unmap") == ["ok"] * 3
+    assert used(r) == [48 * MiB, 32 * MiB]
+    assert value(r, "physical") == 32 * MiB
+
+
+def test_a_handle_mapped_twice_is_charged_once_until_released_and_wholly_unmapped(world):
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "map", "32M", "map", "32M", "meminfo", "release",
+                                          "meminfo", "unmap", "meminfo", "alloc", "40M", "unmap", "meminfo",
+                                          "alloc", "40M", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "map") == ["ok", "ok"]
+    assert results(r, "release") == ["ok"]
+    # Charged once however often mapped; kept while one mapping is left.
+    assert used(r) == [32 * MiB, 32 * MiB, 32 * MiB, 0]
+    assert results(r, "alloc") == ["oom", "ok"]
+    assert value(r, "physical") == 40 * MiB
+
+
+def test_vmm_unmap_before_release_still_gives_memory_back_at_release(world):
+    # PyTorch's order: unmap, then release.
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "map", "32M", "unmap", "meminfo", "release",
+                                          "meminfo"])
+    assert r.returncode == 0, r.stderr
+    assert used(r) == [32 * MiB, 0]
