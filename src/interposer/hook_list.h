@@ -17,7 +17,8 @@
   X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                                    \
   X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)                    \
   X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolTrimTo)                     \
-  X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams)               \
+  X(cuGraphInstantiate) X(cuGraphInstantiate_v2)                                \
+  X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams)                \
   X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy)                    \
   X(cuGraphLaunch) X(cuGraphLaunch_ptsz) X(cuGraphUpload) X(cuGraphUpload_ptsz) \
   X(cuDeviceGraphMemTrim)                                                       \

@@ -5,6 +5,7 @@
 // memory from the device's graph pool, which keeps it reserved until
 // cuDeviceGraphMemTrim. So:
 //   instantiate  sum the graph's allocation nodes, remember it per executable
+//                (every entry point: legacy, _v2, WithFlags, WithParams)
 //   launch       charge what the graph pool may grow by (the sum, less what
 //                the pool holds unused) first, refusing with OUT_OF_MEMORY if
 //                it does not fit; launch; settle to the pool's real
@@ -24,11 +25,18 @@
 #include "interposer/vgpu_runtime.h"
 
 // cuda.h declares the per-thread-stream variants only when
-// CUDA_API_PER_THREAD_DEFAULT_STREAM renames the plain ones.
+// CUDA_API_PER_THREAD_DEFAULT_STREAM renames the plain ones, and the legacy
+// instantiations (CUDA 10 and 11, which the driver still exports and older
+// programs still call) only under __CUDA_API_VERSION_INTERNAL: it maps
+// cuGraphInstantiate to WithFlags.
+#undef cuGraphInstantiate
 extern "C" {
 decltype(cuGraphLaunch) cuGraphLaunch_ptsz;
 decltype(cuGraphUpload) cuGraphUpload_ptsz;
 decltype(cuGraphInstantiateWithParams) cuGraphInstantiateWithParams_ptsz;
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t size);
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                                       size_t size);
 }
 
 namespace gpuslice::interposer {
@@ -38,7 +46,10 @@ namespace {
 // graphs skip the table lookup.
 std::atomic<bool> g_graphs_allocate{false};
 
-uint64_t GraphAllocationBytes(CUgraph graph) {
+// What the graph's memory-allocation nodes take per launch, and the device
+// they take it on (their pool's location; the first node's, should a graph
+// allocate on several).
+uint64_t GraphAllocationBytes(CUgraph graph, CUdevice* device) {
   size_t count = 0;
   if (GPUSLICE_REAL(cuGraphGetNodes)(graph, nullptr, &count) != CUDA_SUCCESS || count == 0) return 0;
   std::vector<CUgraphNode> nodes(count);  // instantiation is a slow path
@@ -50,7 +61,9 @@ uint64_t GraphAllocationBytes(CUgraph graph) {
       continue;
     }
     CUDA_MEM_ALLOC_NODE_PARAMS params{};
-    if (GPUSLICE_REAL(cuGraphMemAllocNodeGetParams)(nodes[i], &params) == CUDA_SUCCESS) bytes += params.bytesize;
+    if (GPUSLICE_REAL(cuGraphMemAllocNodeGetParams)(nodes[i], &params) != CUDA_SUCCESS) continue;
+    if (bytes == 0) *device = params.poolProps.location.id;
+    bytes += params.bytesize;
   }
   return bytes;
 }
@@ -58,11 +71,9 @@ uint64_t GraphAllocationBytes(CUgraph graph) {
 void RememberExec(CUgraphExec exec, CUgraph graph) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr) return;
-  const uint64_t bytes = GraphAllocationBytes(graph);
-  if (bytes == 0) return;
   CUdevice dev = 0;
-  const int slot = rt->CurrentDeviceSlot(&dev);
-  if (slot == VgpuRuntime::kUncapped) return;
+  const uint64_t bytes = GraphAllocationBytes(graph, &dev);
+  if (bytes == 0) return;
   // The device rides in `device` (the ledger slot is derived at launch).
   rt->allocations().Insert(reinterpret_cast<uint64_t>(exec), AllocationKind::kGraphExec,
                            AllocationRecord{bytes, static_cast<uint32_t>(dev), 0});
@@ -109,6 +120,16 @@ namespace gi = gpuslice::interposer;
 using gpuslice::interposer::AllocationKind;
 using gpuslice::interposer::AllocationRecord;
 using gpuslice::interposer::VgpuRuntime;
+
+GPUSLICE_EXPORT CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                                            size_t size) {
+  return gi::InstantiateRemembered(exec, graph, GPUSLICE_REAL(cuGraphInstantiate), error_node, log, size);
+}
+
+GPUSLICE_EXPORT CUresult cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                                               size_t size) {
+  return gi::InstantiateRemembered(exec, graph, GPUSLICE_REAL(cuGraphInstantiate_v2), error_node, log, size);
+}
 
 GPUSLICE_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
   return gi::InstantiateRemembered(exec, graph, GPUSLICE_REAL(cuGraphInstantiateWithFlags), flags);

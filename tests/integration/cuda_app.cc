@@ -22,6 +22,8 @@
 //   poolalloc SIZE      cuMemAllocFromPoolAsync
 //   sync | trim         cuStreamSynchronize(0) | cuMemPoolTrimTo(pool, 0) on every pool
 //   graph SIZE          a graph with one memory-allocation node, instantiated
+//   graphvia HOW SIZE   the same, instantiated by HOW: instantiate (the legacy
+//                       cuGraphInstantiate), instantiate_v2, flags or params
 //   launch              cuGraphLaunch of the newest graph
 //   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
 //   meminfo             -> "meminfo FREE TOTAL"
@@ -63,6 +65,16 @@
 #include <vector>
 
 #include "../fake_driver/fake_cuda_api.h"  // the fake driver's test API (found at run time)
+
+// The legacy graph instantiation entry points, which cuda.h declares only
+// under __CUDA_API_VERSION_INTERNAL (it maps the name to WithFlags); the
+// driver still exports both, and programs built with CUDA 10/11 call them.
+#undef cuGraphInstantiate
+extern "C" {
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t size);
+CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
+                                       size_t size);
+}
 
 namespace {
 
@@ -179,6 +191,29 @@ CUresult MapNew(CUmemGenericAllocationHandle handle, size_t size) {
   r = DRIVER(cuMemSetAccess)(ptr, size, &access, 1);
   g_mappings.push_back({ptr, size});
   return r;
+}
+
+// Instantiates a new graph of one memory-allocation node of `bytes` on the
+// current device through the entry point `how` names.
+CUresult InstantiateAllocGraph(const std::string& how, uint64_t bytes, CUgraphExec* exec) {
+  CUgraph graph = nullptr;
+  CUgraphNode node = nullptr;
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.poolProps.location.id = CurrentDevice();
+  params.bytesize = bytes;
+  CUresult r = DRIVER(cuGraphCreate)(&graph, 0);
+  if (r == CUDA_SUCCESS) r = DRIVER(cuGraphAddMemAllocNode)(&node, graph, nullptr, 0, &params);
+  if (r != CUDA_SUCCESS) return r;
+  if (how == "instantiate") return DRIVER(cuGraphInstantiate)(exec, graph, nullptr, nullptr, 0);
+  if (how == "instantiate_v2") return DRIVER(cuGraphInstantiate_v2)(exec, graph, nullptr, nullptr, 0);
+  if (how == "flags") return DRIVER(cuGraphInstantiateWithFlags)(exec, graph, 0);
+  if (how == "params") {
+    CUDA_GRAPH_INSTANTIATE_PARAMS instantiate{};
+    return DRIVER(cuGraphInstantiateWithParams)(exec, graph, &instantiate);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 // The newest `vmm` handle, or 0.
@@ -335,6 +370,12 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) g_graphs.push_back(exec);
       Report("graph", r);
       ++i;
+    } else if (cmd == "graphvia") {
+      CUgraphExec exec = nullptr;
+      const CUresult r = InstantiateAllocGraph(arg(1), ParseSize(arg(2)), &exec);
+      if (r == CUDA_SUCCESS) g_graphs.push_back(exec);
+      Report("graphvia", r);
+      i += 2;
     } else if (cmd == "launch") {
       Report("launch", g_graphs.empty() ? CUDA_ERROR_INVALID_VALUE : DRIVER(cuGraphLaunch)(g_graphs.back(), nullptr));
     } else if (cmd == "sync") {

@@ -58,3 +58,18 @@ def test_vmm_unmap_before_release_still_gives_memory_back_at_release(world):
                                           "meminfo"])
     assert r.returncode == 0, r.stderr
     assert used(r) == [32 * MiB, 0]
+
+
+# --- 2. Graphs: every instantiation entry point --------------------------------
+
+@pytest.mark.parametrize("how", ["instantiate", "instantiate_v2", "flags", "params"])
+@pytest.mark.parametrize("lookup", ["dlsym", "link"])
+def test_graph_memory_is_charged_however_the_graph_was_instantiated(world, how, lookup):
+    app = CUDA_APP_LINKED if lookup == "link" else None
+    r = world.app(["--memory", "64MiB"], ["init", "graphvia", how, "40M", "launch", "meminfo", "graphvia", how, "40M",
+                                          "launch", "physical"], lookup=lookup, **({"app": app} if app else {}))
+    assert r.returncode == 0, r.stderr
+    assert results(r, "graphvia") == ["ok", "ok"]
+    assert used(r) == [40 * MiB]
+    assert results(r, "launch") == ["ok", "oom"]
+    assert value(r, "physical") == 40 * MiB
