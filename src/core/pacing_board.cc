@@ -12,6 +12,17 @@ namespace {
 //   bits  7..23  sequence (against ABA)
 //   bits 24..31  quantum, ms
 //   bits 32..63  start, µs (mod 2^32; ages are differences, valid ~71 min)
+//
+// A caller's `now` may be older than the turn: it read its clock, was
+// descheduled (a CPU-starved or throttled container), and meanwhile another
+// process began a new turn. Such a turn is brand new to it, age 0, where the
+// difference mod 2^32 would make it ~71.6 min old, and the hand-over would
+// charge its holder all of that. A start at most kStaleClockUs ahead of
+// `now` is read that way: far more than a CFS throttling period (100 ms by
+// default) lasts. The price: a turn really 71.6 min old, less under 1 s,
+// reads as new for under 1 s (its hand-over waits that long).
+constexpr uint32_t kStaleClockUs = 1'000'000;
+
 struct Turn {
   int holder = -1;
   uint32_t sequence = 0;
@@ -27,7 +38,8 @@ struct Turn {
            (static_cast<uint64_t>(quantum_ms & 0xff) << 24) | (static_cast<uint64_t>(start_us) << 32);
   }
   uint64_t AgeNs(uint64_t now_ns) const {
-    return static_cast<uint64_t>(static_cast<uint32_t>(now_ns / 1000) - start_us) * 1000;
+    const uint32_t age_us = static_cast<uint32_t>(now_ns / 1000) - start_us;
+    return age_us > UINT32_MAX - kStaleClockUs ? 0 : static_cast<uint64_t>(age_us) * 1000;
   }
   uint64_t StartNs(uint64_t now_ns) const { return now_ns - AgeNs(now_ns); }
 };
@@ -40,6 +52,10 @@ template <typename T>
 T Load(T& v) {
   return std::atomic_ref<T>(v).load(std::memory_order_acquire);
 }
+
+// Time from `then` to `now`; 0 when another process stamped `then` with a
+// clock read after the caller's `now` (see kStaleClockUs).
+uint64_t Since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 
 bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
   return Load(m.vgpu_id) != 0 && Load(m.heartbeat_ns) + c.member_timeout_ns > now;
@@ -379,8 +395,8 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     // launches a step at once, then waits for it), but not before its turn.
     uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
     if (Load(h.drained_ns) > last) last = Load(h.drained_ns);
-    const bool idle = drained && (now - last >= c.long_idle_ns ||
-                                  (now - last >= c.idle_handover_ns && !Owed(b, t.holder, age, now, c)));
+    const bool idle = drained && (Since(now, last) >= c.long_idle_ns ||
+                                  (Since(now, last) >= c.idle_handover_ns && !Owed(b, t.holder, age, now, c)));
     const bool capped_out = !CapAllowsMore(h, now, age, c);
     if (!idle && !TurnOver(b, t.holder, t, now, c)) return;
     if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
@@ -390,7 +406,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   // A holder that launched lately still wants the GPU though it never
   // waited: it competes for the next turn like a waiter.
   const uint64_t active_at = Load(h.last_launch_ns) > Load(h.drained_ns) ? Load(h.last_launch_ns) : Load(h.drained_ns);
-  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Load(h.busy_processes) > 0 || now - active_at < c.long_idle_ns);
+  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Load(h.busy_processes) > 0 || Since(now, active_at) < c.long_idle_ns);
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }

@@ -35,6 +35,9 @@ class Simulation {
     uint64_t pause_until = 0;
     std::deque<uint64_t> queue;  // remaining ns of each queued kernel
     uint64_t gpu_ns = 0;         // GPU time received
+    // Its launches call the board with a clock read this long ago (a
+    // process descheduled between reading the clock and using it).
+    uint64_t clock_lag_ns = 0;
     bool busy = false;
     bool alive = true;
   };
@@ -68,16 +71,17 @@ class Simulation {
             wants = true;
           }
         }
+        const uint64_t seen = now_ - a.clock_lag_ns;
         while (wants && a.queue.size() < a.depth &&
                (a.step_kernels == 0 || a.launched_in_step < a.step_kernels)) {
-          if (TryEnter(board_.get(), a.member, now_) != GateDecision::kGo) {
-            NoteWaiting(board_.get(), a.member, now_);
+          if (TryEnter(board_.get(), a.member, seen) != GateDecision::kGo) {
+            NoteWaiting(board_.get(), a.member, seen);
             break;
           }
           a.queue.push_back(a.kernel_ns);
           ++a.launched_in_step;
-          NoteLaunch(board_.get(), a.member, now_);
-          if (!a.busy) NoteBusy(board_.get(), a.member, a.busy = true, now_);
+          NoteLaunch(board_.get(), a.member, seen);
+          if (!a.busy) NoteBusy(board_.get(), a.member, a.busy = true, seen);
         }
       }
       // The GPU: one application's kernel per tick, round robin among those
@@ -213,6 +217,73 @@ TEST(PacingBoardTest, CapAndShareTogether) {
   sim.Run(3000 * kMs);
   EXPECT_NEAR(sim.Fraction(0, 3000 * kMs), 20, 1.5);
   EXPECT_GT(sim.Fraction(1, 3000 * kMs), 75.0);
+}
+
+// A process reads the clock, is descheduled (a CPU-starved or throttled
+// container), and meanwhile another process starts a turn: its `now` is
+// older than the turn's start. The turn is brand new, not 2^32 µs old
+// (the start is kept in µs mod 2^32): nobody may be charged for it.
+TEST(PacingBoardTest, AStaleClockSeesABrandNewTurnNotAWrappedOne) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const PacingConfig config;
+  const int a = JoinBoard(&board, 1, Share(30), now);
+  const int b = JoinBoard(&board, 2, Share(70), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);
+  NoteWaiting(&board, b, now);
+  // A's quantum ends, it drains, and B takes the turn and launches.
+  now += config.quantum_ns + kMs;
+  NoteBusy(&board, a, false, now);
+  NoteWaiting(&board, b, now);
+  ASSERT_EQ(TryEnter(&board, b, now), GateDecision::kGo);
+  NoteLaunch(&board, b, now);
+  NoteBusy(&board, b, true, now);
+  const uint64_t a_charged = board.members[a].charged_ns;
+  const uint64_t b_turns = board.members[b].turns;
+  EXPECT_NEAR(static_cast<double>(a_charged), static_cast<double>(config.quantum_ns + kMs), 2.0 * kUs);
+  // A's gate and an AdvanceTurn with a clock read 5 ms before B's turn began.
+  for (uint64_t lag : {1 * kUs, 5 * kMs}) {
+    const uint64_t stale = now - lag;
+    AdvanceTurn(&board, stale);
+    NoteWaiting(&board, a, stale);
+    EXPECT_EQ(TryEnter(&board, a, stale), GateDecision::kWait) << lag;
+    EXPECT_EQ(TurnHolder(board), b) << "B's turn has just begun; " << lag;
+    EXPECT_EQ(board.members[b].charged_ns, 0u) << lag;
+    EXPECT_EQ(board.members[b].turns, b_turns) << lag;
+    EXPECT_EQ(TryEnter(&board, b, stale), GateDecision::kGo) << "B holds a fresh turn; " << lag;
+  }
+  EXPECT_EQ(board.members[a].charged_ns, a_charged);
+  // B's turn runs its quantum and ends as usual, charged what it took.
+  now += config.quantum_ns + kMs;
+  NoteBusy(&board, b, false, now);
+  NoteWaiting(&board, a, now);
+  AdvanceTurn(&board, now);
+  EXPECT_EQ(board.members[b].turns, b_turns + 1) << "B, owed more, has the next turn too";
+  EXPECT_NEAR(static_cast<double>(board.members[b].charged_ns), static_cast<double>(config.quantum_ns + kMs),
+              2.0 * kUs);
+}
+
+TEST(PacingBoardTest, SharesHoldWhenAProcessUsesStaleClockReads) {
+  for (uint64_t lag : {30 * kUs, 2 * kMs}) {
+    Simulation sim;
+    Simulation::App& a = sim.Add(1, Share(30));
+    a.clock_lag_ns = lag;
+    sim.Add(2, Share(70));
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(3000 * kMs);
+    EXPECT_NEAR(sim.Share(0), 30, 1.5) << lag;
+    EXPECT_EQ(sim.overlap_ns_, 0u) << lag;
+    // Turns follow one another: together they were charged the 3.2 s they
+    // lasted (give or take the lag: A starts its own turns that early).
+    uint64_t charged = 0;
+    for (const Simulation::App& app : sim.apps_) charged += sim.board_->members[app.member].charged_ns;
+    EXPECT_LE(charged, 3200 * kMs + 10 * kMs) << lag;
+    EXPECT_GT(charged, 3000 * kMs) << lag;
+  }
 }
 
 TEST(PacingBoardTest, PacingIsOnlyNeededUnderContentionOrCap) {
