@@ -7,6 +7,10 @@
 // fit, the allocation is undone (freed, its stream synchronised, the pool
 // trimmed) and refused.
 //
+// The memory is charged to the device it lands on: the stream's device for
+// cuMemAllocAsync, the pool's for cuMemAllocFromPoolAsync, neither of which
+// need be the current context's.
+//
 // Allocations recorded into a graph during stream capture make no memory
 // until the graph is launched (hooks_graphs.cc); they pass through.
 #include <cuda.h>
@@ -108,12 +112,49 @@ bool Capturing(CUstream stream) {
          status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+// The device whose memory an allocation on `stream` takes: the stream's
+// own, which need not be the current context's (device 1's stream used while
+// device 0's context is current puts the memory on device 1).
+bool StreamDevice(CUstream stream, CUdevice* dev) {
+  if (GPUSLICE_REAL(cuStreamGetDevice)(stream, dev) == CUDA_SUCCESS) return true;  // drivers of CUDA 12.8+
+  // Older drivers: the device of the stream's context, asked with it current.
+  CUcontext ctx = nullptr, current = nullptr;
+  if (GPUSLICE_REAL(cuStreamGetCtx)(stream, &ctx) != CUDA_SUCCESS || ctx == nullptr) return false;
+  if (GPUSLICE_REAL(cuCtxGetCurrent)(&current) == CUDA_SUCCESS && current == ctx) {
+    return GPUSLICE_REAL(cuCtxGetDevice)(dev) == CUDA_SUCCESS;
+  }
+  if (GPUSLICE_REAL(cuCtxPushCurrent_v2)(ctx) != CUDA_SUCCESS) return false;
+  const bool ok = GPUSLICE_REAL(cuCtxGetDevice)(dev) == CUDA_SUCCESS;
+  GPUSLICE_REAL(cuCtxPopCurrent_v2)(&current);
+  return ok;
+}
+
+// The device of a pool we did not see created: a device's default or
+// current pool is found by asking each device; any other pool is taken to
+// be on the stream's device. A slow path: the answer is kept in the pool's
+// account.
+bool PoolDevice(CUmemoryPool pool, CUstream stream, CUdevice* dev) {
+  int count = 0;
+  if (GPUSLICE_REAL(cuDeviceGetCount)(&count) == CUDA_SUCCESS) {
+    for (CUdevice d = 0; d < count; ++d) {
+      CUmemoryPool found = nullptr;
+      const bool is_default = GPUSLICE_REAL(cuDeviceGetDefaultMemPool)(&found, d) == CUDA_SUCCESS && found == pool;
+      if (is_default || (GPUSLICE_REAL(cuDeviceGetMemPool)(&found, d) == CUDA_SUCCESS && found == pool)) {
+        *dev = d;
+        return true;
+      }
+    }
+  }
+  return StreamDevice(stream, dev);
+}
+
 template <typename RealAlloc, typename RealFree>
 CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream, RealAlloc alloc, RealFree free_async) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || bytesize == 0 || Capturing(stream)) return alloc(dptr, bytesize, stream);
   CUdevice dev = 0;
-  const int slot = rt->CurrentDeviceSlot(&dev);
+  if (!StreamDevice(stream, &dev)) return alloc(dptr, bytesize, stream);  // the driver refuses the stream too
+  const int slot = rt->DeviceSlot(dev);
   CUmemoryPool pool = nullptr;
   if (slot == VgpuRuntime::kUncapped || GPUSLICE_REAL(cuDeviceGetMemPool)(&pool, dev) != CUDA_SUCCESS) {
     return alloc(dptr, bytesize, stream);
@@ -131,9 +172,10 @@ CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool poo
   if (rt == nullptr || bytesize == 0 || Capturing(stream)) return with_pool(dptr, bytesize, stream);
   PoolAccount* account = rt->pools().Find(reinterpret_cast<uint64_t>(pool));
   if (account == nullptr) {
-    // A pool made before we could see it (or a device's default pool): it
-    // lives on the current device.
-    const int slot = rt->CurrentDeviceSlot();
+    // A pool made before we could see it, or a device's default pool.
+    CUdevice dev = 0;
+    if (!PoolDevice(pool, stream, &dev)) return with_pool(dptr, bytesize, stream);
+    const int slot = rt->DeviceSlot(dev);
     if (slot == VgpuRuntime::kUncapped) return with_pool(dptr, bytesize, stream);
     account = rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(pool), slot);
     if (account == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;

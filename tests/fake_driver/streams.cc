@@ -1,5 +1,6 @@
 // Stream and event entry points (streams.h), with their per-thread-stream
-// (_ptsz) variants and stream capture.
+// (_ptsz) variants, stream capture, and the stream's device and context
+// (cuStreamGetDevice, cuStreamGetCtx).
 #include "streams.h"
 
 #include <map>
@@ -11,6 +12,7 @@
 
 struct CUstream_st {
   int device = 0;
+  CUcontext context = nullptr;      // current when the stream was created
   CUgraph capture_graph = nullptr;  // non-null while capturing
   cuuint64_t capture_id = 0;        // of the current or last capture
 };
@@ -50,6 +52,7 @@ CUresult Create(CUstream* out) {
   if (CUresult r = CurrentDevice(locked, &device); r != CUDA_SUCCESS) return r;
   auto stream = std::make_unique<CUstream_st>();
   stream->device = device;
+  stream->context = CurrentContext(locked);
   *out = stream.get();
   GetStreams(locked).streams.emplace(*out, std::move(stream));
   return CUDA_SUCCESS;
@@ -151,6 +154,30 @@ CUresult RecordEvent(CUevent event, CUstream stream) {
   return StreamDevice(locked, stream, &device);
 }
 
+// cuStreamGetCtx: a created stream's own context, the current one for the
+// NULL, legacy and per-thread streams.
+CUresult StreamContext(CUstream stream, CUcontext* pctx) {
+  if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  if (IsSpecial(stream)) {
+    *pctx = CurrentContext(locked);
+    return *pctx == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
+  }
+  const CUstream_st* s = Find(locked, stream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *pctx = s->context;
+  return CUDA_SUCCESS;
+}
+
+CUresult GetDevice(CUstream stream, CUdevice* device) {
+  if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Locked locked;
+  int d = 0;
+  if (CUresult r = StreamDevice(locked, stream, &d); r != CUDA_SUCCESS) return r;
+  *device = d;
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 CUresult StreamDevice(const Locked& locked, CUstream stream, int* device) {
@@ -198,6 +225,26 @@ CUresult cuStreamDestroy(CUstream stream) {
 CUresult cuStreamDestroy_v2(CUstream stream) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   return fake_cuda::Destroy(stream);
+}
+
+CUresult cuStreamGetDevice(CUstream stream, CUdevice* device) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::GetDevice(stream, device);
+}
+
+CUresult cuStreamGetDevice_ptsz(CUstream stream, CUdevice* device) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::GetDevice(stream, device);
+}
+
+CUresult cuStreamGetCtx(CUstream stream, CUcontext* pctx) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::StreamContext(stream, pctx);
+}
+
+CUresult cuStreamGetCtx_ptsz(CUstream stream, CUcontext* pctx) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  return fake_cuda::StreamContext(stream, pctx);
 }
 
 CUresult cuStreamSynchronize(CUstream stream) {

@@ -20,6 +20,11 @@
 //   async SIZE          cuMemAllocAsync on the default pool
 //   pool                cuMemPoolCreate on the current device (then poolalloc uses it)
 //   poolalloc SIZE      cuMemAllocFromPoolAsync
+//   defaultpool DEV     DEV's default pool (cuDeviceGetDefaultMemPool) becomes
+//                       the one poolalloc uses, whatever device is current
+//   stream DEV          cuStreamCreate in DEV's primary context (pushed, then
+//                       popped: the current context stays as it was)
+//   asyncon SIZE        cuMemAllocAsync on the newest `stream`
 //   sync | trim         cuStreamSynchronize(0) | cuMemPoolTrimTo(pool, 0) on every pool
 //   graph SIZE          a graph with one memory-allocation node, instantiated
 //   graphvia HOW SIZE   the same, instantiated by HOW: instantiate (the legacy
@@ -47,10 +52,17 @@
 //   sleep MS            sleep (an LC request's length, in task-API tests)
 //   spin SECONDS FILE   launch a kernel back to back; FILE gets each run of
 //                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
+//   board               this vGPU's GPU turns as its pacing boards recorded them:
+//                       one line per member of each board this vGPU is on,
+//                       "board GPU MEMBER SELF WEIGHT CAP_PCT CHARGED_NS TURNS NOW_NS"
+//                       (SELF 1 on this vGPU's row; NOW_NS the CLOCK_MONOTONIC
+//                       of the read), or "board none"
 // Sizes take K/M/G suffixes (powers of 1024).
 #include <cuda.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -139,6 +151,7 @@ struct Mapping {
   size_t size;
 };
 std::vector<Mapping> g_mappings;  // vmmmap and map, newest last
+std::vector<CUstream> g_streams;  // stream, newest last
 CUfunction g_kernel = nullptr;  // `kernel`'s function, loaded at its first use
 
 void Report(const char* what, CUresult r, const char* extra = "") {
@@ -224,6 +237,73 @@ CUmemGenericAllocationHandle NewestVmmHandle() {
   return 0;
 }
 
+// The pacing board (src/core/pacing_board.h), read as any process of the vGPU
+// can: offsets of struct Board and BoardMember, version 2. The id is
+// core::VgpuIdOf(limits.name, inode of the limits file).
+constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;
+constexpr size_t kBoardSize = 128 + 64 * 128;
+constexpr size_t kMembersAt = 128, kMemberSize = 128;
+
+uint64_t OwnVgpuId(const std::string& dir) {
+  const std::string limits = dir + "/limits";
+  struct stat st {};
+  char name[64] = {};
+  FILE* f = fopen(limits.c_str(), "rb");
+  if (f == nullptr || stat(limits.c_str(), &st) != 0 || fseek(f, 24, SEEK_SET) != 0 ||  // Limits::name
+      fread(name, 1, sizeof name - 1, f) != sizeof name - 1) {
+    if (f != nullptr) fclose(f);
+    return 0;
+  }
+  fclose(f);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a, as VgpuIdOf
+  for (const char* c = name; *c != 0; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  h ^= static_cast<uint64_t>(st.st_ino) * 0x9e3779b97f4a7c15ull;
+  return h | 1;
+}
+
+template <typename T>
+T BoardField(const unsigned char* board, int member, size_t offset) {
+  return __atomic_load_n(reinterpret_cast<const T*>(board + kMembersAt + member * kMemberSize + offset),
+                         __ATOMIC_ACQUIRE);
+}
+
+// Prints the members of every board in DIR/boards that this vGPU is on.
+void PrintBoards() {
+  const char* dir = getenv("GPUSLICE_VGPU_DIR");
+  const uint64_t self = dir != nullptr ? OwnVgpuId(dir) : 0;
+  DIR* boards = self != 0 ? opendir((std::string(dir) + "/boards").c_str()) : nullptr;
+  bool any = false;
+  while (dirent* e = boards != nullptr ? readdir(boards) : nullptr) {
+    const std::string file = e->d_name;
+    if (file.rfind("gpu-", 0) != 0 || file.find('.') != std::string::npos) continue;
+    const int fd = open((std::string(dir) + "/boards/" + file).c_str(), O_RDONLY);
+    void* map = fd >= 0 ? mmap(nullptr, kBoardSize, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (map == MAP_FAILED) continue;
+    const auto* board = static_cast<const unsigned char*>(map);
+    const bool valid = *reinterpret_cast<const uint64_t*>(board) == kBoardMagic &&
+                       *reinterpret_cast<const uint32_t*>(board + 8) == 2;  // the version these offsets are of
+    bool mine = false;
+    for (int m = 0; m < 64 && valid; ++m) {
+      mine |= BoardField<uint64_t>(board, m, 0) == self;
+    }
+    const uint64_t now = NowNs();
+    for (int m = 0; m < 64 && mine; ++m) {
+      const uint64_t id = BoardField<uint64_t>(board, m, 0);  // vgpu_id
+      if (id == 0) continue;
+      printf("board %s %d %d %u %u %llu %llu %llu\n", file.c_str() + 4, m, id == self ? 1 : 0,
+             BoardField<uint32_t>(board, m, 16), BoardField<uint32_t>(board, m, 20),  // weight, cap_pct
+             static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 64)),     // charged_ns
+             static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 88)),     // turns
+             static_cast<unsigned long long>(now));
+      any = true;
+    }
+    munmap(map, kBoardSize);
+  }
+  if (boards != nullptr) closedir(boards);
+  if (!any) printf("board none\n");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -307,6 +387,31 @@ int main(int argc, char** argv) {
         if (r == CUDA_SUCCESS) r = DRIVER(cuMemAddressFree)(m.ptr, m.size);
       }
       Report("unmap", r);
+    } else if (cmd == "defaultpool") {
+      CUmemoryPool pool = nullptr;
+      const CUresult r = DRIVER(cuDeviceGetDefaultMemPool)(&pool, atoi(arg(1)));
+      if (r == CUDA_SUCCESS) g_pools.push_back(pool);
+      Report("defaultpool", r);
+      ++i;
+    } else if (cmd == "stream") {
+      CUcontext ctx = nullptr;
+      CUstream stream = nullptr;
+      CUresult r = DRIVER(cuDevicePrimaryCtxRetain)(&ctx, atoi(arg(1)));
+      if (r == CUDA_SUCCESS) r = DRIVER(cuCtxPushCurrent_v2)(ctx);
+      if (r == CUDA_SUCCESS) {
+        r = DRIVER(cuStreamCreate)(&stream, 0);
+        DRIVER(cuCtxPopCurrent_v2)(&ctx);
+      }
+      if (r == CUDA_SUCCESS) g_streams.push_back(stream);
+      Report("stream", r);
+      ++i;
+    } else if (cmd == "asyncon") {
+      CUdeviceptr p = 0;
+      const CUresult r = g_streams.empty() ? CUDA_ERROR_INVALID_VALUE
+                                           : DRIVER(cuMemAllocAsync)(&p, ParseSize(arg(1)), g_streams.back());
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kAsync, p});
+      Report("asyncon", r);
+      ++i;
     } else if (cmd == "array" || cmd == "array3d" || cmd == "mipmap") {
       CUDA_ARRAY3D_DESCRIPTOR d{};
       d.Width = ParseSize(arg(1));
@@ -554,6 +659,8 @@ int main(int argc, char** argv) {
         printf("gate_waits unknown\n");
       }
       if (f != nullptr) fclose(f);
+    } else if (cmd == "board") {
+      PrintBoards();
     } else if (cmd == "sleep") {
       const long ms = atol(arg(1));
       timespec ts{ms / 1000, (ms % 1000) * 1000000};

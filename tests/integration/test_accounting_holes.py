@@ -73,3 +73,30 @@ def test_graph_memory_is_charged_however_the_graph_was_instantiated(world, how, 
     assert used(r) == [40 * MiB]
     assert results(r, "launch") == ["ok", "oom"]
     assert value(r, "physical") == 40 * MiB
+
+
+# --- 3. Stream-ordered memory is charged where it lands -----------------------
+
+TWO_GPUS = {"FAKE_GPU_COUNT": "2"}
+
+
+@pytest.mark.parametrize("lookup", LOOKUPS)
+def test_async_memory_on_another_devices_stream_is_charged_to_that_device(world, lookup):
+    # Device 0's context is current; the stream is device 1's, and so is the
+    # memory. The pool grows by 32 MiB chunks: 40 MiB reserves 64 MiB.
+    r = world.app(["--memory", "64MiB"], ["init", "0", "stream", "1", "asyncon", "40M", "asyncon", "40M", "meminfo",
+                                          "init", "1", "meminfo", "physical"], lookup=lookup, env=TWO_GPUS)
+    assert r.returncode == 0, r.stderr
+    assert results(r, "stream") == ["ok"]
+    assert results(r, "asyncon") == ["ok", "oom"]
+    assert used(r) == [0, 64 * MiB]  # device 0, then device 1
+    assert value(r, "physical") == 64 * MiB
+
+
+def test_allocations_from_another_devices_default_pool_are_charged_to_that_device(world):
+    r = world.app(["--memory", "64MiB"], ["init", "0", "defaultpool", "1", "poolalloc", "40M", "poolalloc", "40M",
+                                          "meminfo", "init", "1", "meminfo", "physical"], env=TWO_GPUS)
+    assert r.returncode == 0, r.stderr
+    assert results(r, "poolalloc") == ["ok", "oom"]
+    assert used(r) == [0, 64 * MiB]
+    assert value(r, "physical") == 64 * MiB
