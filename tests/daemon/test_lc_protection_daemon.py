@@ -1,0 +1,70 @@
+"""The LC-protection invariant through the daemon (tests/integration/
+test_lc_protection.py checks it standalone): while a latency-critical vGPU
+has a live process, no best-effort channel group on its GPU runs a longer
+slice than the policy's beside LC, whatever the daemon's schedule writes.
+Read from the fake RM device's log of every SET_TIMESLICE (with its
+CLOCK_MONOTONIC time), never from how long anything took."""
+import os
+import time
+
+from conftest import CUDA_APP, poll
+
+FAKE_RM = os.path.join(os.environ.get("GPUSLICE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..",
+                                                                          "build")), "fake_driver", "libfake_rm.so")
+COMPUTE_TSG = "5c000001"
+BESIDE_LC = 50
+SEVERAL_BESIDE_LC = 2000
+
+
+def compute_sets(log, pid):
+    if not os.path.exists(log):
+        return []
+    with open(log) as f:
+        rows = [l.split() for l in f if l.strip()]
+    return [(int(us), int(ns)) for _, p, o, us, st, ns in rows if int(p) == pid and o == COMPUTE_TSG and st == "0"]
+
+
+def hold(dworld, log, name, *flags):
+    ready, done = dworld.path(name + ".ready"), dworld.path(name + ".done")
+    p = dworld.start("run", "--name", name, *flags, "--", CUDA_APP, "init", "ready", ready, "await", done,
+                     env={"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log})
+    pid = int(dworld.wait_for_file(ready))
+
+    def release():
+        open(done, "w").close()
+        p.communicate(timeout=30)
+        assert p.returncode == 0
+    return pid, release
+
+
+def test_the_daemons_reschedules_never_lengthen_a_be_slice_beside_a_live_lc(dworld):
+    dworld.daemon()
+    log = dworld.path("rm.log")
+    lc_pid, release_lc = hold(dworld, log, "lc", "--priority", "lc")
+    since = poll(lambda: next((ns for us, ns in compute_sets(log, lc_pid) if us > 10000), None),
+                 what="the LC set its slice")
+    be_pid, release_be = hold(dworld, log, "be", "--priority", "be")
+    poll(lambda: compute_sets(log, be_pid)[-1:] and compute_sets(log, be_pid)[-1][0] <= BESIDE_LC,
+         what="the BE took its slice beside LC")
+    # The daemon reschedules: a resize, a vGPU coming and going, and one with
+    # the LC hidden from the store (the schedule then writes the lone BE's
+    # 10 ms slice into the BE's limits).
+    assert dworld.gpuslice("set", "be", "--compute", "40").returncode == 0
+    other_pid, release_other = hold(dworld, log, "other")
+    release_other()
+    vgpus = os.path.join(dworld.state, "vgpus")
+    os.rename(os.path.join(vgpus, "lc"), os.path.join(vgpus, ".lc-hidden"))
+    try:
+        assert dworld.gpuslice("set", "be", "--compute", "60").returncode == 0
+        poll(lambda: dworld.ls()["be"]["devices"][0]["timeslice_us"] == 10000, what="the schedule lost the LC")
+        poll(lambda: dworld.ls()["be"]["devices"][0]["compute_share_pct"] == 60, what="the resize")
+        until = time.monotonic_ns()
+    finally:
+        os.rename(os.path.join(vgpus, ".lc-hidden"), os.path.join(vgpus, "lc"))
+    timeline = compute_sets(log, be_pid)
+    bad = [(us, ns) for us, ns in timeline if since <= ns <= until and us > SEVERAL_BESIDE_LC]
+    assert not bad, timeline
+    assert [us for us, ns in timeline if ns <= until][-1] == BESIDE_LC, timeline
+    assert dworld.ls()["be"]["devices"][0]["applied_timeslice_us"] == BESIDE_LC
+    release_lc()
+    release_be()
