@@ -1,11 +1,20 @@
 // Modules, functions and kernel launches (launch.h). A module is any image;
 // a function is any name in it. Launches count, or become kernel nodes on a
 // capturing stream; gpuslice's holder kernel is also modelled (holders.h).
+// With FAKE_KERNEL_US kernels take time; with FAKE_GPU_RECORD launches are
+// recorded across processes.
 #include "launch.h"
 
 #include <cuda.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,6 +38,66 @@ namespace fake_cuda {
 namespace {
 
 std::atomic<uint64_t> g_launches{0};
+std::atomic<uint64_t> g_work_done_at{0};  // FAKE_KERNEL_US: this process's timeline
+
+uint64_t KernelNs() {
+  static const uint64_t ns = [] {
+    const char* v = getenv("FAKE_KERNEL_US");
+    char* end = nullptr;
+    const unsigned long long us = v != nullptr ? strtoull(v, &end, 10) : 0;
+    return v != nullptr && *v != 0 && *end == 0 && us <= 1'000'000 ? static_cast<uint64_t>(us) * 1000 : 0;
+  }();
+  return ns;
+}
+
+GpuRecord* Record() {
+  static GpuRecord* const record = []() -> GpuRecord* {
+    const char* path = getenv("FAKE_GPU_RECORD");
+    if (path == nullptr || *path == 0) return nullptr;
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return nullptr;
+    struct stat st {};
+    void* map = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (st.st_size >= static_cast<off_t>(sizeof(GpuRecord)) ||
+                                ftruncate(fd, sizeof(GpuRecord)) == 0)) {
+      map = mmap(nullptr, sizeof(GpuRecord), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    close(fd);
+    return map == MAP_FAILED ? nullptr : static_cast<GpuRecord*>(map);
+  }();
+  return record;
+}
+
+// Queues one kernel on this process's timeline (blocking while
+// kQueuedKernels wait); returns when it will be done.
+uint64_t Enqueue(uint64_t kernel_ns) {
+  for (;;) {
+    const uint64_t now = NowNs();
+    uint64_t done_at = g_work_done_at.load(std::memory_order_acquire);
+    if (kernel_ns == 0) return done_at > now ? done_at : now;
+    if (done_at > now + kQueuedKernels * kernel_ns) {  // the queue is full
+      WaitUntilNs(done_at - kQueuedKernels * kernel_ns);
+      continue;
+    }
+    const uint64_t done = (done_at > now ? done_at : now) + kernel_ns;
+    if (g_work_done_at.compare_exchange_weak(done_at, done, std::memory_order_acq_rel)) return done;
+  }
+}
+
+void RecordLaunch(uint64_t done_at) {
+  GpuRecord* r = Record();
+  if (r == nullptr) return;
+  while (__atomic_exchange_n(&r->lock, 1, __ATOMIC_ACQUIRE) != 0) sched_yield();
+  const uint64_t pid = static_cast<uint64_t>(getpid());
+  ++r->launches;
+  if (r->last_pid != 0 && r->last_pid != pid) {
+    ++r->hand_changes;
+    if (r->last_done_ns > NowNs()) ++r->overlaps;
+  }
+  if (r->last_pid != pid || done_at > r->last_done_ns) r->last_done_ns = done_at;
+  r->last_pid = pid;
+  __atomic_store_n(&r->lock, 0, __ATOMIC_RELEASE);
+}
 
 struct Modules {
   std::map<CUmodule, std::unique_ptr<CUmod_st>> modules;
@@ -64,7 +133,9 @@ CUresult LaunchOn(CUfunction f, CUstream stream, void** params) {
     }
     holder = f->holder;
   }
+  const uint64_t done_at = Enqueue(holder ? 0 : KernelNs());
   AddLaunches(1);
+  RecordLaunch(done_at);
   if (holder) LaunchHolder(params);
   return CUDA_SUCCESS;
 }
@@ -74,6 +145,22 @@ CUresult LaunchOn(CUfunction f, CUstream stream, void** params) {
 void AddLaunches(uint64_t count) { g_launches.fetch_add(count, std::memory_order_relaxed); }
 uint64_t LaunchCount() { return g_launches.load(std::memory_order_relaxed); }
 void ResetLaunchCount() { g_launches.store(0, std::memory_order_relaxed); }
+
+uint64_t NowNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+uint64_t WorkDoneAtNs() { return g_work_done_at.load(std::memory_order_acquire); }
+
+void WaitUntilNs(uint64_t at_ns) {
+  for (uint64_t now = NowNs(); now < at_ns; now = NowNs()) {
+    const uint64_t left = at_ns - now;
+    timespec ts{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    nanosleep(&ts, nullptr);
+  }
+}
 
 }  // namespace fake_cuda
 

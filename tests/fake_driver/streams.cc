@@ -8,6 +8,7 @@
 
 #include "contexts.h"
 #include "graphs.h"
+#include "launch.h"
 #include "pools.h"
 
 struct CUstream_st {
@@ -19,6 +20,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   unsigned int flags = 0;
+  uint64_t done_at_ns = 0;  // FAKE_KERNEL_US: when the work it follows is done (launch.h)
 };
 
 namespace fake_cuda {
@@ -67,14 +69,20 @@ CUresult Destroy(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-// cuStreamSynchronize and cuStreamQuery: all work is already done; a sync
-// is where pools give memory back.
-CUresult Synchronize(CUstream stream, bool release_pools) {
+// cuStreamSynchronize (wait) and cuStreamQuery: all work is done at once,
+// or, with FAKE_KERNEL_US, when the process's timeline says (launch.h); a
+// sync is where pools give memory back.
+CUresult Synchronize(CUstream stream, bool wait) {
+  {
+    Locked locked;
+    int device = 0;
+    if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+    if (CapturingGraph(locked, stream) != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    if (!wait) return WorkDoneAtNs() > NowNs() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  }
+  WaitUntilNs(WorkDoneAtNs());  // never under the lock
   Locked locked;
-  int device = 0;
-  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
-  if (CapturingGraph(locked, stream) != nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  if (release_pools) ReleasePoolsAtSync(locked);
+  ReleasePoolsAtSync(locked);
   return CUDA_SUCCESS;
 }
 
@@ -135,7 +143,7 @@ CUresult CaptureInfo(CUstream stream, CUstreamCaptureStatus* status, cuuint64_t*
   return CUDA_SUCCESS;
 }
 
-const CUevent_st* FindEvent(const Locked& locked, CUevent event) {
+CUevent_st* FindEvent(const Locked& locked, CUevent event) {
   auto& events = GetStreams(locked).events;
   auto it = events.find(event);
   return it == events.end() ? nullptr : it->second.get();
@@ -149,9 +157,12 @@ CUresult DestroyEvent(CUevent event) {
 
 CUresult RecordEvent(CUevent event, CUstream stream) {
   Locked locked;
-  if (FindEvent(locked, event) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  CUevent_st* e = FindEvent(locked, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   int device = 0;
-  return StreamDevice(locked, stream, &device);
+  if (CUresult r = StreamDevice(locked, stream, &device); r != CUDA_SUCCESS) return r;
+  e->done_at_ns = WorkDoneAtNs();
+  return CUDA_SUCCESS;
 }
 
 // cuStreamGetCtx: a created stream's own context, the current one for the
@@ -382,13 +393,22 @@ CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
 CUresult cuEventQuery(CUevent event) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   fake_cuda::Locked locked;
-  return fake_cuda::FindEvent(locked, event) != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  const CUevent_st* e = fake_cuda::FindEvent(locked, event);
+  if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  return e->done_at_ns > fake_cuda::NowNs() ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
 CUresult cuEventSynchronize(CUevent event) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  uint64_t done_at = 0;
+  {
+    fake_cuda::Locked locked;
+    const CUevent_st* e = fake_cuda::FindEvent(locked, event);
+    if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+    done_at = e->done_at_ns;
+  }
+  fake_cuda::WaitUntilNs(done_at);  // never under the lock
   fake_cuda::Locked locked;
-  if (fake_cuda::FindEvent(locked, event) == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   fake_cuda::ReleasePoolsAtSync(locked);
   return CUDA_SUCCESS;
 }

@@ -1,7 +1,10 @@
 // streams.h — the fake's streams and events. Work completes the moment it is
 // submitted, so a stream is only its device and its capture state; the
 // synchronising calls (cuStreamSynchronize, cuEventSynchronize) matter for
-// what they do to memory pools (pools.h).
+// what they do to memory pools (pools.h). With FAKE_KERNEL_US (launch.h)
+// kernels take time on one timeline per process: an event completes, and
+// those calls return, once the work launched before it is done, and
+// cuStreamQuery says CUDA_ERROR_NOT_READY until all of it is.
 //
 // Capture: between cuStreamBeginCapture and cuStreamEndCapture, a stream
 // records into a graph (graphs.h); stream-ordered allocations, frees and
