@@ -7,6 +7,7 @@
 namespace gpuslice::interposer {
 
 bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes) {
+  if (slot < 0) return false;  // VgpuRuntime::kOutside: a device the vGPU does not include
   core::MemoryLedger& ledger = runtime.ledger();
   if (__builtin_expect(ledger.TryCharge(static_cast<uint32_t>(slot), bytes), 1)) return true;
   // Slow path: the vGPU looks full. Memory of processes that died, and pool

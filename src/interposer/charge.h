@@ -23,7 +23,8 @@ inline constexpr uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1)
 inline constexpr uint64_t kDeviceAllocationGranule = 512;
 
 // True when `bytes` were charged to `slot`; false means the caller must
-// return CUDA_ERROR_OUT_OF_MEMORY without calling the driver.
+// return CUDA_ERROR_OUT_OF_MEMORY without calling the driver. A slot of
+// VgpuRuntime::kOutside (a device not in the vGPU) is always refused.
 bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes);
 
 // Brings a charge from `charged` to `actual` once the driver has said what an

@@ -89,7 +89,8 @@ CUresult LaunchCharged(CUgraphExec exec, CUstream stream, RealLaunch launch) {
     return launch(exec, stream);
   }
   const int device = static_cast<int>(rec.device);
-  const int slot = rt->DeviceSlot(device);
+  const int slot = rt->MemorySlot(device);
+  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
   PoolAccount* account = slot == VgpuRuntime::kUncapped ? nullptr : rt->pools().FindOrAdd(GraphPoolKey(device), slot);
   if (account == nullptr) return launch(exec, stream);
   // What the pool holds but does not use may serve this launch (a graph that

@@ -1,8 +1,9 @@
 // hooks_memory.cc — device memory: plain, pitched, managed, VMM and arrays.
 //
 // Every hook has the same shape, read top to bottom:
-//   1. not in a vGPU, or the device is not capped   -> the real driver, untouched
-//   2. charge the ledger first                      -> over the limit: OUT_OF_MEMORY,
+//   1. not in a vGPU, or the device cannot be told  -> the real driver, untouched
+//   2. charge the ledger first                      -> over the limit, or a device
+//                                                      outside the vGPU: OUT_OF_MEMORY,
 //                                                      and the driver is never called
 //   3. call the driver; on failure give the charge back
 //   4. remember the charge so the matching free can give it back
@@ -27,10 +28,11 @@ namespace {
 
 using Kind = AllocationKind;
 
-// Charges `bytes` on the current context's device. *slot is kUncapped when the
-// device is not limited (nothing charged).
+// Charges `bytes` on the current context's device. *slot is kUncapped when
+// the device cannot be told (nothing charged; the driver refuses it). False
+// means refuse: over the limit, or a device outside the vGPU.
 bool ChargeCurrentDevice(VgpuRuntime& rt, uint64_t bytes, int* slot) {
-  *slot = rt.CurrentDeviceSlot();
+  *slot = rt.CurrentMemorySlot();
   return *slot == VgpuRuntime::kUncapped || ChargeOrRefuse(rt, *slot, bytes);
 }
 
@@ -173,8 +175,9 @@ CUresult CreateArrayCharged(Handle* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc,
                             Create create) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || !HoldsMemory(desc)) return create();
-  const int slot = rt->CurrentDeviceSlot();
+  const int slot = rt->CurrentMemorySlot();
   if (slot == VgpuRuntime::kUncapped) return create();
+  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t bytes = ArrayBytes(desc, levels);
   if (!ChargeOrRefuse(*rt, slot, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = create();
@@ -299,7 +302,7 @@ GPUSLICE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
   if (rt == nullptr || prop == nullptr || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || size == 0) {
     return GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags);
   }
-  const int slot = rt->DeviceSlot(prop->location.id);
+  const int slot = rt->MemorySlot(prop->location.id);
   if (slot == VgpuRuntime::kUncapped) return GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags);
   if (!gi::ChargeOrRefuse(*rt, slot, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   const CUresult r = GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags);

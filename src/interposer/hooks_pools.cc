@@ -154,7 +154,8 @@ CUresult AllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream stream, RealAll
   if (rt == nullptr || bytesize == 0 || Capturing(stream)) return alloc(dptr, bytesize, stream);
   CUdevice dev = 0;
   if (!StreamDevice(stream, &dev)) return alloc(dptr, bytesize, stream);  // the driver refuses the stream too
-  const int slot = rt->DeviceSlot(dev);
+  const int slot = rt->MemorySlot(dev);
+  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
   CUmemoryPool pool = nullptr;
   if (slot == VgpuRuntime::kUncapped || GPUSLICE_REAL(cuDeviceGetMemPool)(&pool, dev) != CUDA_SUCCESS) {
     return alloc(dptr, bytesize, stream);
@@ -175,7 +176,8 @@ CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool poo
     // A pool made before we could see it, or a device's default pool.
     CUdevice dev = 0;
     if (!PoolDevice(pool, stream, &dev)) return with_pool(dptr, bytesize, stream);
-    const int slot = rt->DeviceSlot(dev);
+    const int slot = rt->MemorySlot(dev);
+    if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
     if (slot == VgpuRuntime::kUncapped) return with_pool(dptr, bytesize, stream);
     account = rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(pool), slot);
     if (account == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -220,12 +222,13 @@ GPUSLICE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t 
 }
 
 GPUSLICE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
-  const CUresult r = GPUSLICE_REAL(cuMemPoolCreate)(pool, props);
   VgpuRuntime* rt = VgpuRuntime::Get();
-  if (r != CUDA_SUCCESS || rt == nullptr || props == nullptr) return r;
-  if (props->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return r;  // host pools hold no device memory
-  const int slot = rt->DeviceSlot(props->location.id);
-  if (slot == VgpuRuntime::kUncapped) return r;
+  // Host pools hold no device memory.
+  const bool device_pool = rt != nullptr && props != nullptr && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  const int slot = device_pool ? rt->MemorySlot(props->location.id) : VgpuRuntime::kUncapped;
+  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;  // all it could hold is outside the vGPU
+  const CUresult r = GPUSLICE_REAL(cuMemPoolCreate)(pool, props);
+  if (r != CUDA_SUCCESS || slot == VgpuRuntime::kUncapped) return r;
   if (rt->pools().FindOrAdd(reinterpret_cast<uint64_t>(*pool), slot) == nullptr) {
     // Untracked pools would escape the limit: refuse the 257th.
     GPUSLICE_REAL(cuMemPoolDestroy)(*pool);

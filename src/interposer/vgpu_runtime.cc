@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -107,6 +108,18 @@ bool VgpuRuntime::Attach(const char* dir) {
   return true;
 }
 
+namespace {
+
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi and
+// CUDA_VISIBLE_DEVICES spell it.
+void FormatUuid(const CUuuid& uuid, char (&out)[41]) {
+  const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+  snprintf(out, sizeof out, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+}  // namespace
+
 void VgpuRuntime::MapDevices() {
   std::lock_guard<std::mutex> lock(g_devices_mutex);
   if (devices_mapped_.load(std::memory_order_acquire)) return;
@@ -116,23 +129,42 @@ void VgpuRuntime::MapDevices() {
   if (GPUSLICE_REAL(cuDeviceGetCount)(&count) != CUDA_SUCCESS) return;
   for (CUdevice dev = 0; dev < count && dev < kMaxCudaDevices; ++dev) {
     CUuuid uuid;
-    if (GPUSLICE_REAL(cuDeviceGetUuid_v2)(&uuid, dev) != CUDA_SUCCESS) continue;
+    if (GPUSLICE_REAL(cuDeviceGetUuid_v2)(&uuid, dev) != CUDA_SUCCESS) {
+      device_slot_[dev] = kOutside;
+      port::Log(port::LogLevel::kWarn,
+                "CUDA device %d: its UUID cannot be read, so it cannot be matched to vGPU '%s'; "
+                "its device memory is refused",
+                dev, limits_->name);
+      continue;
+    }
     for (uint32_t i = 0; i < limits_->device_count && i < core::kMaxDevices; ++i) {
       if (memcmp(limits_->devices[i].uuid, uuid.bytes, 16) == 0) device_slot_[dev] = static_cast<int8_t>(i);
     }
     if (device_slot_[dev] == kUncapped) {
-      port::Log(port::LogLevel::kInfo, "CUDA device %d is not part of vGPU '%s'; it is not limited", dev,
-                limits_->name);
+      // Seen when the application widened the CUDA_VISIBLE_DEVICES that
+      // gpuslice set. Unlimited memory there would escape the vGPU.
+      device_slot_[dev] = kOutside;
+      char text[41];
+      FormatUuid(uuid, text);
+      port::Log(port::LogLevel::kWarn,
+                "CUDA device %d (%s) is not part of vGPU '%s' (was CUDA_VISIBLE_DEVICES changed?); "
+                "its device memory is refused",
+                dev, text, limits_->name);
     }
   }
   devices_mapped_.store(true, std::memory_order_release);
 }
 
 int VgpuRuntime::CurrentDeviceSlot(CUdevice* device_out) {
+  const int slot = CurrentMemorySlot(device_out);
+  return slot == kOutside ? kUncapped : slot;
+}
+
+int VgpuRuntime::CurrentMemorySlot(CUdevice* device_out) {
   CUdevice dev = -1;
   if (GPUSLICE_REAL(cuCtxGetDevice)(&dev) != CUDA_SUCCESS) return kUncapped;
   if (device_out != nullptr) *device_out = dev;
-  return DeviceSlot(dev);
+  return MemorySlot(dev);
 }
 
 void VgpuRuntime::ReapDeadProcesses(bool force) {

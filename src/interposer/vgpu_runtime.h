@@ -32,6 +32,9 @@ class VgpuRuntime {
  public:
   static constexpr int kMaxCudaDevices = 64;
   static constexpr int kUncapped = -1;
+  // A CUDA device the process can see that is not part of its vGPU (the
+  // application widened CUDA_VISIBLE_DEVICES, say): its memory is refused.
+  static constexpr int kOutside = -2;
 
   // The process's runtime, or nullptr when it belongs to no vGPU.
   static VgpuRuntime* Get() {
@@ -53,13 +56,23 @@ class VgpuRuntime {
   // The ledger in use (shared, or private on failure), for lifetime counters.
   core::Ledger* ledger_region() { return ledger_region_; }
 
-  // The vGPU device slot of a CUDA device ordinal, or kUncapped.
+  // The vGPU device slot of a CUDA device ordinal, or kUncapped (devices
+  // outside the vGPU included).
   int DeviceSlot(CUdevice device) {
+    const int slot = MemorySlot(device);
+    return slot == kOutside ? kUncapped : slot;
+  }
+  // The slot that device memory on `device` is charged to; kOutside when the
+  // device is not part of the vGPU (the allocation must be refused), and
+  // kUncapped only when the device cannot be told (not a device, or the
+  // driver not yet initialised: the driver refuses those itself).
+  int MemorySlot(CUdevice device) {
     if (__builtin_expect(!devices_mapped_.load(std::memory_order_acquire), 0)) MapDevices();
     return device >= 0 && device < kMaxCudaDevices ? device_slot_[device] : kUncapped;
   }
-  // The slot of the calling thread's current context's device.
+  // DeviceSlot and MemorySlot of the calling thread's current context's device.
   int CurrentDeviceSlot(CUdevice* device_out = nullptr);
+  int CurrentMemorySlot(CUdevice* device_out = nullptr);
 
   // Slow path: reclaim dead processes' usage; rate-limited to one scan per
   // 100 ms unless `force`.

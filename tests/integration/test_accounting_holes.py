@@ -2,7 +2,7 @@
 checked with real processes, the real CLI and library, and the fake driver."""
 import pytest
 
-from conftest import CUDA_APP_LINKED, MiB, lines, value
+from conftest import CUDA_APP, CUDA_APP_LINKED, MiB, lines, value
 
 LOOKUPS = ["dlsym", "procaddress"]
 
@@ -100,3 +100,38 @@ def test_allocations_from_another_devices_default_pool_are_charged_to_that_devic
     assert results(r, "poolalloc") == ["ok", "oom"]
     assert used(r) == [0, 64 * MiB]
     assert value(r, "physical") == 64 * MiB
+
+
+# --- 4. Devices outside the vGPU -----------------------------------------------
+
+def run_widened(world, app_args, lookup="dlsym"):
+    """A vGPU of GPU 0 only, whose application makes GPU 1 visible again (the
+    fake driver shows every GPU whatever CUDA_VISIBLE_DEVICES says)."""
+    return world.gpuslice("run", "--gpu", "0", "--memory", "64MiB", "--", "env", "CUDA_VISIBLE_DEVICES=0,1",
+                          CUDA_APP, f"--lookup={lookup}", *app_args, env=TWO_GPUS)
+
+
+@pytest.mark.parametrize("lookup", LOOKUPS)
+def test_memory_on_a_device_outside_the_vgpu_is_refused_with_one_warning(world, lookup):
+    r = run_widened(world, ["init", "1", "alloc", "1M", "managed", "1M", "pitch", "1024", "16", "vmm", "2M",
+                            "array", "64", "64", "async", "1M", "pool", "graph", "2M", "launch", "physical",
+                            "init", "0", "alloc", "1M", "init", "1", "fill", "1M"], lookup=lookup)
+    assert r.returncode == 0, r.stderr
+    for command in ("alloc", "managed", "pitch", "vmm", "array", "async", "pool", "launch"):
+        assert results(r, command)[0] == "oom", (command, r.stdout)
+    assert results(r, "alloc")[1] == "ok"  # GPU 0 is the vGPU's
+    assert value(r, "physical") == 0
+    assert value(r, "fill") == 0
+    warnings = [l for l in r.stderr.splitlines() if "CUDA device 1" in l]
+    assert len(warnings) == 1, r.stderr
+    assert "not part of vGPU" in warnings[0] and "GPU-face0000-0000-0000-0000-000000000001" in warnings[0]
+    assert "refused" in warnings[0]
+
+
+def test_memory_on_an_outside_devices_stream_or_pool_is_refused(world):
+    r = run_widened(world, ["init", "0", "stream", "1", "asyncon", "1M", "defaultpool", "1", "poolalloc", "1M",
+                            "init", "1", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "asyncon") == ["oom"]
+    assert results(r, "poolalloc") == ["oom"]
+    assert value(r, "physical") == 0
