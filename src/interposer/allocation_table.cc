@@ -121,6 +121,22 @@ bool AllocationTable::AdjustCounter(uint64_t key, AllocationKind kind, int field
   }
 }
 
+void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(const AllocationRecord&, void*),
+                               void* arg) {
+  if (entries_ == nullptr) return;
+  for (uint64_t i = 0; i <= kMask; ++i) {
+    Entry& e = entries_[i];
+    uint64_t cur = e.key.load(std::memory_order_acquire);
+    if (cur == 0 || cur == kTombstone || (cur >> 56) != static_cast<uint64_t>(kind)) continue;
+    if (e.aux.load(std::memory_order_acquire) != aux) continue;
+    const uint64_t value = e.value.load(std::memory_order_acquire);
+    if (!e.key.compare_exchange_strong(cur, kTombstone, std::memory_order_acq_rel)) continue;
+    AllocationRecord record = Unpack(value);
+    record.aux = aux;
+    erased(record, arg);
+  }
+}
+
 void AllocationTable::Clear() {
   // Dropping private anonymous pages zero-fills them on next touch, without
   // making the whole table resident as a memset would.

@@ -29,11 +29,11 @@ struct AllocationRecord {
   uint64_t bytes = 0;     // what was charged to the ledger
   uint32_t device = 0;    // ledger device slot
   uint32_t kind = 0;      // AllocationKind
-  uint64_t aux = 0;       // per kind: a VMM handle's counts, a mapping's handle
+  uint64_t aux = 0;       // per kind, below
 };
 
 enum class AllocationKind : uint32_t {
-  kDevice = 1,
+  kDevice = 1,  // aux = the owning CUcontext (so does kManaged, kArray, kMipmappedArray)
   kManaged,
   kVmmHandle,   // aux = references << 32 | mappings (hooks_memory.cc)
   kVmmMapping,  // key = mapped address; bytes = mapping size (nothing charged), aux = handle
@@ -58,6 +58,10 @@ class AllocationTable {
   // word in *aux. False, changing nothing, when the key is unknown or the
   // counter would go below zero.
   bool AdjustCounter(uint64_t key, AllocationKind kind, int field, int delta, uint64_t* aux);
+  // Erases every record of `kind` whose aux word is `aux`, passing each to
+  // erased(record, arg). Scans the whole table: a slow path (a context's
+  // teardown).
+  void EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(const AllocationRecord&, void*), void* arg);
   // Forgets everything: a forked child must not free its parent's memory.
   void Clear();
 

@@ -1,7 +1,7 @@
 // charge.h — the few steps every allocation hook shares.
 //
 // Called by the hooks in hooks_memory.cc, hooks_pools.cc and hooks_graphs.cc on
-// the application's own threads. ChargeOrRefuse is the hot path (no lock, no
+// the application's own threads, and around context teardown. ChargeOrRefuse is the hot path (no lock, no
 // syscall) unless the vGPU is full, when it first reclaims dead processes'
 // usage and the process's stale pool reservations (slow path) and tries once
 // more. Never allocates.
@@ -40,6 +40,17 @@ bool SettlePool(VgpuRuntime& runtime, PoolAccount& account, uint64_t precharged,
 
 // Re-reads this process's pool reservations, graph pools included.
 void SettleAllPools(VgpuRuntime& runtime);
+
+// --- Context teardown ---------------------------------------------------------
+// A context takes the memory it owns with it (plain, pitched and managed
+// allocations, arrays; pools, graph pools and VMM memory belong to the
+// device), so its charges go too. These wrap the driver's own call; a
+// primary context is torn down by its reset or its last release.
+using PrimaryContextCall = CUresult (*)(CUdevice);
+using ContextCall = CUresult (*)(CUcontext);
+CUresult ReleasePrimaryContext(CUdevice device, PrimaryContextCall real_release);
+CUresult ResetPrimaryContext(CUdevice device, PrimaryContextCall real_reset);
+CUresult DestroyContext(CUcontext context, ContextCall real_destroy);
 
 }  // namespace gpuslice::interposer
 

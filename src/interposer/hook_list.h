@@ -33,6 +33,7 @@
   X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)            \
   X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                              \
   X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
+  X(cuCtxDestroy) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)      \
   X(cuCtxSynchronize) X(cuCtxSynchronize_v2)
 
 #define GPUSLICE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)

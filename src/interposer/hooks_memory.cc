@@ -11,7 +11,9 @@
 // exists (arrays: a memoryless probe); pitched allocations settle to the
 // pitch the driver chose.
 // Frees forget the record first (so a racing allocation that reuses the
-// address cannot collide with it), free, and uncharge on success.
+// address cannot collide with it), free, and uncharge on success. Records
+// name the context that owns the memory: its teardown uncharges them
+// (charge.h).
 //
 // Hot path: no lock shared with other processes, no allocation, no syscall.
 #include <cuda.h>
@@ -21,7 +23,20 @@
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
+#include "interposer/holder.h"
+#include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
+
+// Legacy names that cuda.h declares only under __CUDA_API_VERSION_INTERNAL
+// (it maps them to their _v2); the driver still exports them.
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
+#undef cuCtxDestroy
+extern "C" {
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
+}
 
 namespace gpuslice::interposer {
 namespace {
@@ -36,10 +51,15 @@ bool ChargeCurrentDevice(VgpuRuntime& rt, uint64_t bytes, int* slot) {
   return *slot == VgpuRuntime::kUncapped || ChargeOrRefuse(rt, *slot, bytes);
 }
 
+// Records a charge with the context that owns the memory (the current one),
+// so that the context's teardown can give it back (charge.h).
 void Remember(VgpuRuntime& rt, uint64_t key, Kind kind, int slot, uint64_t bytes) {
+  CUcontext owner = nullptr;
+  GPUSLICE_REAL(cuCtxGetCurrent)(&owner);
   // A full table (2^20 live objects) keeps the charge: the memory is then
   // held until the process exits, never lost from the account.
-  rt.allocations().Insert(key, kind, AllocationRecord{bytes, static_cast<uint32_t>(slot), 0});
+  rt.allocations().Insert(key, kind,
+                          AllocationRecord{bytes, static_cast<uint32_t>(slot), 0, reinterpret_cast<uint64_t>(owner)});
 }
 
 bool Forget(VgpuRuntime& rt, uint64_t key, Kind kind, AllocationRecord* record) {
@@ -401,4 +421,27 @@ GPUSLICE_EXPORT CUresult cuArrayDestroy(CUarray handle) {
 GPUSLICE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle) {
   return gi::DestroyCharged(handle, AllocationKind::kMipmappedArray,
                             [](CUmipmappedArray h) { return GPUSLICE_REAL(cuMipmappedArrayDestroy)(h); });
+}
+
+// --- Context teardown: legacy entry points ----------------------------------
+// The current ones (cuCtxDestroy_v2, cuDevicePrimaryCtxRelease_v2/Reset_v2)
+// are hooked in hooks_launch.cc. The driver still hands these to callers that
+// ask for an old CUDA version, and they free the context's memory alike.
+
+GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+  gpuslice::interposer::holder::ForgetDevice(dev);
+  gpuslice::interposer::pacer::ForgetDevice(dev);
+  return gi::ReleasePrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxRelease));
+}
+
+GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
+  gpuslice::interposer::holder::ForgetDevice(dev);
+  gpuslice::interposer::pacer::ForgetDevice(dev);
+  return gi::ResetPrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxReset));
+}
+
+GPUSLICE_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
+  gpuslice::interposer::holder::ForgetContext(ctx);
+  gpuslice::interposer::pacer::ForgetContext(ctx);
+  return gi::DestroyContext(ctx, GPUSLICE_REAL(cuCtxDestroy));
 }

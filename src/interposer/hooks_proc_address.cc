@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include "interposer/driver_table.h"
@@ -28,20 +29,35 @@
 namespace gpuslice::interposer {
 namespace {
 
+// Whether `symbol` has not been warned about yet (and now counts as warned).
+// Every runtime in the process (PyTorch's, cuDNN's, NCCL's...) looks the
+// same names up, so one warning per name is enough. Names are kept as
+// hashes, in a fixed set; past 128 names every warning is shown.
+bool FirstWarningFor(const char* symbol) {
+  static std::atomic<uint64_t> warned[128];
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a
+  for (const char* c = symbol; *c != '\0'; ++c) hash = (hash ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  hash |= 1;  // never 0, the empty mark
+  for (std::atomic<uint64_t>& w : warned) {
+    uint64_t seen = w.load(std::memory_order_acquire);
+    if (seen == 0 && w.compare_exchange_strong(seen, hash, std::memory_order_acq_rel)) return true;
+    if (seen == hash) return false;
+  }
+  return true;
+}
+
 // A symbol the caller asked for by name whose hook we could not match to
 // the driver's answer: say so, since allocations through it go unlimited.
 void WarnIfUnmatched(const char* symbol, void* returned) {
   if (symbol == nullptr || returned == nullptr) return;
   char current[128];
   snprintf(current, sizeof current, "%s_v2", symbol);
-  if (HookByName(symbol) != nullptr || HookByName(current) != nullptr) {
-    if (HookForRealDriverFunction(returned) == nullptr) {
-      port::Log(port::LogLevel::kWarn,
-                "cuGetProcAddress(\"%s\") returned an entry point gpuslice does not recognise; "
-                "calls through it are not accounted",
-                symbol);
-    }
-  }
+  if (HookByName(symbol) == nullptr && HookByName(current) == nullptr) return;
+  if (HookForRealDriverFunction(returned) != nullptr || !FirstWarningFor(symbol)) return;
+  port::Log(port::LogLevel::kWarn,
+            "cuGetProcAddress(\"%s\") returned an entry point gpuslice does not recognise; "
+            "calls through it are not accounted",
+            symbol);
 }
 
 void* SwapForHook(const char* symbol, void* real) {

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "physical.h"
+
 namespace fake_cuda {
 namespace {
 
@@ -45,6 +47,20 @@ const Allocation* FindAllocationAt(const Locked& locked, CUdeviceptr base) {
 
 void RemoveAllocation(const Locked& locked, CUdeviceptr base) {
   GetRegistry(locked).by_base.erase(base);
+}
+
+void FreeContextAllocations(const Locked& locked, CUcontext ctx) {
+  auto& by_base = GetRegistry(locked).by_base;
+  for (auto it = by_base.begin(); it != by_base.end();) {
+    const Allocation& a = it->second;
+    const bool owned = a.kind == AllocationKind::kDevice || a.kind == AllocationKind::kManaged;
+    if (!owned || a.context != ctx) {
+      ++it;
+      continue;
+    }
+    ReturnPhysical(locked, a.device, a.size);
+    it = by_base.erase(it);
+  }
 }
 
 }  // namespace fake_cuda

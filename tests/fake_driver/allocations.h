@@ -39,6 +39,7 @@ struct Allocation {
   CUdeviceptr range_base = 0;
   uint64_t range_size = 0;
   uint64_t id = 0;  // process-unique, for CU_POINTER_ATTRIBUTE_BUFFER_ID
+  CUcontext context = nullptr;  // kDevice, kManaged: the context that owns it
 };
 
 void AddAllocation(const Locked&, Allocation allocation);
@@ -47,6 +48,9 @@ const Allocation* FindAllocation(const Locked&, CUdeviceptr ptr);
 // The range starting exactly at `base`, or nullptr.
 const Allocation* FindAllocationAt(const Locked&, CUdeviceptr base);
 void RemoveAllocation(const Locked&, CUdeviceptr base);
+// Frees every plain and managed allocation `ctx` owns, giving its memory back
+// to the device: what destroying or resetting a context does to them.
+void FreeContextAllocations(const Locked&, CUcontext ctx);
 
 }  // namespace fake_cuda
 

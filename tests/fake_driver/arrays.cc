@@ -1,5 +1,6 @@
 // CUDA arrays and mipmapped arrays: creation, destruction, descriptors and
-// memory requirements. Arrays are charged to the current context's device.
+// memory requirements. Arrays are charged to the current context's device,
+// and belong to the current context: destroying or resetting it frees them.
 //
 // True size of one array (or one mipmap level): each row is
 // round_up(width * element bytes * channels, 512) bytes, times
@@ -13,6 +14,8 @@
 // CUDA_ERROR_INVALID_VALUE.
 #include <cuda.h>
 
+#include "arrays.h"
+
 #include <map>
 #include <memory>
 
@@ -25,6 +28,7 @@ struct CUarray_st {
   int device;
   uint64_t bytes;
   bool charged;  // holds physical memory
+  CUcontext context;
 };
 
 struct CUmipmappedArray_st {
@@ -33,6 +37,7 @@ struct CUmipmappedArray_st {
   int device;
   uint64_t bytes;
   bool charged;
+  CUcontext context;
 };
 
 namespace fake_cuda {
@@ -113,7 +118,7 @@ CUresult CreateArray(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   if (CUresult r = CurrentDevice(locked, &device); r != CUDA_SUCCESS) return r;
   const bool charged = !TakesNoMemory(desc.Flags);
   if (charged && !TakePhysical(locked, device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  auto array = std::make_unique<CUarray_st>(CUarray_st{desc, device, bytes, charged});
+  auto array = std::make_unique<CUarray_st>(CUarray_st{desc, device, bytes, charged, CurrentContext(locked)});
   *out = array.get();
   GetArrays(locked).arrays.emplace(*out, std::move(array));
   return CUDA_SUCCESS;
@@ -143,7 +148,26 @@ CUresult WriteRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, const CUDA_ARRAY
   return CUDA_SUCCESS;
 }
 
+// Frees the entries of `map` (arrays or mipmaps) that `ctx` owns.
+template <typename Map>
+void FreeOwned(const Locked& locked, Map& map, CUcontext ctx) {
+  for (auto it = map.begin(); it != map.end();) {
+    if (it->second->context != ctx) {
+      ++it;
+      continue;
+    }
+    if (it->second->charged) ReturnPhysical(locked, it->second->device, it->second->bytes);
+    it = map.erase(it);
+  }
+}
+
 }  // namespace
+
+void FreeContextArrays(const Locked& locked, CUcontext ctx) {
+  FreeOwned(locked, GetArrays(locked).arrays, ctx);
+  FreeOwned(locked, GetArrays(locked).mipmaps, ctx);
+}
+
 }  // namespace fake_cuda
 
 using fake_cuda::Enter;
@@ -223,7 +247,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray* mipmap, const CUDA_ARRAY3D_DES
   const bool charged = !fake_cuda::TakesNoMemory(desc->Flags);
   if (charged && !fake_cuda::TakePhysical(locked, device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   auto m = std::make_unique<CUmipmappedArray_st>(
-      CUmipmappedArray_st{*desc, levels, device, bytes, charged});
+      CUmipmappedArray_st{*desc, levels, device, bytes, charged, fake_cuda::CurrentContext(locked)});
   *mipmap = m.get();
   fake_cuda::GetArrays(locked).mipmaps.emplace(*mipmap, std::move(m));
   return CUDA_SUCCESS;

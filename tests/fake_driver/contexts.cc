@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "allocations.h"
+#include "arrays.h"
 #include "fake_gpus.h"
 #include "holders.h"
 #include "fake_rm_client.h"  // tests/rm: channel groups through RM ioctls, as libcuda makes them
@@ -46,6 +48,14 @@ const CUctx_st* Find(const Locked& locked, CUcontext ctx) {
   return it == live.end() ? nullptr : it->second.get();
 }
 
+// What the real driver frees with a context: the memory it owns (plain,
+// pitched and managed allocations, arrays). Pools, graph pools and VMM
+// memory belong to the device and stay.
+void FreeContextMemory(const Locked& locked, CUcontext ctx) {
+  FreeContextAllocations(locked, ctx);
+  FreeContextArrays(locked, ctx);
+}
+
 CUresult Create(CUcontext* pctx, int device) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
@@ -63,6 +73,7 @@ CUresult Destroy(CUcontext ctx) {
   Locked locked;
   const CUctx_st* c = Find(locked, ctx);
   if (c == nullptr || c->primary) return CUDA_ERROR_INVALID_CONTEXT;
+  FreeContextMemory(locked, ctx);
   GetContexts(locked).live.erase(ctx);
   fake_rm_client::ContextDestroyed(ctx);
   auto& stack = Stack();
@@ -90,7 +101,8 @@ CUresult PrimaryRelease(CUdevice dev) {
   Locked locked;
   int& refs = GetContexts(locked).primary_refs[dev];
   if (refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  --refs;
+  // The last release resets the context, as documented.
+  if (--refs == 0) FreeContextMemory(locked, GetContexts(locked).primary[dev]);
   return CUDA_SUCCESS;
 }
 
@@ -98,6 +110,7 @@ CUresult PrimaryReset(CUdevice dev) {
   if (!ValidDevice(dev)) return CUDA_ERROR_INVALID_DEVICE;
   Locked locked;
   GetContexts(locked).primary_refs[dev] = 0;
+  if (CUcontext primary = GetContexts(locked).primary[dev]) FreeContextMemory(locked, primary);
   return CUDA_SUCCESS;
 }
 

@@ -1,10 +1,12 @@
-// contexts.h — the fake's contexts: a context is only the device it was made
-// for. Each thread has its own stack of current contexts, as with the real
-// driver; the top is the current one.
+// contexts.h — the fake's contexts: a context is the device it was made for
+// and the memory it owns. Each thread has its own stack of current contexts,
+// as with the real driver; the top is the current one.
 //
-// Allocations are not owned by contexts here: destroying a context or
-// resetting a primary context frees nothing (a simplification; the real
-// driver frees the context's memory).
+// Destroying a context, resetting a primary context, or releasing its last
+// reference frees the plain, pitched and managed allocations and the arrays
+// made in it, as the real driver does; pools, graph pools and VMM memory
+// belong to the device and stay. The primary context's handle itself lives
+// as long as the process (a simplification: it stays usable after a reset).
 //
 // Thread-safe through Locked (state.h); creating a context allocates.
 #ifndef GPUSLICE_TESTS_FAKE_DRIVER_CONTEXTS_H_

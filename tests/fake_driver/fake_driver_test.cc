@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -257,6 +258,9 @@ TEST(FakeCudaProcAddress, FollowsTheWholeVersionMap) {
 #undef GPUSLICE_DRIVER_VERSIONED
   };
   for (const Row& row : rows) {
+    // The real driver keeps the five-argument _v2 for this name, whatever
+    // cuda.h maps it to (OlderCudaVersionsGetLegacyEntryPoints).
+    if (std::string_view(row.base) == "cuGraphInstantiate") continue;
     EXPECT_EQ(ProcAddress(row.base, CU_GET_PROC_ADDRESS_DEFAULT), Exported(row.current))
         << row.base;
     EXPECT_EQ(ProcAddress(row.base, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM),
@@ -274,6 +278,23 @@ TEST(FakeCudaProcAddress, UnknownSymbolsAreNotFound) {
   // Exported, but not a driver entry point.
   EXPECT_EQ(ProcAddress("fake_cuda_launch_count", 0, &status, &result), nullptr);
   EXPECT_EQ(result, CUDA_ERROR_NOT_FOUND);
+}
+
+// As a CUDA 13.0 driver answers: older callers get older entry points.
+TEST(FakeCudaProcAddress, OlderCudaVersionsGetLegacyEntryPoints) {
+  auto at = [](const char* name, int version) {
+    void* pfn = nullptr;
+    CUdriverProcAddressQueryResult status;
+    EXPECT_EQ(CU(cuGetProcAddress_v2)(name, &pfn, version, 0, &status), CUDA_SUCCESS) << name << " " << version;
+    return pfn;
+  };
+  EXPECT_EQ(at("cuDevicePrimaryCtxRelease", 10000), Exported("cuDevicePrimaryCtxRelease"));
+  EXPECT_EQ(at("cuDevicePrimaryCtxRelease", 11000), Exported("cuDevicePrimaryCtxRelease_v2"));
+  EXPECT_EQ(at("cuDevicePrimaryCtxReset", 7000), Exported("cuDevicePrimaryCtxReset"));
+  EXPECT_EQ(at("cuMemAlloc", 3010), Exported("cuMemAlloc"));
+  EXPECT_EQ(at("cuMemAlloc", 3020), Exported("cuMemAlloc_v2"));
+  EXPECT_EQ(at("cuGraphInstantiate", 10000), Exported("cuGraphInstantiate"));
+  EXPECT_EQ(at("cuGraphInstantiate", 13000), Exported("cuGraphInstantiate_v2"));
 }
 
 TEST(FakeCudaProcAddress, LegacyFourArgumentForm) {

@@ -30,7 +30,9 @@ CUresult AllocateDevice(CUdeviceptr* dptr, uint64_t bytes, AllocationKind kind) 
   const uint64_t size = RoundUp(bytes, kGranule);
   if (!TakePhysical(locked, device, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   *dptr = NewDeviceAddress(locked, device, size, kGranule);
-  AddAllocation(locked, {kind, device, *dptr, size, nullptr});
+  Allocation allocation{kind, device, *dptr, size, nullptr};
+  allocation.context = CurrentContext(locked);
+  AddAllocation(locked, allocation);
   return CUDA_SUCCESS;
 }
 

@@ -30,6 +30,11 @@
 //   graphvia HOW SIZE   the same, instantiated by HOW: instantiate (the legacy
 //                       cuGraphInstantiate), instantiate_v2, flags or params
 //   launch              cuGraphLaunch of the newest graph
+//   ctxreset V          cuDevicePrimaryCtxReset (V = v1) or _v2 (V = v2) of the
+//                       current device: its context's memory is freed
+//   ctxrelease V        cuDevicePrimaryCtxRelease (v1) or _v2 (v2) of the
+//                       current device (the last release resets it)
+//   procaddr NAME VER   cuGetProcAddress_v2(NAME, VER) -> "procaddr ok" | "procaddr err N"
 //   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
 //   meminfo             -> "meminfo FREE TOTAL"
 //   watchinfo PATH      read cuMemGetInfo, create PATH, then poll until the total
@@ -57,6 +62,9 @@
 //                       "board GPU MEMBER SELF WEIGHT CAP_PCT CHARGED_NS TURNS NOW_NS"
 //                       (SELF 1 on this vGPU's row; NOW_NS the CLOCK_MONOTONIC
 //                       of the read), or "board none"
+//   gpu_record          the fake GPU's launch record shared by the test's processes
+//                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
+//                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
 // Sizes take K/M/G suffixes (powers of 1024).
 #include <cuda.h>
 #include <dirent.h>
@@ -82,7 +90,12 @@
 // under __CUDA_API_VERSION_INTERNAL (it maps the name to WithFlags); the
 // driver still exports both, and programs built with CUDA 10/11 call them.
 #undef cuGraphInstantiate
+// The same for the primary context's first release and reset (CUDA 7).
+#undef cuDevicePrimaryCtxRelease
+#undef cuDevicePrimaryCtxReset
 extern "C" {
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult CUDAAPI cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log, size_t size);
 CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraphNode* error_node, char* log,
                                        size_t size);
@@ -481,6 +494,19 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) g_graphs.push_back(exec);
       Report("graphvia", r);
       i += 2;
+    } else if (cmd == "ctxreset" || cmd == "ctxrelease") {
+      const CUdevice dev = CurrentDevice();
+      const bool v1 = std::string(arg(1)) == "v1";
+      CUresult r;
+      if (cmd == "ctxreset") r = v1 ? DRIVER(cuDevicePrimaryCtxReset)(dev) : DRIVER(cuDevicePrimaryCtxReset_v2)(dev);
+      else r = v1 ? DRIVER(cuDevicePrimaryCtxRelease)(dev) : DRIVER(cuDevicePrimaryCtxRelease_v2)(dev);
+      Report(cmd.c_str(), r);
+      ++i;
+    } else if (cmd == "procaddr") {
+      void* fn = nullptr;
+      CUdriverProcAddressQueryResult status;
+      Report("procaddr", DRIVER(cuGetProcAddress_v2)(arg(1), &fn, atoi(arg(2)), 0, &status));
+      i += 2;
     } else if (cmd == "launch") {
       Report("launch", g_graphs.empty() ? CUDA_ERROR_INVALID_VALUE : DRIVER(cuGraphLaunch)(g_graphs.back(), nullptr));
     } else if (cmd == "sync") {
@@ -661,6 +687,21 @@ int main(int argc, char** argv) {
       if (f != nullptr) fclose(f);
     } else if (cmd == "board") {
       PrintBoards();
+    } else if (cmd == "gpu_record") {
+      // struct GpuRecord: lock, launches, hand_changes, overlaps, ... (uint64).
+      const char* path = getenv("FAKE_GPU_RECORD");
+      const int fd = path != nullptr ? open(path, O_RDONLY) : -1;
+      void* map = fd >= 0 ? mmap(nullptr, 64, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+      if (fd >= 0) close(fd);
+      if (map == MAP_FAILED) {
+        printf("gpu_record none\n");
+      } else {
+        const auto* words = static_cast<const uint64_t*>(map);
+        unsigned long long v[3];
+        for (int k = 0; k < 3; ++k) v[k] = __atomic_load_n(&words[1 + k], __ATOMIC_ACQUIRE);
+        printf("gpu_record %llu %llu %llu\n", v[0], v[1], v[2]);
+        munmap(map, 64);
+      }
     } else if (cmd == "sleep") {
       const long ms = atol(arg(1));
       timespec ts{ms / 1000, (ms % 1000) * 1000000};

@@ -63,7 +63,7 @@ def test_vmm_unmap_before_release_still_gives_memory_back_at_release(world):
 # --- 2. Graphs: every instantiation entry point --------------------------------
 
 @pytest.mark.parametrize("how", ["instantiate", "instantiate_v2", "flags", "params"])
-@pytest.mark.parametrize("lookup", ["dlsym", "link"])
+@pytest.mark.parametrize("lookup", ["dlsym", "procaddress", "link"])
 def test_graph_memory_is_charged_however_the_graph_was_instantiated(world, how, lookup):
     app = CUDA_APP_LINKED if lookup == "link" else None
     r = world.app(["--memory", "64MiB"], ["init", "graphvia", how, "40M", "launch", "meminfo", "graphvia", how, "40M",
@@ -135,3 +135,58 @@ def test_memory_on_an_outside_devices_stream_or_pool_is_refused(world):
     assert results(r, "asyncon") == ["oom"]
     assert results(r, "poolalloc") == ["oom"]
     assert value(r, "physical") == 0
+
+
+# --- 5. Context teardown and entry points found by lookup ---------------------
+
+# The _v2 forms are hooked in hooks_launch.cc, which does not yet call the
+# accounting (charge.h: ResetPrimaryContext, ReleasePrimaryContext).
+V2_NOT_WIRED = pytest.mark.xfail(strict=True, reason="hooks_launch.cc's _v2 teardown hooks do not call charge.h yet")
+
+
+@pytest.mark.parametrize("version", ["v1", pytest.param("v2", marks=V2_NOT_WIRED)])
+def test_a_primary_context_reset_gives_back_the_memory_it_freed(world, version):
+    r = world.app(["--memory", "64MiB"], ["init", "alloc", "24M", "managed", "8M", "array", "1024", "1024",
+                                          "meminfo", "ctxreset", version, "meminfo", "physical", "init", "alloc",
+                                          "60M"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "ctxreset") == ["ok"]
+    assert used(r)[1] == 0
+    assert value(r, "physical") == 0
+    assert results(r, "alloc") == ["ok", "ok"]
+
+
+@pytest.mark.parametrize("version", ["v1", pytest.param("v2", marks=V2_NOT_WIRED)])
+def test_only_the_last_release_of_a_primary_context_gives_its_memory_back(world, version):
+    r = world.app(["--memory", "64MiB"], ["init", "init", "alloc", "40M", "ctxrelease", version, "meminfo",
+                                          "ctxrelease", version, "meminfo", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "ctxrelease") == ["ok", "ok"]
+    assert used(r) == [40 * MiB, 0]
+    assert value(r, "physical") == 0
+
+
+def test_memory_outlives_the_reset_of_another_devices_context(world):
+    r = world.app(["--memory", "64MiB"], ["init", "1", "alloc", "40M", "init", "0", "ctxreset", "v1", "init", "1",
+                                          "meminfo", "physical"], env=TWO_GPUS)
+    assert r.returncode == 0, r.stderr
+    assert used(r) == [40 * MiB]
+    assert value(r, "physical") == 40 * MiB
+
+
+@pytest.mark.parametrize("lookup", LOOKUPS)
+def test_legacy_teardown_and_graph_entry_points_are_recognised_and_an_unknown_one_warned_about_once(world, lookup):
+    legacy = [("cuDevicePrimaryCtxRelease", "10000"), ("cuDevicePrimaryCtxReset", "10000"), ("cuCtxDestroy", "3020"),
+              ("cuGraphInstantiate", "10000"), ("cuGraphInstantiate", "11000")]
+    args = ["init"]
+    for name, version in legacy * 2:
+        args += ["procaddr", name, version]
+    # The 32-bit cuMemAlloc of CUDA 3.1 is not hooked (nor is it meant to be):
+    # warned about, once however often it is asked for.
+    args += ["procaddr", "cuMemAlloc", "3010"] * 3
+    r = world.app(["--memory", "64MiB"], args, lookup=lookup)
+    assert r.returncode == 0, r.stderr
+    assert results(r, "procaddr") == ["ok"] * 13
+    warnings = [l for l in r.stderr.splitlines() if "does not recognise" in l]
+    assert len(warnings) == 1, r.stderr
+    assert 'cuGetProcAddress("cuMemAlloc")' in warnings[0]
