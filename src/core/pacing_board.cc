@@ -242,11 +242,19 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
   }
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    uint64_t id = Load(m.vgpu_id);
-    if (id != 0 && Alive(m, now, c)) continue;
-    // Free, or left behind by a vGPU whose processes are all gone. A late
-    // heartbeat of the old owner cannot revive it: the id no longer matches.
-    if (!A(m.vgpu_id).compare_exchange_strong(id, vgpu_id, std::memory_order_acq_rel)) continue;
+    // Free, or left behind by a vGPU whose processes are all gone: nobody
+    // has heartbeat it for member_timeout_ns. It is claimed by moving its
+    // heartbeat to now (a racing claimer's CAS fails), and only then given
+    // our id, so an entry just claimed looks taken at once. (Taking the id
+    // first let a second joiner see the new id beside the old heartbeat,
+    // judge the entry dead and take it too: two vGPUs on one entry, neither
+    // paced.) A late heartbeat of the old owner cannot revive it: the id no
+    // longer matches. An entry given back below is reusable after the timeout;
+    // one never beaten (0) at once.
+    uint64_t beat = Load(m.heartbeat_ns);
+    if (beat != 0 && beat + c.member_timeout_ns > now) continue;
+    if (!A(m.heartbeat_ns).compare_exchange_strong(beat, now, std::memory_order_acq_rel)) continue;
+    A(m.vgpu_id).store(vgpu_id, std::memory_order_release);
     A(m.busy_processes).store(0, std::memory_order_relaxed);
     A(m.demand_ns).store(0, std::memory_order_relaxed);
     A(m.last_launch_ns).store(0, std::memory_order_relaxed);
