@@ -40,6 +40,7 @@ enum class AllocationKind : uint32_t {
   kArray,
   kMipmappedArray,
   kGraphExec,  // bytes = what the graph's memory nodes allocate per launch
+  kMallocHeap,  // key = aux = the context; bytes = its malloc heap grown past the default
 };
 
 class AllocationTable {

@@ -37,7 +37,7 @@ namespace {
 
 // The context-owned kinds of record; their aux word is the owning context.
 constexpr AllocationKind kContextOwned[] = {AllocationKind::kDevice, AllocationKind::kManaged, AllocationKind::kArray,
-                                            AllocationKind::kMipmappedArray};
+                                            AllocationKind::kMipmappedArray, AllocationKind::kMallocHeap};
 
 void UnchargeErased(const AllocationRecord& record, void* runtime) {
   static_cast<VgpuRuntime*>(runtime)->ledger().Uncharge(record.device, record.bytes);

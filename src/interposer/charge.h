@@ -43,8 +43,8 @@ void SettleAllPools(VgpuRuntime& runtime);
 
 // --- Context teardown ---------------------------------------------------------
 // A context takes the memory it owns with it (plain, pitched and managed
-// allocations, arrays; pools, graph pools and VMM memory belong to the
-// device), so its charges go too. These wrap the driver's own call; a
+// allocations, arrays, a grown malloc heap; pools, graph pools and VMM
+// memory belong to the device), so its charges go too. These wrap the driver's own call; a
 // primary context is torn down by its reset or its last release.
 using PrimaryContextCall = CUresult (*)(CUdevice);
 using ContextCall = CUresult (*)(CUcontext);

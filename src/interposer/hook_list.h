@@ -11,7 +11,7 @@
   X(cuGetProcAddress) X(cuGetProcAddress_v2)                                    \
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemFree_v2)   \
   X(cuMemCreate) X(cuMemRelease) X(cuMemRetainAllocationHandle)                 \
-  X(cuMemMap) X(cuMemUnmap)                                                     \
+  X(cuMemMap) X(cuMemUnmap) X(cuCtxSetLimit)                                    \
   X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate)           \
   X(cuArrayDestroy) X(cuMipmappedArrayDestroy)                                  \
   X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                                    \

@@ -423,6 +423,46 @@ GPUSLICE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray handle) {
                             [](CUmipmappedArray h) { return GPUSLICE_REAL(cuMipmappedArrayDestroy)(h); });
 }
 
+// --- The device-side malloc heap --------------------------------------------
+// CU_LIMIT_MALLOC_HEAP_SIZE is device memory the driver sets aside for the
+// context (8 MiB by default, part of the context's own, uncharged memory).
+// Growing it is charged like an allocation, before the driver is asked;
+// shrinking gives back what was charged; the context's teardown gives back
+// the rest (charge.h). The other limits' memory (thread stacks, the printf
+// FIFO) is sized by the driver at launch, out of sight: docs/design.md.
+
+GPUSLICE_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  size_t before = 0;
+  if (rt == nullptr || limit != CU_LIMIT_MALLOC_HEAP_SIZE ||
+      GPUSLICE_REAL(cuCtxGetLimit)(&before, limit) != CUDA_SUCCESS) {
+    return GPUSLICE_REAL(cuCtxSetLimit)(limit, value);
+  }
+  CUcontext ctx = nullptr;
+  GPUSLICE_REAL(cuCtxGetCurrent)(&ctx);
+  const int slot = rt->CurrentMemorySlot();
+  const uint64_t growth = value > before ? value - before : 0;
+  if (growth > 0 && slot != VgpuRuntime::kUncapped && !gi::ChargeOrRefuse(*rt, slot, growth)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUresult r = GPUSLICE_REAL(cuCtxSetLimit)(limit, value);
+  if (slot < 0) return r;  // nothing charged: a device we cannot tell, or one outside the vGPU
+  const uint64_t key = reinterpret_cast<uint64_t>(ctx);
+  AllocationRecord heap{0, static_cast<uint32_t>(slot), 0, key};
+  gi::Forget(*rt, key, AllocationKind::kMallocHeap, &heap);
+  if (r != CUDA_SUCCESS) {
+    rt->ledger().Uncharge(slot, growth);
+  } else if (value < before) {
+    const uint64_t back = before - value < heap.bytes ? before - value : heap.bytes;
+    rt->ledger().Uncharge(heap.device, back);
+    heap.bytes -= back;
+  } else {
+    heap.bytes += growth;
+  }
+  if (heap.bytes > 0) gi::Restore(*rt, key, AllocationKind::kMallocHeap, heap);
+  return r;
+}
+
 // --- Context teardown: legacy entry points ----------------------------------
 // The current ones (cuCtxDestroy_v2, cuDevicePrimaryCtxRelease_v2/Reset_v2)
 // are hooked in hooks_launch.cc. The driver still hands these to callers that

@@ -18,6 +18,7 @@
 struct CUctx_st {
   int device;
   bool primary;
+  uint64_t malloc_heap = 0;  // CU_LIMIT_MALLOC_HEAP_SIZE
 };
 
 namespace fake_cuda {
@@ -48,19 +49,35 @@ const CUctx_st* Find(const Locked& locked, CUcontext ctx) {
   return it == live.end() ? nullptr : it->second.get();
 }
 
+// The device-side malloc heap every context starts with (the real default).
+// Only a heap grown past it takes memory here: the fake does not count a
+// context's own memory.
+constexpr uint64_t kDefaultMallocHeap = uint64_t{8} << 20;
+
+// Sets `ctx`'s malloc heap, taking or returning the difference.
+CUresult SetMallocHeap(const Locked& locked, CUctx_st& ctx, uint64_t bytes) {
+  const uint64_t was = ctx.malloc_heap > kDefaultMallocHeap ? ctx.malloc_heap - kDefaultMallocHeap : 0;
+  const uint64_t will = bytes > kDefaultMallocHeap ? bytes - kDefaultMallocHeap : 0;
+  if (will > was && !TakePhysical(locked, ctx.device, will - was)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (will < was) ReturnPhysical(locked, ctx.device, was - will);
+  ctx.malloc_heap = bytes;
+  return CUDA_SUCCESS;
+}
+
 // What the real driver frees with a context: the memory it owns (plain,
-// pitched and managed allocations, arrays). Pools, graph pools and VMM
-// memory belong to the device and stay.
+// pitched and managed allocations, arrays, a grown malloc heap). Pools,
+// graph pools and VMM memory belong to the device and stay.
 void FreeContextMemory(const Locked& locked, CUcontext ctx) {
   FreeContextAllocations(locked, ctx);
   FreeContextArrays(locked, ctx);
+  SetMallocHeap(locked, *ctx, kDefaultMallocHeap);
 }
 
 CUresult Create(CUcontext* pctx, int device) {
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (!ValidDevice(device)) return CUDA_ERROR_INVALID_DEVICE;
   Locked locked;
-  auto ctx = std::make_unique<CUctx_st>(CUctx_st{device, false});
+  auto ctx = std::make_unique<CUctx_st>(CUctx_st{device, false, kDefaultMallocHeap});
   CUcontext handle = ctx.get();
   GetContexts(locked).live.emplace(handle, std::move(ctx));
   fake_rm_client::ContextCreated(handle);
@@ -160,7 +177,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   fake_cuda::Locked locked;
   auto& contexts = fake_cuda::GetContexts(locked);
   if (contexts.primary[dev] == nullptr) {
-    auto ctx = std::make_unique<CUctx_st>(CUctx_st{dev, true});
+    auto ctx = std::make_unique<CUctx_st>(CUctx_st{dev, true, fake_cuda::kDefaultMallocHeap});
     contexts.primary[dev] = ctx.get();
     fake_rm_client::ContextCreated(ctx.get());
     contexts.live.emplace(ctx.get(), std::move(ctx));
@@ -292,6 +309,27 @@ CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
   const CUctx_st* c = fake_cuda::Find(locked, ctx);
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *device = c->device;
+  return CUDA_SUCCESS;
+}
+
+// Only CU_LIMIT_MALLOC_HEAP_SIZE is modelled (it is device memory); the other
+// limits are accepted and read back.
+CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  fake_cuda::Locked locked;
+  CUcontext ctx = fake_cuda::CurrentContext(locked);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (limit != CU_LIMIT_MALLOC_HEAP_SIZE) return CUDA_SUCCESS;
+  return fake_cuda::SetMallocHeap(locked, *ctx, value);
+}
+
+CUresult cuCtxGetLimit(size_t* value, CUlimit limit) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (value == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  CUcontext ctx = fake_cuda::CurrentContext(locked);
+  if (ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *value = limit == CU_LIMIT_MALLOC_HEAP_SIZE ? ctx->malloc_heap : 0;
   return CUDA_SUCCESS;
 }
 

@@ -35,6 +35,7 @@
 //   ctxrelease V        cuDevicePrimaryCtxRelease (v1) or _v2 (v2) of the
 //                       current device (the last release resets it)
 //   procaddr NAME VER   cuGetProcAddress_v2(NAME, VER) -> "procaddr ok" | "procaddr err N"
+//   heap SIZE           cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, SIZE) -> "heap ok" | "heap oom"
 //   fill CHUNK          cuMemAlloc CHUNK until refused -> "fill BYTES"
 //   meminfo             -> "meminfo FREE TOTAL"
 //   watchinfo PATH      read cuMemGetInfo, create PATH, then poll until the total
@@ -507,6 +508,9 @@ int main(int argc, char** argv) {
       CUdriverProcAddressQueryResult status;
       Report("procaddr", DRIVER(cuGetProcAddress_v2)(arg(1), &fn, atoi(arg(2)), 0, &status));
       i += 2;
+    } else if (cmd == "heap") {
+      Report("heap", DRIVER(cuCtxSetLimit)(CU_LIMIT_MALLOC_HEAP_SIZE, ParseSize(arg(1))));
+      ++i;
     } else if (cmd == "launch") {
       Report("launch", g_graphs.empty() ? CUDA_ERROR_INVALID_VALUE : DRIVER(cuGraphLaunch)(g_graphs.back(), nullptr));
     } else if (cmd == "sync") {

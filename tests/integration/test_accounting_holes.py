@@ -190,3 +190,17 @@ def test_legacy_teardown_and_graph_entry_points_are_recognised_and_an_unknown_on
     warnings = [l for l in r.stderr.splitlines() if "does not recognise" in l]
     assert len(warnings) == 1, r.stderr
     assert 'cuGetProcAddress("cuMemAlloc")' in warnings[0]
+
+
+# --- 6. The device-side malloc heap --------------------------------------------
+
+def test_growing_the_malloc_heap_is_charged_and_given_back(world):
+    # The default 8 MiB heap is the context's own memory, not charged.
+    r = world.app(["--memory", "64MiB"], ["init", "heap", "40M", "meminfo", "alloc", "40M", "heap", "80M",
+                                          "heap", "8M", "meminfo", "alloc", "40M", "heap", "24M", "meminfo",
+                                          "ctxreset", "v1", "meminfo", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "heap") == ["ok", "oom", "ok", "ok"]
+    assert results(r, "alloc") == ["oom", "ok"]
+    assert used(r) == [32 * MiB, 0, 56 * MiB, 0]
+    assert value(r, "physical") == 0
