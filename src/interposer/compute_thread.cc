@@ -40,11 +40,15 @@ struct Applied {
   uint64_t serial = 0;
   uint64_t default_us = 0;  // read at first sight; 0 = unknown
   uint64_t applied_us = 0;  // last value set (or refused), 0 = none yet
+  bool set_ok = false;      // the driver accepted applied_us
+  uint64_t next_check_ms = 0;  // when to read the slice back (0 = never)
+  uint32_t checks = 0;
 };
 Applied g_applied[rm::TsgRegistry::kCapacity];
 uint64_t g_last_generation = 0;
 uint64_t g_last_epoch = ~0ull;
 uint32_t g_last_lc_mask = 0;
+uint64_t g_next_verify_ms = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
 
 Applied& AppliedFor(uint64_t serial) {
@@ -54,8 +58,18 @@ Applied& AppliedFor(uint64_t serial) {
     if (a.serial == 0 && free_slot == nullptr) free_slot = &a;
   }
   if (free_slot == nullptr) free_slot = &g_applied[serial % rm::TsgRegistry::kCapacity];
-  *free_slot = Applied{serial, 0, 0};
+  *free_slot = Applied{serial};
   return *free_slot;
+}
+
+// A slice set is read back later, and set again if the driver has put
+// another value in its place: on an H100 (driver 580) a slice set on a
+// channel group right after its creation did not hold (an LC beside a BE
+// whose 50 us slice was set that way waited as under stock slices, while the
+// same 50 us set seconds later held; docs/gpu-facts.md). Read back 0.5 s and
+// 2 s after a set, then every 10 s: a GET is one ioctl of 160-440 us.
+uint64_t NextCheckMs(uint64_t now_ms, uint32_t checks) {
+  return now_ms + (checks == 0 ? 500 : checks == 1 ? 2000 : 10000);
 }
 
 void Count(VgpuRuntime* rt, bool ok) {
@@ -129,6 +143,7 @@ void ForkChild() {
   for (Applied& a : g_applied) a = Applied{};
   g_last_epoch = ~0ull;
   g_last_lc_mask = 0;
+  g_next_verify_ms = 0;
   lc_activity::AfterFork();
 }
 
@@ -160,7 +175,10 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.generation)).load(std::memory_order_acquire);
   const uint64_t epoch = rm::Registry().epoch();
   const uint32_t lc_mask = LatencyCriticalPeers(rt);
-  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask) return;
+  const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
+  const bool verify = now_ms >= g_next_verify_ms;
+  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask && !verify) return;
+  if (verify) g_next_verify_ms = now_ms + 100;
   g_last_generation = generation;
   g_last_epoch = epoch;
   g_last_lc_mask = lc_mask;
@@ -199,9 +217,28 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       if (Control().Get(tsg, &current).ok) a.default_us = current;
     }
     const uint64_t target = want != 0 ? want : a.default_us;
-    if (target == 0 || target == a.applied_us) continue;
+    if (target == 0) continue;
+    if (target == a.applied_us) {
+      if (!a.set_ok || a.next_check_ms == 0 || now_ms < a.next_check_ms) continue;
+      uint64_t current = 0;
+      const bool read = Control().Get(tsg, &current).ok;
+      const uint32_t check = a.checks++;
+      a.next_check_ms = NextCheckMs(now_ms, a.checks);
+      // The first two checks set it again even when the driver reads back
+      // the value set: what it reads back need not be what it runs.
+      if (check >= 2 && (!read || current == target)) continue;
+      port::Log(port::LogLevel::kInfo, "channel group 0x%x reads back %llu us (set: %llu us); setting it again",
+                tsg.handle, static_cast<unsigned long long>(read ? current : 0),
+                static_cast<unsigned long long>(target));
+      const rm::ControlResult again = Control().Set(tsg, target);
+      Count(rt, again.ok);
+      continue;
+    }
     const rm::ControlResult r = Control().Set(tsg, target);
     a.applied_us = target;  // a refused value is not retried until the target changes
+    a.set_ok = r.ok;
+    a.checks = 0;
+    a.next_check_ms = NextCheckMs(now_ms, 0);
     Count(rt, r.ok);
     if (r.ok) {
       rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);

@@ -21,7 +21,8 @@ def compute_sets(log, pid):
         return []
     with open(log) as f:
         rows = [l.split() for l in f if l.strip()]
-    return [(int(us), int(ns)) for _, p, o, us, st, ns in rows if int(p) == pid and o == COMPUTE_TSG and st == "0"]
+    return [(int(us), int(ns)) for k, p, o, us, st, ns in rows
+            if k == "set" and int(p) == pid and o == COMPUTE_TSG and st == "0"]
 
 
 def hold(dworld, log, name, *flags):

@@ -20,13 +20,14 @@ LIBRARY = os.path.join(BUILD, "lib", "libgpuslice-cuda.so")
 COMPUTE_TSG = "5c000001"
 
 
-def timed_sets(log):
-    """[(pid, object, us, status, CLOCK_MONOTONIC ns)] of every SET_TIMESLICE so far."""
+def timed_sets(log, kind="set"):
+    """[(pid, object, us, status, CLOCK_MONOTONIC ns)] of every SET_TIMESLICE
+    (or, kind="get", GET_TIMESLICE and the value it read) so far."""
     if not os.path.exists(log):
         return []
     with open(log) as f:
-        return [(int(p), o, int(us), int(st, 16), int(ns)) for _, p, o, us, st, ns in
-                (l.split() for l in f if l.strip())]
+        return [(int(p), o, int(us), int(st, 16), int(ns)) for k, p, o, us, st, ns in
+                (l.split() for l in f if l.strip()) if k == kind]
 
 
 def sets(log):

@@ -135,3 +135,26 @@ def test_ls_shows_an_lc_process_and_the_slices_applied_from_the_moment_it_joins(
     assert "5000000us" in table and "50us" in table, table
     release_lc()
     release_be()
+
+
+def test_a_slice_the_driver_forgets_is_read_back_and_set_again(world):
+    """On an H100 a slice set right after the channel group was made read
+    back as the driver's default soon after, and the GPU ran the default: an
+    LC beside that BE waited as under stock slices. The fake RM device's
+    FAKE_RM_FORGET_FIRST_SET models it; the library must read the slice back
+    and set it again, so that the BE ends up running 50 us."""
+    rm = Rm(world, FAKE_RM_FORGET_FIRST_SET="1")
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    lc_live_since(rm, lc_pid)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    first = be_reaches(rm, be_pid)
+
+    def read_back_in_force():
+        gets = [us for p, o, us, st, ns in timed_sets(rm.log, "get")
+                if p == be_pid and o == COMPUTE_TSG and st == 0 and ns > first]
+        return gets if BESIDE_LC in gets else None
+    gets = wait_for(read_back_in_force, "the BE's slice was never read back as 50 us after the driver forgot it")
+    assert gets[0] == 2048, f"the fake forgot the first set, so the first read-back is the default: {gets}"
+    assert len([us for us, ns in compute_sets(rm, be_pid) if us == BESIDE_LC]) >= 2, "set only once"
+    release_lc()
+    release_be()

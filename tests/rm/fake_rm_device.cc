@@ -98,11 +98,20 @@ uint32_t FakeRmDevice::Control(int fd, Nvos54* c) {
   if (c->paramsSize != options_.params_size || c->params == 0) {
     status = kNvErrInvalidParamStruct;
   } else if (c->cmd == kCtrlGetTimeslice) {
-    memcpy(reinterpret_cast<void*>(c->params), &o->second.timeslice_us, sizeof(uint64_t));
+    Object& tsg = o->second;
+    if (tsg.forget_pending) {
+      tsg.forget_pending = false;
+      tsg.timeslice_us = tsg.engine_type == kEngineTypeGraphics ? kDefaultComputeSliceUs : kDefaultCopySliceUs;
+    }
+    memcpy(reinterpret_cast<void*>(c->params), &tsg.timeslice_us, sizeof(uint64_t));
   } else {
     memcpy(&value, reinterpret_cast<const void*>(c->params), sizeof value);
-    if (options_.refuse_status != kNvOk) status = options_.refuse_status;
-    else o->second.timeslice_us = value;
+    if (options_.refuse_status != kNvOk) {
+      status = options_.refuse_status;
+    } else {
+      o->second.timeslice_us = value;
+      o->second.forget_pending = options_.forget_first_set && o->second.sets++ == 0;
+    }
   }
   if (c->cmd == kCtrlSetTimeslice) set_calls_.push_back({fd, c->hClient, c->hObject, value, c->paramsSize, status});
   return status;

@@ -34,6 +34,11 @@ class FakeRmDevice final : public RmIoctl {
   struct Options {
     uint32_t params_size = kTimesliceParamsSize;  // what SET/GET_TIMESLICE accept
     uint32_t refuse_status = kNvOk;               // non-zero: SET_TIMESLICE answers this
+    // A channel group loses the first slice set on it: it is back at the
+    // default by the next GET. On an H100 (driver 580) a slice set right
+    // after a channel group was made read back as the default soon after,
+    // and the GPU ran the default (docs/gpu-facts.md).
+    bool forget_first_set = false;
   };
   struct SetCall {
     int fd;
@@ -66,6 +71,8 @@ class FakeRmDevice final : public RmIoctl {
     uint32_t klass;
     uint32_t engine_type;
     uint64_t timeslice_us;
+    uint32_t sets = 0;
+    bool forget_pending = false;
   };
   uint32_t Alloc(int fd, NvHandle root, NvHandle parent, NvHandle* object, uint32_t klass, uint64_t params,
                  uint32_t params_size);

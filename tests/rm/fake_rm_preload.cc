@@ -11,9 +11,12 @@
 // Environment, read once:
 //   FAKE_RM_PARAMS_SIZE   parameter size SET/GET_TIMESLICE accept (default 8)
 //   FAKE_RM_REFUSE        RM status SET_TIMESLICE answers (default 0: accept)
-//   FAKE_RM_LOG           file to which each SET_TIMESLICE appends one line:
-//                         "set PID OBJECT US STATUS NS" (object and status in
-//                         hex; NS = CLOCK_MONOTONIC when the driver took it)
+//   FAKE_RM_FORGET_FIRST_SET  1: each channel group loses its first slice
+//                         (Options::forget_first_set)
+//   FAKE_RM_LOG           file to which each SET_TIMESLICE and GET_TIMESLICE
+//                         appends one line: "set|get PID OBJECT US STATUS NS"
+//                         (object and status in hex; US the value set or
+//                         read; NS = CLOCK_MONOTONIC when the driver took it)
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <time.h>
@@ -36,7 +39,8 @@ uint32_t EnvNumber(const char* name, uint32_t fallback) {
 
 FakeRmDevice& Device() {
   static FakeRmDevice* device = new FakeRmDevice(
-      {EnvNumber("FAKE_RM_PARAMS_SIZE", gpuslice::rm::kTimesliceParamsSize), EnvNumber("FAKE_RM_REFUSE", 0)});
+      {EnvNumber("FAKE_RM_PARAMS_SIZE", gpuslice::rm::kTimesliceParamsSize), EnvNumber("FAKE_RM_REFUSE", 0),
+       EnvNumber("FAKE_RM_FORGET_FIRST_SET", 0) != 0});
   return *device;
 }
 
@@ -44,14 +48,15 @@ void LogSet(int fd, void* arg) {
   const char* path = getenv("FAKE_RM_LOG");
   if (path == nullptr) return;
   auto* c = static_cast<gpuslice::rm::Nvos54*>(arg);
-  if (c->cmd != gpuslice::rm::kCtrlSetTimeslice) return;
+  const bool set = c->cmd == gpuslice::rm::kCtrlSetTimeslice;
+  if (!set && c->cmd != gpuslice::rm::kCtrlGetTimeslice) return;
   uint64_t us = 0;
   if (c->params != 0 && c->paramsSize >= sizeof us) us = *reinterpret_cast<const uint64_t*>(c->params);
   (void)fd;
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   char line[160];
-  const int n = snprintf(line, sizeof line, "set %d %x %llu %x %lld\n", getpid(), c->hObject,
+  const int n = snprintf(line, sizeof line, "%s %d %x %llu %x %lld\n", set ? "set" : "get", getpid(), c->hObject,
                          static_cast<unsigned long long>(us), c->status,
                          static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec);
   const int out = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
