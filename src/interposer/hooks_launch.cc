@@ -12,6 +12,7 @@
 // cuCtxSynchronize releases holders (holder.h) first.
 #include <cuda.h>
 
+#include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
 #include "interposer/holder.h"
@@ -148,15 +149,15 @@ GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
 GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   gpuslice::interposer::holder::ForgetContext(ctx);
   pacer::ForgetContext(ctx);
-  return GPUSLICE_REAL(cuCtxDestroy_v2)(ctx);
+  return gpuslice::interposer::DestroyContext(ctx, GPUSLICE_REAL(cuCtxDestroy_v2));
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   gpuslice::interposer::holder::ForgetDevice(dev);
   pacer::ForgetDevice(dev);  // may be the last reference; markers come back on the next launch
-  return GPUSLICE_REAL(cuDevicePrimaryCtxRelease_v2)(dev);
+  return gpuslice::interposer::ReleasePrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxRelease_v2));
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   gpuslice::interposer::holder::ForgetDevice(dev);
   pacer::ForgetDevice(dev);
-  return GPUSLICE_REAL(cuDevicePrimaryCtxReset_v2)(dev);
+  return gpuslice::interposer::ResetPrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxReset_v2));
 }
