@@ -57,6 +57,10 @@ T Load(T& v) {
 // clock read after the caller's `now` (see kStaleClockUs).
 uint64_t Since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 
+// Processes of the member with work queued (the count may be -1 for a
+// moment: see NoteBusy).
+bool Busy(BoardMember& m) { return static_cast<int32_t>(Load(m.busy_processes)) > 0; }
+
 bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
   return Load(m.vgpu_id) != 0 && Load(m.heartbeat_ns) + c.member_timeout_ns > now;
 }
@@ -131,7 +135,7 @@ bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig
 // turn idle (nobody else wanted the GPU) is not charged: that would bank a
 // debt that starves it later.
 uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
-  if (Load(h.busy_processes) > 0) return now - start;
+  if (Busy(h)) return now - start;
   uint64_t end = Load(h.drained_ns) > Load(h.last_launch_ns) ? Load(h.drained_ns) : Load(h.last_launch_ns);
   if (end > now) end = now;
   return end > start ? end - start : 0;
@@ -375,14 +379,16 @@ void NoteLaunch(Board* b, int member, uint64_t now) { RaiseTo(b->members[member]
 
 void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
   BoardMember& m = b->members[member];
-  if (busy) {
-    A(m.busy_processes).fetch_add(1, std::memory_order_acq_rel);
-    return;
-  }
-  uint32_t cur = Load(m.busy_processes);
-  while (cur > 0 && !A(m.busy_processes).compare_exchange_weak(cur, cur - 1, std::memory_order_acq_rel)) {
-  }
-  if (cur == 1) RaiseTo(m.drained_ns, now);
+  // Each process reports each change of its busy mark once, but two of its
+  // threads may report two changes in the wrong order: a drain seen by its
+  // compute thread can arrive before the launch (on a thread descheduled
+  // in between) that made it busy. The count then passes through -1 and
+  // comes back to 0; had the drain been dropped at 0, the count would stay
+  // 1 for ever, and every turn of the vGPU would last until the drain
+  // timeout, charged in full. (A process killed between the two leaves -1
+  // behind, read as 0, until the entry is claimed again.)
+  const uint32_t before = A(m.busy_processes).fetch_add(busy ? 1u : ~0u, std::memory_order_acq_rel);
+  if (static_cast<int32_t>(before) + (busy ? 1 : -1) == 0) RaiseTo(m.drained_ns, now);
 }
 
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
@@ -398,7 +404,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   const uint64_t start = t.StartNs(now);
   uint64_t charge = age;
   if (Alive(h, now, c) && !IsLc(h)) {
-    const bool drained = Load(h.busy_processes) == 0;
+    const bool drained = !Busy(h);
     // Idle since its last launch or drain, whichever came later (a training
     // launches a step at once, then waits for it), but not before its turn.
     uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
@@ -414,7 +420,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   // A holder that launched lately still wants the GPU though it never
   // waited: it competes for the next turn like a waiter.
   const uint64_t active_at = Load(h.last_launch_ns) > Load(h.drained_ns) ? Load(h.last_launch_ns) : Load(h.drained_ns);
-  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Load(h.busy_processes) > 0 || Since(now, active_at) < c.long_idle_ns);
+  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }

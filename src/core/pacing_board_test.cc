@@ -379,6 +379,52 @@ TEST(PacingBoardTest, AHolderThatNeverDrainsIsPassedOver) {
   EXPECT_LE(waited, config.quantum_ns + config.drain_timeout_ns + 2 * kMs);
 }
 
+// A process's launching thread marks it busy, and before it tells the board
+// (a CPU-starved thread is descheduled anywhere), its compute thread finds
+// the work done, clears the mark and tells the board first: the board hears
+// "drained", then "busy", from a process that has drained. (Dropping the
+// drain at a count of 0 left the vGPU busy for ever: each of its turns then
+// lasted quantum + drain timeout, 210 ms, charged to it, the GPU idle; with
+// two CPU hogs that took one vGPU of a 30/70 pair from 30% to 1-23%.)
+TEST(PacingBoardTest, ADrainHeardBeforeItsLaunchIsNotLost) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const PacingConfig config;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  for (int turn = 0; turn < 3; ++turn) {
+    // A holds the turn, launches, and the two notes arrive swapped.
+    const uint64_t start = now;
+    while (TryEnter(&board, a, now) != GateDecision::kGo) {
+      NoteWaiting(&board, a, now);
+      now += 10 * kUs;
+      ASSERT_LT(now - start, 20 * kMs);
+    }
+    NoteLaunch(&board, a, now);
+    NoteBusy(&board, a, false, now);
+    NoteBusy(&board, a, true, now + kUs);
+    const uint64_t charged = board.members[a].charged_ns;
+    // B waits: A has drained and launches nothing more.
+    const uint64_t asked = now;
+    while (TryEnter(&board, b, now) != GateDecision::kGo) {
+      NoteWaiting(&board, b, now);
+      now += 10 * kUs;
+      ASSERT_LT(now - asked, config.quantum_ns + config.drain_timeout_ns + kMs) << "turn " << turn;
+    }
+    EXPECT_LE(now - asked, config.quantum_ns) << "a drained holder hands over by its quantum's end; turn " << turn;
+    EXPECT_LE(board.members[a].charged_ns - charged, 100 * kUs) << "turn " << turn;
+    // B launches and drains in order; A asks for the turn again.
+    NoteLaunch(&board, b, now);
+    NoteBusy(&board, b, true, now);
+    now += kMs;
+    NoteBusy(&board, b, false, now);
+    NoteWaiting(&board, a, now);
+    Heartbeat(&board, a, Share(50), now);
+    Heartbeat(&board, b, Share(50), now);
+  }
+}
+
 TEST(PacingBoardTest, AnIdleHolderHandsOverAtOnce) {
   Board board;
   InitBoard(&board);
