@@ -60,9 +60,9 @@
 //                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
 //   board               this vGPU's GPU turns as its pacing boards recorded them:
 //                       one line per member of each board this vGPU is on,
-//                       "board GPU MEMBER SELF WEIGHT CAP_PCT CHARGED_NS TURNS NOW_NS"
+//                       "board GPU MEMBER SELF WEIGHT CAP_PCT CHARGED_NS TURNS NOW_NS VTIME_NS"
 //                       (SELF 1 on this vGPU's row; NOW_NS the CLOCK_MONOTONIC
-//                       of the read), or "board none"
+//                       of the read; VTIME_NS its virtual time), or "board none"
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
 //                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
@@ -305,11 +305,12 @@ void PrintBoards() {
     for (int m = 0; m < 64 && mine; ++m) {
       const uint64_t id = BoardField<uint64_t>(board, m, 0);  // vgpu_id
       if (id == 0) continue;
-      printf("board %s %d %d %u %u %llu %llu %llu\n", file.c_str() + 4, m, id == self ? 1 : 0,
+      printf("board %s %d %d %u %u %llu %llu %llu %llu\n", file.c_str() + 4, m, id == self ? 1 : 0,
              BoardField<uint32_t>(board, m, 16), BoardField<uint32_t>(board, m, 20),  // weight, cap_pct
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 64)),     // charged_ns
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 88)),     // turns
-             static_cast<unsigned long long>(now));
+             static_cast<unsigned long long>(now),
+             static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 56)));    // vtime
       any = true;
     }
     munmap(map, kBoardSize);
