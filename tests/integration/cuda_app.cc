@@ -62,7 +62,8 @@
 //                       one line per member of each board this vGPU is on,
 //                       "board GPU MEMBER SELF WEIGHT CAP_PCT CHARGED_NS TURNS NOW_NS VTIME_NS"
 //                       (SELF 1 on this vGPU's row; NOW_NS the CLOCK_MONOTONIC
-//                       of the read; VTIME_NS its virtual time), or "board none"
+//                       of the read; VTIME_NS its virtual time), once this vGPU
+//                       is on a board (10 s at most), or "board none"
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
 //                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
@@ -281,12 +282,11 @@ T BoardField(const unsigned char* board, int member, size_t offset) {
                          __ATOMIC_ACQUIRE);
 }
 
-// Prints the members of every board in DIR/boards that this vGPU is on.
-void PrintBoards() {
-  const char* dir = getenv("GPUSLICE_VGPU_DIR");
-  const uint64_t self = dir != nullptr ? OwnVgpuId(dir) : 0;
+// Prints (or only counts) the members of every board in DIR/boards that this
+// vGPU (id `self`) is on; returns how many rows it found.
+int VisitBoards(const char* dir, uint64_t self, bool print) {
   DIR* boards = self != 0 ? opendir((std::string(dir) + "/boards").c_str()) : nullptr;
-  bool any = false;
+  int rows = 0;
   while (dirent* e = boards != nullptr ? readdir(boards) : nullptr) {
     const std::string file = e->d_name;
     if (file.rfind("gpu-", 0) != 0 || file.find('.') != std::string::npos) continue;
@@ -305,18 +305,32 @@ void PrintBoards() {
     for (int m = 0; m < 64 && mine; ++m) {
       const uint64_t id = BoardField<uint64_t>(board, m, 0);  // vgpu_id
       if (id == 0) continue;
+      ++rows;
+      if (!print) continue;
       printf("board %s %d %d %u %u %llu %llu %llu %llu\n", file.c_str() + 4, m, id == self ? 1 : 0,
              BoardField<uint32_t>(board, m, 16), BoardField<uint32_t>(board, m, 20),  // weight, cap_pct
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 64)),     // charged_ns
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 88)),     // turns
              static_cast<unsigned long long>(now),
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 56)));    // vtime
-      any = true;
     }
     munmap(map, kBoardSize);
   }
   if (boards != nullptr) closedir(boards);
-  if (!any) printf("board none\n");
+  return rows;
+}
+
+// The library joins the boards from its compute thread, which starts with
+// cuInit: waits (10 s at most) until this vGPU is on one, then prints.
+void PrintBoards() {
+  const char* dir = getenv("GPUSLICE_VGPU_DIR");
+  const uint64_t self = dir != nullptr ? OwnVgpuId(dir) : 0;
+  const timespec pause = {0, 1000000};
+  for (const uint64_t give_up = NowNs() + 10'000'000'000ull; self != 0 && VisitBoards(dir, self, false) == 0;) {
+    if (NowNs() > give_up) break;
+    nanosleep(&pause, nullptr);
+  }
+  if (self == 0 || VisitBoards(dir, self, true) == 0) printf("board none\n");
 }
 
 }  // namespace
