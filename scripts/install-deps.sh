@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-pytest
   prometheus
+  spin
 )
 
 missing=()

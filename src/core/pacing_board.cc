@@ -344,7 +344,7 @@ bool AutoHolding(BoardMember& m, uint64_t now) {
 }
 }  // namespace
 
-bool BestEffortHeld(const Board& board, uint64_t now) {
+bool BestEffortHeld(const Board& board, uint64_t now, bool auto_hold) {
   const PacingConfig c;
   Board* b = const_cast<Board*>(&board);
   for (int i = 0; i < kBoardMembers; ++i) {
@@ -352,7 +352,7 @@ bool BestEffortHeld(const Board& board, uint64_t now) {
     if (!IsLc(m) || !Alive(m, now, c)) continue;
     const uint64_t until = Load(m.hold_until_ns);
     if (until > now && until <= now + kMaxHoldNs) return true;
-    if (AutoHolding(m, now)) return true;
+    if (auto_hold && AutoHolding(m, now)) return true;
   }
   return false;
 }
@@ -425,10 +425,10 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   SwitchTurn(b, seen, next, charge, now, c);
 }
 
-GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c) {
+GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns) {
   BoardMember& me = b->members[member];
   if (IsLc(me)) return GateDecision::kGo;
-  if (BestEffortHeld(*b, now)) return GateDecision::kWait;
+  if (BestEffortHeld(*b, now, waited_ns < kMaxAutoHoldNs)) return GateDecision::kWait;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
     const uint64_t seen = Load(b->turn);

@@ -167,9 +167,13 @@ bool OthersLive(const Board& board, int member, uint64_t now_ns);
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
 
 enum class GateDecision { kGo, kWait };
-// For a launch of `member`: go, or wait (then call again). Advances the
-// turn as needed.
-GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
+// For a launch of `member` that has waited `waited_ns` so far: go, or wait
+// (then call again). Advances the turn as needed. A best-effort launch that
+// has waited kMaxAutoHoldNs is no longer held by an LC's automatic hold (a
+// starvation guard: an LC that pauses just past its linger between bursts
+// would otherwise hold BE for good; verification/lc_hold.pml).
+GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {},
+                      uint64_t waited_ns = 0);
 // A launch of `member` is waiting at the gate.
 void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 void NoteLaunch(Board* board, int member, uint64_t now_ns);
@@ -198,8 +202,8 @@ inline constexpr uint64_t kMaxAutoHoldNs = 100'000'000;
 void NoteLcLaunch(Board* board, int member, uint32_t linger_us, uint64_t now_ns);
 
 // Best-effort launches must wait for a latency-critical member: a span or
-// hint, or its automatic hold.
-bool BestEffortHeld(const Board& board, uint64_t now_ns);
+// hint, or (unless `auto_hold` is false) its automatic hold.
+bool BestEffortHeld(const Board& board, uint64_t now_ns, bool auto_hold = true);
 
 // Another live latency-critical member is on the board (a best-effort
 // process then uses its slice beside LC).

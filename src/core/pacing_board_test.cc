@@ -518,6 +518,13 @@ TEST(PacingBoardTest, AnActiveLcHoldsBestEffortForItsLingerAndABoundedBurst) {
   Heartbeat(&board, be, Share(100), now);
   NoteLcLaunch(&board, lc, 500, now);
   EXPECT_EQ(TryEnter(&board, be, now + kUs), GateDecision::kWait);
+  // A launch that has waited kMaxAutoHoldNs passes the automatic hold (an LC
+  // pausing just past its linger between bursts cannot starve BE), not a span.
+  EXPECT_EQ(TryEnter(&board, be, now + kUs, {}, kMaxAutoHoldNs - kUs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, be, now + kUs, {}, kMaxAutoHoldNs), GateDecision::kGo);
+  HoldBestEffort(&board, lc, now + 10 * kMs, now);
+  EXPECT_EQ(TryEnter(&board, be, now + kUs, {}, kMaxAutoHoldNs), GateDecision::kWait);
+  ReleaseHold(&board, lc, now + 2 * kUs);
   // A dead LC (no heartbeat) holds nothing.
   const uint64_t later = now + 2'000'000'000;
   Heartbeat(&board, be, Share(100), later);

@@ -310,7 +310,7 @@ int EnterGate() {
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
-  while (core::TryEnter(d.board, d.member, now) != core::GateDecision::kGo) {
+  while (core::TryEnter(d.board, d.member, now, {}, now - start) != core::GateDecision::kGo) {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
