@@ -26,6 +26,7 @@ class World:
 
     def __init__(self, tmp_path):
         self.tmp = tmp_path
+        self.started = []
         self.env = dict(os.environ)
         for key in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "GPUSLICE_VGPU_DIR"):
             self.env.pop(key, None)
@@ -46,8 +47,23 @@ class World:
                               text=True, timeout=timeout)
 
     def start(self, *args, env=None):
-        return subprocess.Popen([GPUSLICE, *args], env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        p = subprocess.Popen([GPUSLICE, *args], env={**self.env, **(env or {})}, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        self.started.append(p)
+        return p
+
+    def stop_all(self):
+        """Ends what a test started and left running (a failed test leaves its
+        `gpuslice run`s waiting for files that will never appear)."""
+        for p in self.started:
+            if p.poll() is None:
+                p.terminate()
+        for p in self.started:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
 
     def app(self, run_args, app_args, lookup="dlsym", env=None, app=CUDA_APP):
         """`gpuslice run RUN_ARGS -- cuda_app --lookup=LOOKUP APP_ARGS`; returns the result."""
@@ -65,7 +81,9 @@ class World:
 
 @pytest.fixture
 def world(tmp_path):
-    return World(tmp_path)
+    w = World(tmp_path)
+    yield w
+    w.stop_all()
 
 
 def lines(result, command):
