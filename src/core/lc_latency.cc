@@ -1,17 +1,13 @@
 #include "core/lc_latency.h"
 
 #include <algorithm>
-#include <atomic>
 #include <iterator>
 #include <limits>
 
+#include "core/shared_word.h"
+
 namespace gpuslice::core {
 namespace {
-
-template <typename T>
-std::atomic_ref<T> A(const T& v) {
-  return std::atomic_ref<T>(const_cast<T&>(v));
-}
 
 constexpr bool StrictlyIncreasing() {
   for (size_t i = 1; i < std::size(kLcLatencyBucketBoundsNs); ++i) {
@@ -20,7 +16,6 @@ constexpr bool StrictlyIncreasing() {
   return kLcLatencyBucketBoundsNs[0] > 0;
 }
 static_assert(StrictlyIncreasing(), "LC latency bucket bounds must be positive and strictly increasing");
-static_assert(std::atomic_ref<uint64_t>::is_always_lock_free, "the ledger is shared between processes");
 
 }  // namespace
 
@@ -39,23 +34,23 @@ void RecordLcLatency(Ledger* ledger, uint64_t latency_ns) {
   // Bucket and sum first, the count last with release: a reader that sees a
   // count (acquire) sees at least that many requests in the buckets, so a
   // snapshot is never behind the count it began from.
-  A(ledger->lc_latency_buckets[LcLatencyBucketIndex(latency_ns)]).fetch_add(1, std::memory_order_relaxed);
-  A(ledger->lc_latency_sum_ns).fetch_add(latency_ns, std::memory_order_relaxed);
-  A(ledger->lc_latency_count).fetch_add(1, std::memory_order_release);
+  FetchAddRelaxed(ledger->lc_latency_buckets[LcLatencyBucketIndex(latency_ns)], 1);
+  FetchAddRelaxed(ledger->lc_latency_sum_ns, latency_ns);
+  FetchAddRelease(ledger->lc_latency_count, 1);
 }
 
 LcLatencySnapshot TakeLcLatencySnapshot(const Ledger& ledger) {
   LcLatencySnapshot s;
   // Most vGPUs are best-effort and never record: one load tells.
-  if (A(ledger.lc_latency_count).load(std::memory_order_acquire) == 0) return s;
+  if (LoadAcquire(ledger.lc_latency_count) == 0) return s;
   for (uint32_t i = 0; i < kLcLatencyBuckets; ++i) {
-    s.buckets[i] = A(ledger.lc_latency_buckets[i]).load(std::memory_order_relaxed);
+    s.buckets[i] = LoadRelaxed(ledger.lc_latency_buckets[i]);
     s.count += s.buckets[i];
   }
   // The count is the buckets' sum rather than the ledger's count, which a
   // request being recorded may not have reached yet: a snapshot must be a
   // histogram whose +Inf bucket equals its count.
-  s.sum_ns = A(ledger.lc_latency_sum_ns).load(std::memory_order_relaxed);
+  s.sum_ns = LoadRelaxed(ledger.lc_latency_sum_ns);
   return s;
 }
 

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/shared_word.h"
+
 namespace gpuslice::core {
 namespace {
 
@@ -126,7 +128,7 @@ TEST(MemoryLedgerTest, LiveResizeIsSeenByTheNextCharge) {
   Vgpu vgpu(1000);
   MemoryLedger a = vgpu.Process(10, probe);
   ASSERT_TRUE(a.TryCharge(0, 800));
-  std::atomic_ref<uint64_t>(vgpu.limits->devices[0].memory_limit_bytes).store(500);
+  StoreSeqCst(vgpu.limits->devices[0].memory_limit_bytes, 500);
   EXPECT_FALSE(a.TryCharge(0, 1));  // shrunk below use: new allocations refused
   a.Uncharge(0, 400);
   EXPECT_TRUE(a.TryCharge(0, 100));

@@ -1,8 +1,9 @@
 #include "core/pacing_board.h"
 
-#include <atomic>
 #include <climits>
 #include <cstring>
+
+#include "core/shared_word.h"
 
 namespace gpuslice::core {
 namespace {
@@ -44,69 +45,54 @@ struct Turn {
   uint64_t StartNs(uint64_t now_ns) const { return now_ns - AgeNs(now_ns); }
 };
 
-template <typename T>
-std::atomic_ref<T> A(T& v) {
-  return std::atomic_ref<T>(v);
-}
-template <typename T>
-T Load(T& v) {
-  return std::atomic_ref<T>(v).load(std::memory_order_acquire);
-}
-
 // Time from `then` to `now`; 0 when another process stamped `then` with a
 // clock read after the caller's `now` (see kStaleClockUs).
 uint64_t Since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 
 // Processes of the member with work queued (the count may be -1 for a
 // moment: see NoteBusy).
-bool Busy(BoardMember& m) { return static_cast<int32_t>(Load(m.busy_processes)) > 0; }
+bool Busy(BoardMember& m) { return static_cast<int32_t>(LoadAcquire(m.busy_processes)) > 0; }
 
 bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  return Load(m.vgpu_id) != 0 && Load(m.heartbeat_ns) + c.member_timeout_ns > now;
+  return LoadAcquire(m.vgpu_id) != 0 && LoadAcquire(m.heartbeat_ns) + c.member_timeout_ns > now;
 }
 
-bool IsLc(BoardMember& m) { return Load(m.priority) == static_cast<uint32_t>(Priority::kLatencyCritical); }
+bool IsLc(BoardMember& m) { return LoadAcquire(m.priority) == static_cast<uint32_t>(Priority::kLatencyCritical); }
 
 bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  return Alive(m, now, c) && !IsLc(m) && Load(m.demand_ns) + c.demand_window_ns > now;
+  return Alive(m, now, c) && !IsLc(m) && LoadAcquire(m.demand_ns) + c.demand_window_ns > now;
 }
 
 // Tokens a capped member has at `now`, before what it uses in a running turn.
 int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  const uint32_t cap = Load(m.cap_pct);
+  const uint32_t cap = LoadAcquire(m.cap_pct);
   if (cap == 0) return INT64_MAX;
-  const uint64_t stamp = Load(m.cap_stamp_ns);
+  const uint64_t stamp = LoadAcquire(m.cap_stamp_ns);
   const uint64_t since = now > stamp ? now - stamp : 0;
-  const int64_t t = Load(m.cap_tokens_ns) + static_cast<int64_t>(since / 100 * cap);
+  const int64_t t = LoadAcquire(m.cap_tokens_ns) + static_cast<int64_t>(since / 100 * cap);
   return t < static_cast<int64_t>(c.cap_burst_ns) ? t : static_cast<int64_t>(c.cap_burst_ns);
 }
 
 // May keep running after `used_ns` of its current turn.
 bool CapAllowsMore(BoardMember& m, uint64_t now, uint64_t used_ns, const PacingConfig& c) {
-  return Load(m.cap_pct) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
+  return LoadAcquire(m.cap_pct) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
 }
 // May start a turn (enough tokens for a useful one, after `pending_ns` not
 // yet charged).
 bool CapAllowsTurn(BoardMember& m, uint64_t now, uint64_t pending_ns, const PacingConfig& c) {
-  return Load(m.cap_pct) == 0 ||
+  return LoadAcquire(m.cap_pct) == 0 ||
          CapTokens(m, now, c) - static_cast<int64_t>(pending_ns) >= static_cast<int64_t>(c.min_quantum_ns);
 }
 
 uint64_t Scaled(uint64_t ns, uint32_t weight) { return ns * 100 / (weight == 0 ? 100 : weight); }
 
 void Charge(BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
-  A(m.charged_ns).fetch_add(ns, std::memory_order_relaxed);
-  A(m.vtime).fetch_add(Scaled(ns, Load(m.weight)), std::memory_order_relaxed);
-  if (Load(m.cap_pct) != 0) {
+  FetchAddRelaxed(m.charged_ns, ns);
+  FetchAddRelaxed(m.vtime, Scaled(ns, LoadAcquire(m.weight)));
+  if (LoadAcquire(m.cap_pct) != 0) {
     const int64_t tokens = CapTokens(m, now, c) - static_cast<int64_t>(ns);
-    A(m.cap_tokens_ns).store(tokens, std::memory_order_relaxed);
-    A(m.cap_stamp_ns).store(now, std::memory_order_release);
-  }
-}
-
-void RaiseTo(uint64_t& word, uint64_t value) {
-  uint64_t cur = Load(word);
-  while (cur < value && !A(word).compare_exchange_weak(cur, value, std::memory_order_acq_rel)) {
+    StoreRelaxed(m.cap_tokens_ns, tokens);
+    StoreRelease(m.cap_stamp_ns, now);
   }
 }
 
@@ -121,11 +107,11 @@ bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
 // `age` so far.
 bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
-  const uint64_t v = Load(h.vtime) + Scaled(age, Load(h.weight));
+  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (i == holder || !Demanding(m, now, c) || !CapAllowsTurn(m, now, 0, c)) continue;
-    if (Load(m.vtime) + Scaled(c.preempt_lead_ns, Load(h.weight)) < v) return true;
+    if (LoadAcquire(m.vtime) + Scaled(c.preempt_lead_ns, LoadAcquire(h.weight)) < v) return true;
   }
   return false;
 }
@@ -136,7 +122,8 @@ bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig
 // debt that starves it later.
 uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
   if (Busy(h)) return now - start;
-  uint64_t end = Load(h.drained_ns) > Load(h.last_launch_ns) ? Load(h.drained_ns) : Load(h.last_launch_ns);
+  uint64_t end = LoadAcquire(h.drained_ns) > LoadAcquire(h.last_launch_ns) ? LoadAcquire(h.drained_ns)
+                                                                         : LoadAcquire(h.last_launch_ns);
   if (end > now) end = now;
   return end > start ? end - start : 0;
 }
@@ -144,10 +131,10 @@ uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
 // The holder is owed GPU time: every waiter has run further ahead.
 bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
-  const uint64_t v = Load(h.vtime) + Scaled(age, Load(h.weight));
+  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (i != holder && Demanding(m, now, c) && Load(m.vtime) <= v) return false;
+    if (i != holder && Demanding(m, now, c) && LoadAcquire(m.vtime) <= v) return false;
   }
   return true;
 }
@@ -176,7 +163,7 @@ int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending,
     if (i == extra ? !(Alive(m, now, c) && !IsLc(m)) : !Demanding(m, now, c)) continue;
     const uint64_t pending = i == holder ? holder_pending : 0;
     if (!CapAllowsTurn(m, now, pending, c)) continue;
-    const uint64_t v = Load(m.vtime) + Scaled(pending, Load(m.weight));
+    const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, LoadAcquire(m.weight));
     if (v < best_vtime) {
       best = i;
       best_vtime = v;
@@ -194,11 +181,11 @@ bool SwitchTurn(Board* b, uint64_t seen, int next, uint64_t charge_ns, uint64_t 
   t.sequence = old.sequence + 1;
   t.quantum_ms = next >= 0 ? QuantumMs(c) : 0;
   t.start_us = static_cast<uint32_t>(now / 1000);
-  if (!A(b->turn).compare_exchange_strong(seen, t.Encode(), std::memory_order_acq_rel)) return false;
+  if (!CompareExchangeAcqRel(b->turn, seen, t.Encode())) return false;
   if (old.holder >= 0) Charge(b->members[old.holder], charge_ns, now, c);
   if (next >= 0) {
-    RaiseTo(b->vclock, Load(b->members[next].vtime));
-    A(b->members[next].turns).fetch_add(1, std::memory_order_relaxed);
+    RaiseToAcqRel(b->vclock, LoadAcquire(b->members[next].vtime));
+    FetchAddRelaxed(b->members[next].turns, 1);
   }
   return true;
 }
@@ -239,7 +226,7 @@ Status ValidateBoard(const Board& board, const std::string& path) {
 int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) {
   const PacingConfig c;
   for (int i = 0; i < kBoardMembers; ++i) {
-    if (Load(b->members[i].vgpu_id) == vgpu_id && Alive(b->members[i], now, c)) {
+    if (LoadAcquire(b->members[i].vgpu_id) == vgpu_id && Alive(b->members[i], now, c)) {
       Heartbeat(b, i, spec, now);
       return i;
     }
@@ -255,28 +242,28 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     // paced.) A late heartbeat of the old owner cannot revive it: the id no
     // longer matches. An entry given back below is reusable after the timeout;
     // one never beaten (0) at once.
-    uint64_t beat = Load(m.heartbeat_ns);
+    uint64_t beat = LoadAcquire(m.heartbeat_ns);
     if (beat != 0 && beat + c.member_timeout_ns > now) continue;
-    if (!A(m.heartbeat_ns).compare_exchange_strong(beat, now, std::memory_order_acq_rel)) continue;
-    A(m.vgpu_id).store(vgpu_id, std::memory_order_release);
-    A(m.busy_processes).store(0, std::memory_order_relaxed);
-    A(m.demand_ns).store(0, std::memory_order_relaxed);
-    A(m.last_launch_ns).store(0, std::memory_order_relaxed);
-    A(m.drained_ns).store(now, std::memory_order_relaxed);
-    A(m.charged_ns).store(0, std::memory_order_relaxed);
-    A(m.turns).store(0, std::memory_order_relaxed);
-    A(m.vtime).store(Load(b->vclock), std::memory_order_relaxed);
-    A(m.cap_tokens_ns).store(static_cast<int64_t>(c.cap_burst_ns), std::memory_order_relaxed);
-    A(m.cap_stamp_ns).store(now, std::memory_order_relaxed);
-    A(m.hold_until_ns).store(0, std::memory_order_relaxed);
-    A(m.lc_burst_start_ns).store(0, std::memory_order_relaxed);
-    A(m.lc_linger_us).store(0, std::memory_order_relaxed);
+    if (!CompareExchangeAcqRel(m.heartbeat_ns, beat, now)) continue;
+    StoreRelease(m.vgpu_id, vgpu_id);
+    StoreRelaxed(m.busy_processes, 0);
+    StoreRelaxed(m.demand_ns, 0);
+    StoreRelaxed(m.last_launch_ns, 0);
+    StoreRelaxed(m.drained_ns, now);
+    StoreRelaxed(m.charged_ns, 0);
+    StoreRelaxed(m.turns, 0);
+    StoreRelaxed(m.vtime, LoadAcquire(b->vclock));
+    StoreRelaxed(m.cap_tokens_ns, static_cast<int64_t>(c.cap_burst_ns));
+    StoreRelaxed(m.cap_stamp_ns, now);
+    StoreRelaxed(m.hold_until_ns, 0);
+    StoreRelaxed(m.lc_burst_start_ns, 0);
+    StoreRelaxed(m.lc_linger_us, 0);
     Heartbeat(b, i, spec, now);
     // Two processes of one vGPU may have claimed two entries at once: the
     // lower one wins, the other is given back.
     for (int j = 0; j < i; ++j) {
-      if (Load(b->members[j].vgpu_id) == vgpu_id && Alive(b->members[j], now, c)) {
-        A(m.vgpu_id).store(0, std::memory_order_release);
+      if (LoadAcquire(b->members[j].vgpu_id) == vgpu_id && Alive(b->members[j], now, c)) {
+        StoreRelease(m.vgpu_id, 0);
         return j;
       }
     }
@@ -287,10 +274,10 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
 
 void Heartbeat(Board* b, int member, const MemberSpec& spec, uint64_t now) {
   BoardMember& m = b->members[member];
-  A(m.weight).store(spec.weight == 0 ? 100 : spec.weight > 100 ? 100 : spec.weight, std::memory_order_relaxed);
-  A(m.cap_pct).store(spec.cap_pct > 100 ? 100 : spec.cap_pct, std::memory_order_relaxed);
-  A(m.priority).store(static_cast<uint32_t>(spec.priority), std::memory_order_relaxed);
-  RaiseTo(m.heartbeat_ns, now);
+  StoreRelaxed(m.weight, spec.weight == 0 ? 100 : spec.weight > 100 ? 100 : spec.weight);
+  StoreRelaxed(m.cap_pct, spec.cap_pct > 100 ? 100 : spec.cap_pct);
+  StoreRelaxed(m.priority, static_cast<uint32_t>(spec.priority));
+  RaiseToAcqRel(m.heartbeat_ns, now);
 }
 
 bool OthersLive(const Board& board, int member, uint64_t now) {
@@ -305,30 +292,30 @@ bool OthersLive(const Board& board, int member, uint64_t now) {
 bool PacingNeeded(const Board& board, int member, uint64_t now) {
   BoardMember& me = const_cast<Board&>(board).members[member];
   if (IsLc(me)) return false;
-  return Load(me.cap_pct) != 0 || OthersLive(board, member, now);
+  return LoadAcquire(me.cap_pct) != 0 || OthersLive(board, member, now);
 }
 
 void HoldBestEffort(Board* b, int member, uint64_t until, uint64_t now) {
   if (until > now + kMaxHoldNs) until = now + kMaxHoldNs;
-  RaiseTo(b->members[member].hold_until_ns, until);
+  RaiseToAcqRel(b->members[member].hold_until_ns, until);
 }
 
 void ReleaseHold(Board* b, int member, uint64_t now) {
   uint64_t& hold = b->members[member].hold_until_ns;
-  uint64_t cur = Load(hold);
-  while (cur > now && !A(hold).compare_exchange_weak(cur, now, std::memory_order_acq_rel)) {
+  uint64_t cur = LoadAcquire(hold);
+  while (cur > now && !CompareExchangeWeakAcqRel(hold, cur, now)) {
   }
 }
 
 void NoteLcLaunch(Board* b, int member, uint32_t linger_us, uint64_t now) {
   BoardMember& m = b->members[member];
   if (linger_us > kMaxLingerUs) linger_us = kMaxLingerUs;
-  const uint64_t last = Load(m.last_launch_ns);
-  if (last + static_cast<uint64_t>(Load(m.lc_linger_us)) * 1000 < now) {
-    A(m.lc_burst_start_ns).store(now, std::memory_order_relaxed);
+  const uint64_t last = LoadAcquire(m.last_launch_ns);
+  if (last + static_cast<uint64_t>(LoadAcquire(m.lc_linger_us)) * 1000 < now) {
+    StoreRelaxed(m.lc_burst_start_ns, now);
   }
-  A(m.lc_linger_us).store(linger_us, std::memory_order_relaxed);
-  RaiseTo(m.last_launch_ns, now);
+  StoreRelaxed(m.lc_linger_us, linger_us);
+  RaiseToAcqRel(m.last_launch_ns, now);
 }
 
 namespace {
@@ -336,10 +323,10 @@ namespace {
 // common snapshot: a torn read costs at most one wrong decision of one gate
 // check, never an unbounded hold (every term is bounded by `now`).
 bool AutoHolding(BoardMember& m, uint64_t now) {
-  const uint64_t linger_ns = static_cast<uint64_t>(Load(m.lc_linger_us)) * 1000;
+  const uint64_t linger_ns = static_cast<uint64_t>(LoadAcquire(m.lc_linger_us)) * 1000;
   if (linger_ns == 0) return false;
-  const uint64_t last = Load(m.last_launch_ns);
-  const uint64_t burst = Load(m.lc_burst_start_ns);
+  const uint64_t last = LoadAcquire(m.last_launch_ns);
+  const uint64_t burst = LoadAcquire(m.lc_burst_start_ns);
   return last <= now && now < last + linger_ns && burst <= now && now - burst < kMaxAutoHoldNs;
 }
 }  // namespace
@@ -350,7 +337,7 @@ bool BestEffortHeld(const Board& board, uint64_t now, bool auto_hold) {
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (!IsLc(m) || !Alive(m, now, c)) continue;
-    const uint64_t until = Load(m.hold_until_ns);
+    const uint64_t until = LoadAcquire(m.hold_until_ns);
     if (until > now && until <= now + kMaxHoldNs) return true;
     if (auto_hold && AutoHolding(m, now)) return true;
   }
@@ -370,12 +357,13 @@ void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& m = b->members[member];
   // Back from a real idle (not a pause between steps): start at the virtual
   // clock, so time spent idle is not credit to be spent hogging the GPU.
-  const uint64_t active = Load(m.demand_ns) > Load(m.last_launch_ns) ? Load(m.demand_ns) : Load(m.last_launch_ns);
-  if (active + c.idle_reset_ns <= now) RaiseTo(m.vtime, Load(b->vclock));
-  RaiseTo(m.demand_ns, now);
+  const uint64_t active = LoadAcquire(m.demand_ns) > LoadAcquire(m.last_launch_ns) ? LoadAcquire(m.demand_ns)
+                                                                                  : LoadAcquire(m.last_launch_ns);
+  if (active + c.idle_reset_ns <= now) RaiseToAcqRel(m.vtime, LoadAcquire(b->vclock));
+  RaiseToAcqRel(m.demand_ns, now);
 }
 
-void NoteLaunch(Board* b, int member, uint64_t now) { RaiseTo(b->members[member].last_launch_ns, now); }
+void NoteLaunch(Board* b, int member, uint64_t now) { RaiseToAcqRel(b->members[member].last_launch_ns, now); }
 
 void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
   BoardMember& m = b->members[member];
@@ -387,12 +375,12 @@ void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
   // 1 for ever, and every turn of the vGPU would last until the drain
   // timeout, charged in full. (A process killed between the two leaves -1
   // behind, read as 0, until the entry is claimed again.)
-  const uint32_t before = A(m.busy_processes).fetch_add(busy ? 1u : ~0u, std::memory_order_acq_rel);
-  if (static_cast<int32_t>(before) + (busy ? 1 : -1) == 0) RaiseTo(m.drained_ns, now);
+  const uint32_t before = FetchAddAcqRel(m.busy_processes, busy ? 1u : ~0u);
+  if (static_cast<int32_t>(before) + (busy ? 1 : -1) == 0) RaiseToAcqRel(m.drained_ns, now);
 }
 
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
-  const uint64_t seen = Load(b->turn);
+  const uint64_t seen = LoadAcquire(b->turn);
   const Turn t = Turn::Decode(seen);
   if (t.holder < 0) {
     const int next = Best(b, now, -1, -1, 0, c);
@@ -407,8 +395,8 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     const bool drained = !Busy(h);
     // Idle since its last launch or drain, whichever came later (a training
     // launches a step at once, then waits for it), but not before its turn.
-    uint64_t last = Load(h.last_launch_ns) > start ? Load(h.last_launch_ns) : start;
-    if (Load(h.drained_ns) > last) last = Load(h.drained_ns);
+    uint64_t last = LoadAcquire(h.last_launch_ns) > start ? LoadAcquire(h.last_launch_ns) : start;
+    if (LoadAcquire(h.drained_ns) > last) last = LoadAcquire(h.drained_ns);
     const bool idle = drained && (Since(now, last) >= c.long_idle_ns ||
                                   (Since(now, last) >= c.idle_handover_ns && !Owed(b, t.holder, age, now, c)));
     const bool capped_out = !CapAllowsMore(h, now, age, c);
@@ -419,7 +407,8 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   }
   // A holder that launched lately still wants the GPU though it never
   // waited: it competes for the next turn like a waiter.
-  const uint64_t active_at = Load(h.last_launch_ns) > Load(h.drained_ns) ? Load(h.last_launch_ns) : Load(h.drained_ns);
+  const uint64_t active_at = LoadAcquire(h.last_launch_ns) > LoadAcquire(h.drained_ns) ? LoadAcquire(h.last_launch_ns)
+                                                                                        : LoadAcquire(h.drained_ns);
   const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
@@ -431,7 +420,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
   if (BestEffortHeld(*b, now, waited_ns < kMaxAutoHoldNs)) return GateDecision::kWait;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
-    const uint64_t seen = Load(b->turn);
+    const uint64_t seen = LoadAcquire(b->turn);
     const Turn t = Turn::Decode(seen);
     if (t.holder == member) {
       const uint64_t age = t.AgeNs(now);
@@ -452,7 +441,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
 }
 
 int TurnHolder(const Board& board) {
-  return Turn::Decode(std::atomic_ref<uint64_t>(const_cast<uint64_t&>(board.turn)).load()).holder;
+  return Turn::Decode(LoadSeqCst(board.turn)).holder;
 }
 
 }  // namespace gpuslice::core

@@ -13,7 +13,8 @@
 // Both are plain-old-data with atomics, no pointers, and a magic/version/size
 // header checked on open. All fields are naturally aligned 64-bit or 32-bit
 // values so that lock-free std::atomic_ref operations are valid across
-// processes (x86-64 and aarch64 both guarantee address-free atomics for these).
+// processes (x86-64 and aarch64 both guarantee address-free atomics for these);
+// every access goes through core/shared_word.h, which says why.
 //
 // This header includes no CUDA header: the policy and accounting core never
 // sees driver types. Devices are identified by their 16-byte UUID.

@@ -15,6 +15,7 @@
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/pacing_board.h"
+#include "core/shared_word.h"
 
 namespace gpuslice::core {
 namespace {
@@ -113,7 +114,7 @@ bool SameDevices(const Limits& existing, const VgpuSpec& spec) {
   for (size_t i = 0; i < spec.devices.size(); ++i) {
     const DeviceLimit& d = existing.devices[i];
     if (memcmp(d.uuid, spec.devices[i].uuid.data(), 16) != 0) return false;
-    if (d.memory_limit_bytes != spec.devices[i].memory_limit_bytes) return false;
+    if (LoadAcquire(d.memory_limit_bytes) != spec.devices[i].memory_limit_bytes) return false;
   }
   return true;
 }
@@ -193,10 +194,9 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
     auto existing = VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
     if (!existing.ok()) return existing.status();
     if (spec_is_explicit && !SameDevices(existing->limits(), spec)) {
-      const DeviceLimit& d = existing->limits().devices[0];
+      const uint64_t limit = LoadAcquire(existing->limits().devices[0].memory_limit_bytes);
       return Status::Error("vGPU '" + spec.name + "' already exists with a " +
-                           (d.memory_limit_bytes == kUnlimited ? std::string("unlimited")
-                                                               : FormatByteSize(d.memory_limit_bytes)) +
+                           (limit == kUnlimited ? std::string("unlimited") : FormatByteSize(limit)) +
                            " limit on its own GPUs; join it without --memory/--gpu, or pick another --name");
     }
     // vGPUs made before pacing boards existed get theirs on the next join.

@@ -8,10 +8,11 @@
 #include <atomic>
 #include <mutex>
 
-#include "core/vgpu_layout.h"
-#include "interposer/real_dlsym.h"
-#include "interposer/driver_table.h"
 #include "core/pacing_board.h"
+#include "core/shared_word.h"
+#include "core/vgpu_layout.h"
+#include "interposer/driver_table.h"
+#include "interposer/real_dlsym.h"
 #include "interposer/holder.h"
 #include "interposer/lc_activity.h"
 #include "interposer/pacer.h"
@@ -75,8 +76,7 @@ uint64_t NextCheckMs(uint64_t now_ms, uint32_t checks) {
 void Count(VgpuRuntime* rt, bool ok) {
   core::Ledger* ledger = rt->ledger_region();
   if (ledger == nullptr) return;
-  std::atomic_ref<uint64_t>(ok ? ledger->timeslice_applications : ledger->timeslice_failures)
-      .fetch_add(1, std::memory_order_relaxed);
+  core::FetchAddRelaxed(ok ? ledger->timeslice_applications : ledger->timeslice_failures, 1);
 }
 
 // One info line whenever the set of channel groups changes: what the
@@ -171,8 +171,7 @@ void PrepareCompute(VgpuRuntime* runtime) {
 void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   std::lock_guard<std::mutex> lock(g_pass_mutex);
   const core::Limits& limits = rt->limits();
-  const uint64_t generation =
-      std::atomic_ref<uint64_t>(const_cast<uint64_t&>(limits.generation)).load(std::memory_order_acquire);
+  const uint64_t generation = core::LoadAcquire(limits.generation);
   const uint64_t epoch = rm::Registry().epoch();
   const uint32_t lc_mask = LatencyCriticalPeers(rt);
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
@@ -199,15 +198,12 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       }
       continue;
     }
-    auto load = [](const uint64_t& word) {
-      return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_relaxed);
-    };
-    uint64_t want = load(limits.devices[slot].timeslice_us);
+    uint64_t want = core::LoadRelaxed(limits.devices[slot].timeslice_us);
     // LC protection: beside a live LC, a best-effort group never runs with a
     // longer slice than the policy's beside LC, whatever the node schedule
     // wrote (it may be stale, or may never have seen the LC).
     if ((lc_mask >> slot) & 1) {
-      uint64_t beside = load(limits.devices[slot].timeslice_beside_lc_us);
+      uint64_t beside = core::LoadRelaxed(limits.devices[slot].timeslice_beside_lc_us);
       if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
       if (want == 0 || want > beside) want = beside;
     }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/pacing_board.h"
+#include "core/shared_word.h"
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
 #include "interposer/vgpu_runtime.h"
@@ -198,13 +199,10 @@ void PollDrain(int slot) {
 }
 
 core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
-  auto load = [](const uint32_t& v) {
-    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(v)).load(std::memory_order_relaxed);
-  };
   core::MemberSpec spec;
-  spec.weight = load(limit.compute_share_pct);
-  spec.cap_pct = load(limit.compute_cap_pct);
-  spec.priority = static_cast<core::Priority>(load(limit.priority));
+  spec.weight = core::LoadRelaxed(limit.compute_share_pct);
+  spec.cap_pct = core::LoadRelaxed(limit.compute_cap_pct);
+  spec.priority = static_cast<core::Priority>(core::LoadRelaxed(limit.priority));
   return spec;
 }
 
@@ -227,8 +225,8 @@ void LogSlowWait(Device& d, uint64_t waited_ns) {
   port::Log(port::LogLevel::kWarn, "a launch has waited %llu ms for its GPU turn: holder %d (we are %d), our busy "
             "processes %u, markers pending %d, captures %d, cap tokens %lld us, process busy %d",
             static_cast<unsigned long long>(waited_ns / 1'000'000), core::TurnHolder(*d.board), d.member,
-            std::atomic_ref<uint32_t>(const_cast<uint32_t&>(me.busy_processes)).load(), pending,
-            g_captures.load(), static_cast<long long>(me.cap_tokens_ns / 1000),
+            core::LoadSeqCst(me.busy_processes), pending, g_captures.load(),
+            static_cast<long long>(core::LoadRelaxed(me.cap_tokens_ns) / 1000),
             static_cast<int>(d.work.load() & 1));
 }
 
