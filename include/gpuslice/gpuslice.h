@@ -22,11 +22,6 @@
  * effort vGPUs stop launching from the hint on, so their queued work drains
  * while the request is still being prepared.
  *
- * With GPUSLICE_LC_HOLDER=hint (and =span) in its environment, an LC process
- * also launches a bounded 1-thread holder kernel at each hint (span) to take
- * the GPU early; off by default, because on an H100 it made requests slower
- * (docs/benchmarks.md, "Pre-preemption and residency").
- *
  * Every hold is bounded (200 ms): a span or hint never ended, or ended by a
  * crash, cannot starve best-effort work for longer. Spans nest per thread
  * (only the outermost one counts). All functions are thread-safe, never

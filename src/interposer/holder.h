@@ -1,4 +1,5 @@
-// holder.h — a latency-critical process keeps its channel group on the GPU:
+// holder.h — EXPERIMENTAL, built only with -DGPUSLICE_EXPERIMENTAL_HOLDER=ON:
+// a latency-critical process keeps its channel group on the GPU with
 // pre-preemption hints and request residency.
 //
 // The GPU round-robins between busy channel groups (TSGs); a best-effort
@@ -20,15 +21,17 @@
 //     gaps between an eager request's kernels do not hand the GPU back to
 //     BE. span_end releases it. Values combine: "hint,span".
 //
-// All of it is OFF by default, because on an H100 (driver 580) it measured
-// slower than not holding (docs/benchmarks.md, "Pre-preemption"): an LC
-// kernel submitted while a holder runs does not start beside it (same
-// stream or not) and ends ~150 µs later than without a holder, about a
-// hand-over to the BE and back: hinted p50 403-411 µs against 251-264 µs
-// without. A grace period after the release
-// only added its own length. Residency spans slowed an eager request's p50
-// by 22-24%. The mechanism stays, bounded and tested, for other GPUs and
-// drivers to be measured with (bench/gpu/compute, group `holderexp`).
+// Why it is an experiment: on an H100 every way of holding measured slower
+// than not holding (docs/benchmarks.md, "Pre-preemption and residency"). So
+// it is not built by default, and even when built it is off unless
+// GPUSLICE_LC_HOLDER asks. The mechanism stays, bounded and tested, for
+// other GPUs and drivers to be measured with (bench/gpu/compute, group
+// `holderexp`).
+//
+// Without the build option every function below is an empty inline: callers
+// (the task API, context teardown, the compute thread) need no #if, and
+// nothing of the holder is compiled. The launch path reaches it only through
+// launch_observers.h.
 //
 // Why release *after* submitting (docs/gpu-facts.md): a holder released only once
 // the LC's kernel had started never saw it start (the TSG does not serve its
@@ -58,6 +61,8 @@
 #include <cstdint>
 
 namespace gpuslice::interposer::holder {
+
+#if GPUSLICE_EXPERIMENTAL_HOLDER
 
 // Bits of g_watch: what the launch hooks must do after each launch.
 inline constexpr uint32_t kReleaseOnLaunch = 1;  // a hint's holder waits for the next launch
@@ -90,6 +95,19 @@ void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);
 // In a forked child: the parent's CUDA state is not valid.
 void AfterFork();
+
+#else  // !GPUSLICE_EXPERIMENTAL_HOLDER: not built; every call compiles to nothing.
+
+inline void Hint(uint64_t) {}
+inline void SpanBegin() {}
+inline void SpanEnd() {}
+inline void Release() {}
+inline void Tick(bool, bool) {}
+inline void ForgetContext(CUcontext) {}
+inline void ForgetDevice(CUdevice) {}
+inline void AfterFork() {}
+
+#endif  // GPUSLICE_EXPERIMENTAL_HOLDER
 
 }  // namespace gpuslice::interposer::holder
 

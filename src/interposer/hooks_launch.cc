@@ -8,8 +8,10 @@
 //
 // Capture begin/end are counted so that the pacer never queries or records
 // an event while a capture is open; context teardown drops the pacer's
-// markers and the holder's state before they die with the context, and
-// cuCtxSynchronize releases holders (holder.h) first.
+// markers (and the experimental holder's state, holder.h) before they die
+// with the context, and uncharges the context's memory (charge.h). Only with
+// -DGPUSLICE_EXPERIMENTAL_HOLDER=ON is cuCtxSynchronize hooked, to release
+// holders first; otherwise the driver's own is forwarded.
 #include <cuda.h>
 
 #include "interposer/charge.h"
@@ -136,6 +138,7 @@ GPUSLICE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph
 
 // --- context teardown --------------------------------------------------------
 
+#if GPUSLICE_EXPERIMENTAL_HOLDER
 // A synchronising application must not wait for a holder's bound.
 GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
   gpuslice::interposer::holder::Release();
@@ -145,6 +148,7 @@ GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   gpuslice::interposer::holder::Release();
   return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
 }
+#endif
 
 GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   gpuslice::interposer::holder::ForgetContext(ctx);

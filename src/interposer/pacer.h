@@ -37,7 +37,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "interposer/holder.h"
+#include "interposer/launch_observers.h"
 #include "interposer/lc_activity.h"
 
 namespace gpuslice::core {
@@ -66,20 +66,20 @@ int EnterGate();
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
 
 // Also where a latency-critical process publishes its activity
-// (lc_activity.h) and its holder (holder.h) learns of the launch, once it is
-// submitted.
+// (lc_activity.h; LC processes are never paced) and where the launch's
+// optional observers (launch_observers.h) learn of it, once it is submitted.
 template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) {
     const CUresult r = launch();
     lc_activity::AfterLaunch();
-    holder::AfterLaunch();
+    AfterEveryLaunch();
     return r;
   }
   const int slot = EnterGate();
   const CUresult r = launch();
   if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
-  holder::AfterLaunch();
+  AfterEveryLaunch();
   return r;
 }
 

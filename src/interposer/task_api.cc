@@ -1,6 +1,9 @@
 // task_api.cc — the exported task API (include/gpuslice/gpuslice.h): request
 // spans and pre-preemption hints: the pacer's best-effort hold (pacer.h)
-// plus, for hints and spans, a holder kernel (holder.h).
+// plus, only in a library built with -DGPUSLICE_EXPERIMENTAL_HOLDER=ON and
+// when GPUSLICE_LC_HOLDER asks, a holder kernel (holder.h). A library built
+// without it says once, at the first hint or span, that GPUSLICE_LC_HOLDER is
+// ignored.
 //
 // A thread's span is thread-local (start time, nesting depth); the hold it
 // places lives on the GPUs' boards, bounded by core::kMaxHoldNs, and is
@@ -9,6 +12,9 @@
 // next span_begin holds again (simple, and never holds too long).
 #include "gpuslice/gpuslice.h"
 
+#include <stdlib.h>
+
+#include <atomic>
 #include <cstdint>
 
 #include "core/lc_latency.h"
@@ -18,6 +24,7 @@
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
+#include "port/log.h"
 
 namespace gi = gpuslice::interposer;
 namespace core = gpuslice::core;
@@ -32,12 +39,27 @@ thread_local int t_span_depth = 0;
 constexpr uint64_t kHintSlackNs = 1'000'000;
 constexpr uint64_t kHintBeginBoundNs = 5'000'000;
 
+// An LC process asks for holders (GPUSLICE_LC_HOLDER) that this library was
+// built without: say so once, rather than let an experiment measure nothing.
+void NoteHolderRequest() {
+#if !GPUSLICE_EXPERIMENTAL_HOLDER
+  static std::atomic<bool> checked{false};
+  if (checked.load(std::memory_order_relaxed) || checked.exchange(true)) return;
+  const char* v = getenv("GPUSLICE_LC_HOLDER");
+  if (v == nullptr || *v == '\0' || __builtin_strcmp(v, "off") == 0) return;
+  gpuslice::port::Log(gpuslice::port::LogLevel::kWarn,
+                      "GPUSLICE_LC_HOLDER=%s is ignored: this gpuslice was built without "
+                      "GPUSLICE_EXPERIMENTAL_HOLDER, so it has no holder kernel", v);
+#endif
+}
+
 // Holds best-effort launches for `for_ns` and, when `holder_ns` > 0, starts a
 // holder that keeps the GPU for this process until its next launch.
 int Hold(uint64_t for_ns, uint64_t holder_ns) {
   gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
   if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
   if (!rt->latency_critical()) return GPUSLICE_NOT_LATENCY_CRITICAL;
+  NoteHolderRequest();
   gi::pacer::HoldBestEffort(gpuslice::port::MonotonicNanos() + for_ns);
   if (holder_ns > 0) gi::holder::Hint(holder_ns);
   return GPUSLICE_OK;

@@ -7,6 +7,10 @@
 // waits for running holders, as a GPU's would, and counts that it had to.
 //
 // Thread-safe (its own mutex, never held while waiting).
+//
+// Modelled only when gpuslice is built with -DGPUSLICE_EXPERIMENTAL_HOLDER=ON
+// (holders.cc is compiled then); otherwise these are empty inlines, a holder
+// launch is an ordinary kernel of no length and the counts stay 0.
 #ifndef GPUSLICE_TESTS_FAKE_DRIVER_HOLDERS_H_
 #define GPUSLICE_TESTS_FAKE_DRIVER_HOLDERS_H_
 
@@ -16,8 +20,6 @@ namespace fake_cuda {
 
 inline constexpr const char kHolderKernelName[] = "gpuslice_holder";
 
-// A launch of the holder kernel with its raw kernel parameters.
-void LaunchHolder(void** params);
 // What the test API reports (fake_cuda_api.h).
 struct HolderCounts {
   uint64_t launched = 0;
@@ -27,10 +29,20 @@ struct HolderCounts {
   uint64_t last_bound_ns = 0;
   uint64_t syncs_waited = 0;
 };
+
+#if GPUSLICE_EXPERIMENTAL_HOLDER
+// A launch of the holder kernel with its raw kernel parameters.
+void LaunchHolder(void** params);
 HolderCounts CountHolders();
 // cuCtxSynchronize: returns once no holder runs.
 void WaitForHolders();
 void ResetHolders();
+#else
+inline void LaunchHolder(void**) {}
+inline HolderCounts CountHolders() { return {}; }
+inline void WaitForHolders() {}
+inline void ResetHolders() {}
+#endif
 
 }  // namespace fake_cuda
 

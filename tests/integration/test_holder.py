@@ -31,13 +31,18 @@ Covered here:
 Not covered: GPUSLICE_LC_HOLDER=always (needs two vGPUs on one GPU and the
 compute thread's tick).
 
+The holder is experimental and built only with
+-DGPUSLICE_EXPERIMENTAL_HOLDER=ON. A library built without it says so, once,
+when an LC process that asks for holders first hints or opens a span; these
+tests are skipped then, all but the one that checks that warning.
+
 Each scenario is one process, since the fake's counts are per process. The
 only sleeps are where a holder's bound passing is itself what is tested;
 where a test needs a holder to still be running a few commands later, its
 bound is made long (GPUSLICE_LC_LINGER_US=200000)."""
 import pytest
 
-from conftest import CUDA_APP, CUDA_APP_LINKED, lines
+from conftest import CUDA_APP, CUDA_APP_LINKED, World, lines
 
 LC = ["--priority", "lc"]
 BE = ["--priority", "be"]
@@ -47,6 +52,7 @@ LOOKUPS = ["link", "dlsym", "procaddress", "ptds"]
 HINT_BEGIN_BOUND_NS = 5_000_000
 HINT_SLACK_NS = 1_000_000
 DEFAULT_LINGER_NS = 2_000_000
+NOT_BUILT = "built without GPUSLICE_EXPERIMENTAL_HOLDER"
 
 
 def run(world, run_args, app_args, env=None, lookup="dlsym", holder="hint,span"):
@@ -58,6 +64,29 @@ def run(world, run_args, app_args, env=None, lookup="dlsym", holder="hint,span")
     assert result.returncode == 0, f"{result.stdout}\n{result.stderr}"
     assert "init ok" in result.stdout, result.stdout
     return result
+
+
+@pytest.fixture(scope="module")
+def holders_built(tmp_path_factory):
+    """Whether the library under test has the holder: asks for one and
+    reads whether the library says it was built without it."""
+    probe = World(tmp_path_factory.mktemp("holder-probe"))
+    r = run(probe, LC, ["hint_begin"], env={"GPUSLICE_LOG": "warn"}, holder="hint")
+    return NOT_BUILT not in r.stderr
+
+
+@pytest.fixture
+def world(tmp_path, holders_built):
+    if not holders_built:
+        pytest.skip("libgpuslice-cuda was built without GPUSLICE_EXPERIMENTAL_HOLDER")
+    return World(tmp_path)
+
+
+@pytest.fixture
+def world_without_holders(tmp_path, holders_built):
+    if holders_built:
+        pytest.skip("libgpuslice-cuda was built with GPUSLICE_EXPERIMENTAL_HOLDER")
+    return World(tmp_path)
 
 
 def status(result, command):
@@ -213,3 +242,16 @@ def test_a_bad_linger_is_warned_about_and_the_default_used(world, linger):
     assert len(warnings) == 1, f"wanted one warning naming GPUSLICE_LC_LINGER_US:\n{r.stderr}"
     (h,) = holders(r)
     assert h["launched"] == 1 and h["bound_ns"] == DEFAULT_LINGER_NS, h
+
+
+def test_without_the_build_option_gpuslice_lc_holder_is_ignored_with_one_warning(world_without_holders):
+    r = run(world_without_holders, LC, ["hint_begin", "span_begin", "kernel", "ctxsync", "span_end", "hint_end",
+                                        "hint", "400", "holders"],
+            env={"GPUSLICE_LOG": "warn"}, holder="hint,span")
+    for call in ("hint_begin", "span_begin", "span_end", "hint_end", "hint"):
+        assert status(r, call) == [0], call
+    assert "kernel ok" in r.stdout and "ctxsync ok" in r.stdout, r.stdout
+    warnings = [l for l in r.stderr.splitlines() if " warn: " in l and NOT_BUILT in l]
+    assert len(warnings) == 1 and "GPUSLICE_LC_HOLDER=hint,span" in warnings[0], r.stderr
+    (h,) = holders(r)
+    assert h["launched"] == 0, h

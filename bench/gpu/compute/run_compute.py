@@ -35,6 +35,10 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
 
+ Scenarios that set GPUSLICE_LC_HOLDER need the library configured with
+ -DGPUSLICE_EXPERIMENTAL_HOLDER=ON; without it they run with no holder (the
+ library warns once per LC process).
+
  group `eager` — lc_be lce: 100 kernels of 20 µs with 30 µs of host work
  before each, every 10 ms (LCE_PERIOD_US), beside the synthetic BE
   lce_alone, lce_be_stock, lce_be_gpuslice
