@@ -8,90 +8,23 @@
 #include <atomic>
 #include <mutex>
 
-#include "core/pacing_board.h"
-#include "core/shared_word.h"
-#include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
-#include "interposer/real_dlsym.h"
 #include "interposer/holder.h"
 #include "interposer/lc_activity.h"
 #include "interposer/pacer.h"
+#include "interposer/real_dlsym.h"
+#include "interposer/timeslice_applier.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
 #include "port/log.h"
 #include "rm/ioctl_hook.h"
-#include "rm/timeslice_control.h"
+#include "rm/tsg_registry.h"
 
 namespace gpuslice::interposer {
 namespace {
 
-
 std::mutex g_start_mutex;  // process-local; thread start only
 std::atomic<bool> g_started{false};
-std::atomic<bool> g_fail_logged{false};
-std::atomic<bool> g_unknown_device_logged{false};
-
-rm::TimesliceControl& Control() {
-  static rm::TimesliceControl control(&rm::DriverIoctl());
-  return control;
-}
-
-// What the thread has done to each TSG, by registry serial. Thread-private.
-struct Applied {
-  uint64_t serial = 0;
-  uint64_t default_us = 0;  // read at first sight; 0 = unknown
-  uint64_t applied_us = 0;  // last value set (or refused), 0 = none yet
-  bool set_ok = false;      // the driver accepted applied_us
-  uint64_t next_check_ms = 0;  // when to read the slice back (0 = never)
-  uint32_t checks = 0;
-};
-Applied g_applied[rm::TsgRegistry::kCapacity];
-uint64_t g_last_generation = 0;
-uint64_t g_last_epoch = ~0ull;
-uint32_t g_last_lc_mask = 0;
-uint64_t g_next_verify_ms = 0;
-std::mutex g_pass_mutex;  // the thread and tests; never contended in production
-
-Applied& AppliedFor(uint64_t serial) {
-  Applied* free_slot = nullptr;
-  for (Applied& a : g_applied) {
-    if (a.serial == serial) return a;
-    if (a.serial == 0 && free_slot == nullptr) free_slot = &a;
-  }
-  if (free_slot == nullptr) free_slot = &g_applied[serial % rm::TsgRegistry::kCapacity];
-  *free_slot = Applied{serial};
-  return *free_slot;
-}
-
-// A slice set is read back later, and set again if the driver has put
-// another value in its place: on an H100 (driver 580) a slice set on a
-// channel group right after its creation did not hold (an LC beside a BE
-// whose 50 us slice was set that way waited as under stock slices, while the
-// same 50 us set seconds later held; docs/gpu-facts.md). Read back 0.5 s and
-// 2 s after a set, then every 10 s: a GET is one ioctl of 160-440 us.
-uint64_t NextCheckMs(uint64_t now_ms, uint32_t checks) {
-  return now_ms + (checks == 0 ? 500 : checks == 1 ? 2000 : 10000);
-}
-
-void Count(VgpuRuntime* rt, bool ok) {
-  core::Ledger* ledger = rt->ledger_region();
-  if (ledger == nullptr) return;
-  core::FetchAddRelaxed(ok ? ledger->timeslice_applications : ledger->timeslice_failures, 1);
-}
-
-// One info line whenever the set of channel groups changes: what the
-// library acts on, and what the ioctl hook saw to find it.
-void LogTracked(const rm::TsgRef* tsgs, uint32_t n) {
-  static uint32_t last_n = ~0u;
-  if (n == last_n || !port::LogEnabled(port::LogLevel::kInfo)) return;
-  last_n = n;
-  uint32_t compute = 0;
-  for (uint32_t i = 0; i < n; ++i) compute += tsgs[i].engine_type == rm::kEngineTypeGraphics;
-  const rm::IoctlHookStats stats = rm::HookStats();
-  port::Log(port::LogLevel::kInfo, "tracking %u channel groups (%u compute); the driver made %llu ioctls, %llu RM "
-            "allocations", n, compute, static_cast<unsigned long long>(stats.ioctls),
-            static_cast<unsigned long long>(stats.rm_allocs));
-}
 
 void* ResolveDefault(const char* symbol) { return RealDlsym(RTLD_DEFAULT, symbol); }
 
@@ -101,8 +34,8 @@ void* ThreadMain(void* arg) {
   const uint64_t started_ms = port::MonotonicNanos() / 1'000'000;
   bool watched_early = false, watched_late = false;
   for (;;) {
-    // Every tick (1 ms while paced, else 20 ms; the limits promise ≤ 100 ms
-    // from a change to the hardware): the pacer, the LC's activity, then
+    // Every tick (compute_thread.h; the limits promise ≤ 100 ms from a
+    // change to the hardware): the pacer, the LC's activity, then
     // timeslices, which cost one comparison when nothing changed.
     const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
     const uint64_t sleep_ns = pacer::Tick(rt);
@@ -140,24 +73,8 @@ void ForkChild() {
   pacer::AfterFork();
   holder::AfterFork();
   g_started.store(false, std::memory_order_release);
-  for (Applied& a : g_applied) a = Applied{};
-  g_last_epoch = ~0ull;
-  g_last_lc_mask = 0;
-  g_next_verify_ms = 0;
+  ForgetAppliedTimeslices();
   lc_activity::AfterFork();
-}
-
-// Bit s: a latency-critical vGPU other than this one is live on device slot
-// s's board. Always 0 in an LC process: its own slice is the LC one.
-uint32_t LatencyCriticalPeers(VgpuRuntime* rt) {
-  if (rt->latency_critical()) return 0;
-  uint32_t mask = 0;
-  const uint64_t now = port::MonotonicNanos();
-  for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
-    const pacer::Seat seat = pacer::SeatOf(s);
-    if (seat.board != nullptr && core::LatencyCriticalLive(*seat.board, seat.member, now)) mask |= 1u << s;
-  }
-  return mask;
 }
 
 }  // namespace
@@ -166,88 +83,6 @@ void PrepareCompute(VgpuRuntime* runtime) {
   if (runtime == nullptr || rm::IoctlHookInstalled()) return;
   void* handle = RealDriverHandle();
   if (handle != nullptr) rm::InstallIoctlHook(handle, &ResolveDefault, ExportedIoctl());
-}
-
-void ApplyTimeslicesOnce(VgpuRuntime* rt) {
-  std::lock_guard<std::mutex> lock(g_pass_mutex);
-  const core::Limits& limits = rt->limits();
-  const uint64_t generation = core::LoadAcquire(limits.generation);
-  const uint64_t epoch = rm::Registry().epoch();
-  const uint32_t lc_mask = LatencyCriticalPeers(rt);
-  const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
-  const bool verify = now_ms >= g_next_verify_ms;
-  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask && !verify) return;
-  if (verify) g_next_verify_ms = now_ms + 100;
-  g_last_generation = generation;
-  g_last_epoch = epoch;
-  g_last_lc_mask = lc_mask;
-
-  rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
-  const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
-  LogTracked(tsgs, n);
-  for (uint32_t i = 0; i < n; ++i) {
-    const rm::TsgRef& tsg = tsgs[i];
-    // Copy engines have runlists of their own; their slices are left alone.
-    if (tsg.engine_type != rm::kEngineTypeGraphics) continue;
-    int slot = tsg.device >= 0 ? rt->DeviceSlot(tsg.device) : VgpuRuntime::kUncapped;
-    if (tsg.device < 0 && limits.device_count == 1) slot = 0;  // one GPU: it can only be that one
-    if (slot == VgpuRuntime::kUncapped) {
-      if (tsg.device < 0 && !g_unknown_device_logged.exchange(true)) {
-        port::Log(port::LogLevel::kWarn, "a channel group was made outside context creation in a multi-GPU "
-                  "vGPU; it keeps the driver's default timeslice");
-      }
-      continue;
-    }
-    uint64_t want = core::LoadRelaxed(limits.devices[slot].timeslice_us);
-    // LC protection: beside a live LC, a best-effort group never runs with a
-    // longer slice than the policy's beside LC, whatever the node schedule
-    // wrote (it may be stale, or may never have seen the LC).
-    if ((lc_mask >> slot) & 1) {
-      uint64_t beside = core::LoadRelaxed(limits.devices[slot].timeslice_beside_lc_us);
-      if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
-      if (want == 0 || want > beside) want = beside;
-    }
-    Applied& a = AppliedFor(tsg.serial);
-    if (a.applied_us == 0 && a.default_us == 0) {
-      uint64_t current = 0;
-      if (Control().Get(tsg, &current).ok) a.default_us = current;
-    }
-    const uint64_t target = want != 0 ? want : a.default_us;
-    if (target == 0) continue;
-    if (target == a.applied_us) {
-      if (!a.set_ok || a.next_check_ms == 0 || now_ms < a.next_check_ms) continue;
-      uint64_t current = 0;
-      const bool read = Control().Get(tsg, &current).ok;
-      const uint32_t check = a.checks++;
-      a.next_check_ms = NextCheckMs(now_ms, a.checks);
-      // The first two checks set it again even when the driver reads back
-      // the value set: what it reads back need not be what it runs.
-      if (check >= 2 && (!read || current == target)) continue;
-      port::Log(port::LogLevel::kInfo, "channel group 0x%x reads back %llu us (set: %llu us); setting it again",
-                tsg.handle, static_cast<unsigned long long>(read ? current : 0),
-                static_cast<unsigned long long>(target));
-      const rm::ControlResult again = Control().Set(tsg, target);
-      Count(rt, again.ok);
-      continue;
-    }
-    const rm::ControlResult r = Control().Set(tsg, target);
-    a.applied_us = target;  // a refused value is not retried until the target changes
-    a.set_ok = r.ok;
-    a.checks = 0;
-    a.next_check_ms = NextCheckMs(now_ms, 0);
-    Count(rt, r.ok);
-    if (r.ok) {
-      rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);
-      port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us", tsg.handle,
-                static_cast<unsigned long long>(target));
-    } else if (!g_fail_logged.exchange(true)) {
-      char why[96];
-      port::Log(port::LogLevel::kWarn,
-                "the driver refused to set a channel group's timeslice (%s); this process keeps the driver's "
-                "timeslices, so its compute share and priority are NOT enforced",
-                r.Describe(why, sizeof why));
-    }
-  }
 }
 
 void StartComputeThread(VgpuRuntime* rt) {

@@ -1,24 +1,25 @@
-// compute_thread.h — keeps this process's channel groups (TSGs) at the
-// timeslice its vGPU's limits say.
+// compute_thread.h — this process's background thread for compute, and its
+// schedule.
 //
-// One background thread per process, started lazily by the first context
-// creation inside a vGPU (hooks_context.cc), never at load time. Every 20 ms
-// it reads two words: the limits' `generation` (bumped by ApplyNodeSchedule
-// when any vGPU on our GPUs comes, goes or is resized) and the TSG registry's
-// epoch (bumped when libcuda allocates or frees a TSG). Only when either
-// moved does it act: each compute TSG gets its device's `timeslice_us`
-// through an RM control (rm/timeslice_control.h), so a change reaches every
-// process within ~20 ms plus one control per TSG, and new TSGs are covered
-// when they appear. A slice of 0 restores the driver's default, read when
-// the TSG was first seen. Nothing happens per launch.
+// One thread per process, started lazily by the first context creation
+// inside a vGPU (hooks_context.cc), never at load time. Each tick (1 ms while
+// the process is paced, 250 µs while it holds a GPU turn, else 20 ms: the
+// pacer says) it runs, in order:
+//   - the pacer (pacer.h): heartbeat, whether to pace, drains, turn hand-over;
+//   - a latency-critical process's activity (lc_activity.h);
+//   - the timeslices (timeslice_applier.h), one comparison unless something
+//     changed or a read-back is due;
+//   - the experimental holder's residency check (holder.h; nothing unless
+//     built with GPUSLICE_EXPERIMENTAL_HOLDER);
+// and, 100 ms and 2 s after it starts, has libraries the driver loaded
+// since (rm::WatchNvidiaLibraries) patched so their channel groups are seen
+// too. Nothing here runs per launch.
 //
-// Successes and refusals are counted in the vGPU ledger
-// (timeslice_applications / timeslice_failures); the first refusal is logged
-// with the driver's status, and the process runs on with the driver's
-// timeslices (fail open, loudly).
-//
-// StartComputeThread is thread-safe and idempotent; it allocates the thread
-// (slow path). The thread itself blocks in nanosleep and RM ioctls only.
+// PrepareCompute and StartComputeThread are thread-safe and idempotent;
+// they take process-local mutexes, and StartComputeThread allocates the
+// thread (slow path). The thread blocks in nanosleep and RM ioctls only. In
+// a forked child (which has no thread) everything starts afresh with the
+// child's own first context.
 #ifndef GPUSLICE_INTERPOSER_COMPUTE_THREAD_H_
 #define GPUSLICE_INTERPOSER_COMPUTE_THREAD_H_
 
@@ -35,10 +36,6 @@ void StartComputeThread(VgpuRuntime* runtime);
 
 // The library's exported ioctl (hooks_ioctl.cc).
 const void* ExportedIoctl();
-
-// One pass of the thread's work, for the thread and for tests: applies the
-// limits to every known compute TSG if anything changed since the last pass.
-void ApplyTimeslicesOnce(VgpuRuntime* runtime);
 
 }  // namespace gpuslice::interposer
 

@@ -9,8 +9,8 @@
 // the process's life (one driver per process).
 //
 // Thread-safe; no allocation; each call is one ioctl (measured 160–440 µs on
-// an H200), so callers keep it off every hot path: the compute thread
-// (src/interposer/compute_thread.cc) and tests call it.
+// an H200), so callers keep it off every hot path: the compute thread's
+// timeslice pass (src/interposer/timeslice_applier.cc) and tests call it.
 #ifndef GPUSLICE_RM_TIMESLICE_CONTROL_H_
 #define GPUSLICE_RM_TIMESLICE_CONTROL_H_
 

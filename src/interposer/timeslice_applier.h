@@ -1,0 +1,40 @@
+// timeslice_applier.h — keeps this process's compute channel groups (TSGs)
+// at the timeslice its vGPU's limits say, and makes sure the driver keeps it.
+//
+// Each pass reads two words: the limits' `generation` (bumped by
+// ApplyNodeSchedule when any vGPU on our GPUs comes, goes or is resized) and
+// the TSG registry's epoch (bumped when libcuda allocates or frees a TSG),
+// plus which of the vGPU's GPUs have a live latency-critical vGPU on their
+// pacing board. Only when one of them moved, or a read-back is due, does it
+// act: each compute TSG gets its device's `timeslice_us` through an RM
+// control (rm/timeslice_control.h), shortened to the slice beside an LC
+// while one is live (LC protection, whatever the node schedule says). A
+// slice of 0 restores the driver's default, read when the TSG was first
+// seen. Every slice set is read back 0.5 s and 2 s later, then every 10 s,
+// and set again if the driver put another value in its place.
+//
+// Successes and refusals are counted in the vGPU ledger
+// (timeslice_applications / timeslice_failures); the first refusal is logged
+// with the driver's status, and the process runs on with the driver's
+// timeslices (fail open, loudly).
+//
+// Called by the compute thread every tick (compute_thread.h) and by tests.
+// A pass takes a process-local mutex (never contended in production) and
+// blocks in RM ioctls only; it allocates nothing.
+#ifndef GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_
+#define GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_
+
+namespace gpuslice::interposer {
+
+class VgpuRuntime;
+
+// One pass: applies the limits to every known compute TSG if anything
+// changed since the last pass, and reads back the slices that are due.
+void ApplyTimeslicesOnce(VgpuRuntime* runtime);
+
+// In a forked child: what was applied to the parent's TSGs means nothing.
+void ForgetAppliedTimeslices();
+
+}  // namespace gpuslice::interposer
+
+#endif  // GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_
