@@ -16,11 +16,12 @@
 
 #include "core/vgpu_layout.h"
 #include "interposer/export.h"
-#include "interposer/nvml_types.h"
 #include "interposer/real_dlsym.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/driver_locator.h"
+#include "port/gpu_uuid.h"
 #include "port/log.h"
+#include "port/nvml_api.h"
 
 namespace gpuslice::interposer {
 namespace {
@@ -36,28 +37,6 @@ void* RealNvml(const char* name) {
   return handle == nullptr ? nullptr : RealDlsym(handle, name);
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" -> 16 bytes.
-bool ParseUuid(const char* text, uint8_t out[16]) {
-  if (strncmp(text, "GPU-", 4) == 0) text += 4;
-  int n = 0;
-  for (const char* p = text; *p != '\0' && n < 32; ++p) {
-    if (*p == '-') continue;
-    const int v = HexValue(*p);
-    if (v < 0) return false;
-    if (n % 2 == 0) out[n / 2] = static_cast<uint8_t>(v << 4);
-    else out[n / 2] |= static_cast<uint8_t>(v);
-    ++n;
-  }
-  return n == 32;
-}
-
 // The vGPU's (limit, used) for an NVML device, or false to pass through.
 bool VgpuMemory(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
   VgpuRuntime* rt = VgpuRuntime::Get();
@@ -66,7 +45,8 @@ bool VgpuMemory(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
   auto get_uuid = reinterpret_cast<GetUuid>(RealNvml("nvmlDeviceGetUUID"));
   char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   uint8_t uuid[16];
-  if (get_uuid == nullptr || get_uuid(device, text, sizeof text) != NVML_SUCCESS || !ParseUuid(text, uuid)) {
+  if (get_uuid == nullptr || get_uuid(device, text, sizeof text) != NVML_SUCCESS ||
+      !port::ParseGpuUuid(text, uuid)) {
     return false;
   }
   const core::Limits& limits = rt->limits();
@@ -89,7 +69,7 @@ namespace gi = gpuslice::interposer;
 GPUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   using Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
   auto real = reinterpret_cast<Fn>(gi::RealNvml("nvmlDeviceGetMemoryInfo"));
-  if (real == nullptr) return 1;  // NVML_ERROR_UNINITIALIZED: no NVML to ask
+  if (real == nullptr) return NVML_ERROR_UNINITIALIZED;  // no NVML to ask
   const nvmlReturn_t r = real(device, memory);
   uint64_t limit = 0, used = 0;
   if (r != NVML_SUCCESS || memory == nullptr || !gi::VgpuMemory(device, &limit, &used)) return r;
@@ -102,7 +82,7 @@ GPUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMe
 GPUSLICE_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   using Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
   auto real = reinterpret_cast<Fn>(gi::RealNvml("nvmlDeviceGetMemoryInfo_v2"));
-  if (real == nullptr) return 1;
+  if (real == nullptr) return NVML_ERROR_UNINITIALIZED;
   const nvmlReturn_t r = real(device, memory);
   uint64_t limit = 0, used = 0;
   if (r != NVML_SUCCESS || memory == nullptr || !gi::VgpuMemory(device, &limit, &used)) return r;

@@ -8,41 +8,14 @@
 #include <tuple>
 
 #include "port/driver_locator.h"
+#include "port/gpu_uuid.h"
+#include "port/nvml_api.h"
 
 namespace gpuslice::port {
 namespace {
 
-// NVML's types and constants, as NVML's public API reference gives them
-// (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t is an int enum
-// with NVML_SUCCESS = 0; devices are opaque handles; nvmlMemory_t is {total,
-// free, used} in bytes; nvmlPciInfo_t is the v3 layout (the one
-// nvmlDeviceGetPciInfo_v3 and nvmlDeviceGetNvLinkRemotePciInfo_v2 fill);
-// nvmlProcessUtilizationSample_t as nvmlDeviceGetProcessUtilization fills it.
-using nvmlReturn_t = int;
-using nvmlDevice_t = void*;
-constexpr nvmlReturn_t kSuccess = 0;
-constexpr nvmlReturn_t kErrorNotFound = 6;          // NVML_ERROR_NOT_FOUND: no sample newer than asked
-constexpr nvmlReturn_t kErrorInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
-constexpr unsigned int kMaxNvLinks = 18;            // NVML_NVLINK_MAX_LINKS (R525 and later)
-constexpr int kNvLinkDeviceTypeGpu = 0x00;          // nvmlIntNvLinkDeviceType_t
-constexpr int kNvLinkDeviceTypeSwitch = 0x02;
-constexpr int kP2pCapsIndexNvLink = 2;              // nvmlGpuP2PCapsIndex_t: NVML_P2P_CAPS_INDEX_NVLINK
-constexpr int kP2pStatusOk = 0;                     // nvmlGpuP2PStatus_t: NVML_P2P_STATUS_OK
-
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
-struct nvmlPciInfo_t {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-};
-struct nvmlProcessUtilizationSample_t {
-  unsigned int pid;
-  unsigned long long timeStamp;
-  unsigned int smUtil, memUtil, encUtil, decUtil;
-};
-
+// NVML's types and constants are in nvml_api.h; the entry points used, as
+// NVML's public API reference gives them:
 using InitFn = nvmlReturn_t (*)();
 using ShutdownFn = nvmlReturn_t (*)();
 using CountFn = nvmlReturn_t (*)(unsigned int*);
@@ -59,13 +32,6 @@ using P2pStatusFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
 using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                               unsigned long long);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
-
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 using PciAddress = std::tuple<unsigned int, unsigned int, unsigned int>;  // domain, bus, device
 
@@ -97,20 +63,6 @@ const char* LinkTypeName(LinkType type) {
   return "unknown";
 }
 
-bool ParseGpuUuid(const std::string& text, std::array<uint8_t, 16>* out) {
-  std::string s = text.rfind("GPU-", 0) == 0 ? text.substr(4) : text;
-  int n = 0;
-  for (char c : s) {
-    if (c == '-') continue;
-    const int v = Hex(c);
-    if (v < 0 || n >= 32) return false;
-    if (n % 2 == 0) (*out)[n / 2] = static_cast<uint8_t>(v << 4);
-    else (*out)[n / 2] |= static_cast<uint8_t>(v);
-    ++n;
-  }
-  return n == 32;
-}
-
 StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open() {
   const std::string path = LocateRealNvml(nullptr);
   if (path.empty()) {
@@ -124,7 +76,7 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open() {
   }
   auto init = reinterpret_cast<InitFn>(dlsym(handle, "nvmlInit_v2"));
   const nvmlReturn_t r = init == nullptr ? -1 : init();
-  if (r != kSuccess) {
+  if (r != NVML_SUCCESS) {
     auto err = reinterpret_cast<ErrorStringFn>(dlsym(handle, "nvmlErrorString"));
     const std::string why = err != nullptr && r >= 0 ? err(r) : "nvmlInit_v2 missing";
     dlclose(handle);
@@ -156,21 +108,21 @@ StatusOr<std::vector<GpuInfo>> NvmlLibrary::ListGpus() {
     return Status::Error("NVML at " + path_ + " lacks basic device queries; update the NVIDIA driver");
   }
   unsigned int count = 0;
-  if (count_fn(&count) != kSuccess) return Status::Error("NVML could not count GPUs; check nvidia-smi");
+  if (count_fn(&count) != NVML_SUCCESS) return Status::Error("NVML could not count GPUs; check nvidia-smi");
   std::vector<GpuInfo> gpus;
   for (unsigned int i = 0; i < count; ++i) {
     nvmlDevice_t device = nullptr;
-    if (handle_fn(i, &device) != kSuccess) continue;  // e.g. a GPU the driver lost; skip it
+    if (handle_fn(i, &device) != NVML_SUCCESS) continue;  // e.g. a GPU the driver lost; skip it
     GpuInfo info;
     info.index = i;
     char buf[96] = {};
-    if (uuid_fn(device, buf, sizeof buf) != kSuccess || !ParseGpuUuid(buf, &info.uuid)) continue;
+    if (uuid_fn(device, buf, sizeof buf) != NVML_SUCCESS || !ParseGpuUuid(buf, &info.uuid)) continue;
     info.uuid_text = buf;
-    if (name_fn(device, buf, sizeof buf) == kSuccess) info.name = buf;
+    if (name_fn(device, buf, sizeof buf) == NVML_SUCCESS) info.name = buf;
     nvmlMemory_t memory{};
-    if (memory_fn(device, &memory) == kSuccess) info.memory_total_bytes = memory.total;
+    if (memory_fn(device, &memory) == NVML_SUCCESS) info.memory_total_bytes = memory.total;
     nvmlPciInfo_t pci{};
-    if (pci_fn != nullptr && pci_fn(device, &pci) == kSuccess) {
+    if (pci_fn != nullptr && pci_fn(device, &pci) == NVML_SUCCESS) {
       pci.busId[sizeof pci.busId - 1] = '\0';
       info.pci_bus_id = pci.busId;
     }
@@ -182,7 +134,7 @@ StatusOr<std::vector<GpuInfo>> NvmlLibrary::ListGpus() {
 std::string NvmlLibrary::DriverVersion() {
   auto fn = reinterpret_cast<SystemStringFn>(Symbol("nvmlSystemGetDriverVersion"));
   char buf[96] = {};
-  if (fn == nullptr || fn(buf, sizeof buf) != kSuccess) return "";
+  if (fn == nullptr || fn(buf, sizeof buf) != NVML_SUCCESS) return "";
   return buf;
 }
 
@@ -199,9 +151,9 @@ std::vector<GpuLink> NvmlLibrary::ListLinks(const std::vector<GpuInfo>& gpus) {
   std::vector<nvmlDevice_t> devices(n, nullptr);
   std::map<PciAddress, size_t> by_address;
   for (size_t i = 0; i < n; ++i) {
-    if (handle_fn == nullptr || handle_fn(gpus[i].index, &devices[i]) != kSuccess) devices[i] = nullptr;
+    if (handle_fn == nullptr || handle_fn(gpus[i].index, &devices[i]) != NVML_SUCCESS) devices[i] = nullptr;
     nvmlPciInfo_t pci{};
-    if (devices[i] != nullptr && pci_fn != nullptr && pci_fn(devices[i], &pci) == kSuccess) {
+    if (devices[i] != nullptr && pci_fn != nullptr && pci_fn(devices[i], &pci) == NVML_SUCCESS) {
       by_address[{pci.domain, pci.bus, pci.device}] = i;
     }
   }
@@ -213,19 +165,19 @@ std::vector<GpuLink> NvmlLibrary::ListLinks(const std::vector<GpuInfo>& gpus) {
   std::vector<uint32_t> to_switch(n, 0);
   for (size_t i = 0; i < n && state_fn != nullptr && remote_pci_fn != nullptr; ++i) {
     if (devices[i] == nullptr) continue;
-    for (unsigned int link = 0; link < kMaxNvLinks; ++link) {
+    for (unsigned int link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
       int active = 0;
-      if (state_fn(devices[i], link, &active) != kSuccess || active == 0) continue;
-      int remote_type = kNvLinkDeviceTypeGpu;
-      if (remote_type_fn != nullptr && remote_type_fn(devices[i], link, &remote_type) != kSuccess) {
-        remote_type = kNvLinkDeviceTypeGpu;  // older drivers: decide by the remote's PCI address
+      if (state_fn(devices[i], link, &active) != NVML_SUCCESS || active == 0) continue;
+      int remote_type = NVML_NVLINK_DEVICE_TYPE_GPU;
+      if (remote_type_fn != nullptr && remote_type_fn(devices[i], link, &remote_type) != NVML_SUCCESS) {
+        remote_type = NVML_NVLINK_DEVICE_TYPE_GPU;  // older drivers: decide by the remote's PCI address
       }
-      if (remote_type == kNvLinkDeviceTypeSwitch) {
+      if (remote_type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
         ++to_switch[i];
         continue;
       }
       nvmlPciInfo_t remote{};
-      if (remote_pci_fn(devices[i], link, &remote) != kSuccess) continue;
+      if (remote_pci_fn(devices[i], link, &remote) != NVML_SUCCESS) continue;
       auto it = by_address.find({remote.domain, remote.bus, remote.device});
       if (it != by_address.end() && it->second != i) ++direct[i][it->second];
     }
@@ -239,17 +191,17 @@ std::vector<GpuLink> NvmlLibrary::ListLinks(const std::vector<GpuInfo>& gpus) {
       link.b = gpus[j].index;
       int level = -1;
       if (devices[i] != nullptr && devices[j] != nullptr && topology_fn != nullptr &&
-          topology_fn(devices[i], devices[j], &level) != kSuccess) {
+          topology_fn(devices[i], devices[j], &level) != NVML_SUCCESS) {
         level = -1;
       }
       // Count each direct link once even if only one side reports it.
       uint32_t nvlinks = std::max(direct[i][j], direct[j][i]);
       if (nvlinks == 0 && to_switch[i] > 0 && to_switch[j] > 0) {
-        int p2p = kP2pStatusOk;
-        if (p2p_fn == nullptr || p2p_fn(devices[i], devices[j], kP2pCapsIndexNvLink, &p2p) != kSuccess) {
-          p2p = kP2pStatusOk;  // no P2P query: trust the switch fabric
+        int p2p = NVML_P2P_STATUS_OK;
+        if (p2p_fn == nullptr || p2p_fn(devices[i], devices[j], NVML_P2P_CAPS_INDEX_NVLINK, &p2p) != NVML_SUCCESS) {
+          p2p = NVML_P2P_STATUS_OK;  // no P2P query: trust the switch fabric
         }
-        if (p2p == kP2pStatusOk) nvlinks = std::min(to_switch[i], to_switch[j]);
+        if (p2p == NVML_P2P_STATUS_OK) nvlinks = std::min(to_switch[i], to_switch[j]);
       }
       if (level == 0) {
         link.type = LinkType::kBoard;
@@ -272,23 +224,23 @@ StatusOr<std::vector<ProcessUtilization>> NvmlLibrary::ProcessUtilizations(uint3
     return Status::Error("this NVIDIA driver cannot report per-process utilisation (nvmlDeviceGetProcessUtilization)");
   }
   nvmlDevice_t device = nullptr;
-  if (handle_fn(index, &device) != kSuccess) return Status::Error("NVML lost GPU " + std::to_string(index));
+  if (handle_fn(index, &device) != NVML_SUCCESS) return Status::Error("NVML lost GPU " + std::to_string(index));
   // Ask for the count first; processes may start between the two calls, so
   // leave room and retry once on INSUFFICIENT_SIZE.
   for (int attempt = 0; attempt < 2; ++attempt) {
     unsigned int count = 0;
     nvmlReturn_t r = fn(device, nullptr, &count, since_us);
-    if (r == kErrorNotFound) return std::vector<ProcessUtilization>{};
-    if (r != kSuccess && r != kErrorInsufficientSize) {
+    if (r == NVML_ERROR_NOT_FOUND) return std::vector<ProcessUtilization>{};
+    if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) {
       return Status::Error("nvmlDeviceGetProcessUtilization failed on GPU " + std::to_string(index) +
                            " (NVML error " + std::to_string(r) + ")");
     }
     count += 8;
     std::vector<nvmlProcessUtilizationSample_t> samples(count);
     r = fn(device, samples.data(), &count, since_us);
-    if (r == kErrorInsufficientSize) continue;
-    if (r == kErrorNotFound) return std::vector<ProcessUtilization>{};
-    if (r != kSuccess) {
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) continue;
+    if (r == NVML_ERROR_NOT_FOUND) return std::vector<ProcessUtilization>{};
+    if (r != NVML_SUCCESS) {
       return Status::Error("nvmlDeviceGetProcessUtilization failed on GPU " + std::to_string(index) +
                            " (NVML error " + std::to_string(r) + ")");
     }

@@ -5,10 +5,11 @@
 // bus id; how GPUs are connected (NVLink, PCIe); and which processes use each
 // GPU's SMs. NVML's index order is PCI bus order, the order nvidia-smi shows.
 //
-// There is no nvml.h on the build machines: the few NVML types and entry
-// points used are declared in nvml_library.cc, from NVML's public API
-// reference (https://docs.nvidia.com/deploy/nvml-api/). Entry points a driver
-// lacks degrade to "unknown", never to an error, except the basic queries.
+// There is no nvml.h on the build machines: the NVML types used are declared
+// in nvml_api.h, and the entry points' signatures in nvml_library.cc, from
+// NVML's public API reference (https://docs.nvidia.com/deploy/nvml-api/).
+// Entry points a driver lacks degrade to "unknown", never to an error, except
+// the basic queries.
 //
 // Used by the CLI and the daemon, never by the interposer. Not thread-safe;
 // one thread at a time (the daemon serialises its calls). Blocks in NVML
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "port/gpu_uuid.h"  // ParseGpuUuid, for callers of GpuInfo::uuid_text
 
 namespace gpuslice::port {
 
@@ -85,9 +87,6 @@ class NvmlLibrary {
   void* handle_ = nullptr;
   std::string path_;
 };
-
-// "GPU-..." (or bare hex with dashes) to 16 bytes.
-bool ParseGpuUuid(const std::string& text, std::array<uint8_t, 16>* out);
 
 }  // namespace gpuslice::port
 
