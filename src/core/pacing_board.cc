@@ -59,8 +59,13 @@ bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
 
 bool IsLc(BoardMember& m) { return LoadAcquire(m.priority) == static_cast<uint32_t>(Priority::kLatencyCritical); }
 
+// Wants the GPU: one of its launches waited at the gate lately or, under
+// backfill turns, launched outside its turn lately or still has work queued
+// (a backfiller blocked behind the holder's work launches nothing more; it
+// must still get its turn).
 bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  return Alive(m, now, c) && !IsLc(m) && LoadAcquire(m.demand_ns) + c.demand_window_ns > now;
+  if (!Alive(m, now, c) || IsLc(m)) return false;
+  return LoadAcquire(m.demand_ns) + c.demand_window_ns > now || (c.backfill && Busy(m));
 }
 
 // Tokens a capped member has at `now`, before what it uses in a running turn.
@@ -402,7 +407,15 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     const bool capped_out = !CapAllowsMore(h, now, age, c);
     if (!idle && !TurnOver(b, t.holder, t, now, c)) return;
     if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
-    if (!drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) return;
+    // Exclusive turns pass only once the holder has drained: the GPU is
+    // never shared, so the turn up to the drain is the holder's GPU time.
+    // A backfill turn passes now; what the holder still has queued runs at
+    // its short slice from here on, as any backfiller's does. A capped
+    // holder's turns stay exclusive: its time is what the cap counts.
+    const bool wait_for_drain = !c.backfill || LoadAcquire(h.cap_pct) != 0;
+    if (wait_for_drain && !drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) {
+      return;
+    }
     charge = UsedSince(h, start, now);
   }
   // A holder that launched lately still wants the GPU though it never
@@ -413,6 +426,19 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }
+
+namespace {
+// A launch of `member`, which does not hold the turn, under the turn mode.
+GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c) {
+  BoardMember& me = b->members[member];
+  if (!c.backfill || LoadAcquire(me.cap_pct) != 0) return GateDecision::kWait;
+  // Demanding: the holder's turn ends at its quantum, and this member is
+  // among those the next holder is chosen from. Stamped at most every
+  // quarter demand window, to keep the shared line quiet.
+  if (LoadAcquire(me.demand_ns) + c.demand_window_ns / 4 <= now) NoteWaiting(b, member, now, c);
+  return GateDecision::kGo;
+}
+}  // namespace
 
 GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns) {
   BoardMember& me = b->members[member];
@@ -425,19 +451,20 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
     if (t.holder == member) {
       const uint64_t age = t.AgeNs(now);
       if (!TurnOver(b, member, t, now, c)) return GateDecision::kGo;
-      if (OtherDemand(b, member, now, c) || !CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
+      if (!CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
+      if (OtherDemand(b, member, now, c)) return Backfill(b, member, now, c);  // the turn is passing
       // Quantum over and nobody else wants the GPU: a new turn, same holder.
       if (SwitchTurn(b, seen, member, UsedSince(me, t.StartNs(now), now), now, c)) return GateDecision::kGo;
       continue;
     }
     if (t.holder < 0) {
-      if (Best(b, now, member, -1, 0, c) != member) return GateDecision::kWait;
+      if (Best(b, now, member, -1, 0, c) != member) return Backfill(b, member, now, c);
       if (SwitchTurn(b, seen, member, 0, now, c)) return GateDecision::kGo;
       continue;
     }
-    return GateDecision::kWait;
+    return Backfill(b, member, now, c);
   }
-  return GateDecision::kWait;
+  return Backfill(b, member, now, c);
 }
 
 int TurnHolder(const Board& board) {

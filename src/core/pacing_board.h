@@ -28,6 +28,19 @@
 //     a waiter's virtual time loses the turn before its quantum ends.
 //   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
 //     turn only while it has tokens, even when it is alone.
+//   - Backfill turns (PacingConfig::backfill) keep the turn's order and
+//     charging but let the other uncapped members launch too: the holder's
+//     channel groups run a long slice and the others a short one
+//     (kHolderSliceUs, kBackfillSliceUs; set by each process, see
+//     interposer/timeslice_applier.h), so the GPU runs the holder whenever it
+//     has work and the others in its gaps, and gives it back within a short
+//     slice and a switch. Exclusive turns idle the GPU while the holder's
+//     host side prepares work, which stock time-slicing fills; a launch-bound
+//     pair lost a third of its throughput to that on an H100
+//     (docs/benchmarks.md). Backfilled GPU time is not charged: it is time
+//     the holder did not want. A turn then ends without waiting for the
+//     holder to drain. Capped members never backfill (their time outside
+//     their turns would escape the cap).
 //   - Latency-critical vGPUs never wait: LC over BE is the hardware
 //     timeslices' job. But while an LC vGPU is active, best-effort vGPUs
 //     launch nothing new, so the gaps between the LC's kernels are not
@@ -134,7 +147,17 @@ struct PacingConfig {
   uint64_t member_timeout_ns = 1'000'000'000;
   uint64_t publish_timeout_ns = 20'000'000;  // a hand-over left half-done
   uint64_t cap_burst_ns = 20'000'000;     // most GPU time a capped vGPU banks
+  // Backfill turns (see the top of this file); false = exclusive turns.
+  bool backfill = false;
 };
+
+// Slices under backfill turns. The holder's lasts a quantum: its turn need
+// not outlast it, and it is switched out only when its slice ends while a
+// backfiller has work. A backfiller's bounds how long the holder waits for
+// the GPU when its work arrives (the slice plus a switch, ~175 us measured;
+// docs/gpu-facts.md), as the slice beside an LC does.
+inline constexpr uint64_t kHolderSliceUs = 10'000;
+inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 
 struct MemberSpec {
   uint32_t weight = 100;
@@ -167,6 +190,9 @@ bool OthersLive(const Board& board, int member, uint64_t now_ns);
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
 
 enum class GateDecision { kGo, kWait };
+// Under backfill turns, an uncapped member that does not hold the turn gets
+// kGo and is marked as demanding (so the holder's turn ends at its quantum);
+// a capped one waits for its turn as under exclusive turns.
 // For a launch of `member` that has waited `waited_ns` so far: go, or wait
 // (then call again). Advances the turn as needed. A best-effort launch that
 // has waited kMaxAutoHoldNs is no longer held by an LC's automatic hold (a

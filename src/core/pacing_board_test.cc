@@ -40,6 +40,10 @@ class Simulation {
     // Its launches call the board with a clock read this long ago (a
     // process descheduled between reading the clock and using it).
     uint64_t clock_lag_ns = 0;
+    // Host time between two launches (a launch-bound application: its GPU
+    // idles whenever this exceeds its kernels' time).
+    uint64_t launch_gap_ns = 0;
+    uint64_t next_launch_ns = 0;
     bool busy = false;
     bool alive = true;
   };
@@ -74,12 +78,13 @@ class Simulation {
           }
         }
         const uint64_t seen = now_ - a.clock_lag_ns;
-        while (wants && a.queue.size() < a.depth &&
+        while (wants && a.queue.size() < a.depth && now_ >= a.next_launch_ns &&
                (a.step_kernels == 0 || a.launched_in_step < a.step_kernels)) {
-          if (TryEnter(board_.get(), a.member, seen) != GateDecision::kGo) {
-            NoteWaiting(board_.get(), a.member, seen);
+          if (TryEnter(board_.get(), a.member, seen, config_) != GateDecision::kGo) {
+            NoteWaiting(board_.get(), a.member, seen, config_);
             break;
           }
+          a.next_launch_ns = now_ + a.launch_gap_ns;
           a.queue.push_back(a.kernel_ns);
           ++a.launched_in_step;
           NoteLaunch(board_.get(), a.member, seen);
@@ -91,6 +96,15 @@ class Simulation {
       std::vector<size_t> ready;
       for (size_t i = 0; i < apps_.size(); ++i) {
         if (apps_[i].alive && !apps_[i].queue.empty()) ready.push_back(i);
+      }
+      // Under backfill turns the holder's long slice and the others' short
+      // ones give the holder the GPU whenever it has work (switch costs are
+      // not modelled).
+      if (config_.backfill) {
+        const int holder = TurnHolder(*board_);
+        for (size_t i : ready) {
+          if (apps_[i].member == holder) ready = {i};
+        }
       }
       if (!ready.empty()) {
         App& a = apps_[ready[rr++ % ready.size()]];
@@ -105,7 +119,7 @@ class Simulation {
       for (App& a : apps_) {
         if (a.alive && a.busy && a.queue.empty()) NoteBusy(board_.get(), a.member, a.busy = false, now_);
       }
-      AdvanceTurn(board_.get(), now_);
+      AdvanceTurn(board_.get(), now_, config_);
     }
   }
 
@@ -127,6 +141,7 @@ class Simulation {
   std::vector<App> apps_;
   std::vector<MemberSpec> specs_;
   uint64_t now_ = 1'000'000'000;
+  PacingConfig config_;
   uint64_t overlap_ns_ = 0;
   uint64_t gpu_busy_ns_ = 0;
 };
@@ -219,6 +234,111 @@ TEST(PacingBoardTest, CapAndShareTogether) {
   sim.Run(3000 * kMs);
   EXPECT_NEAR(sim.Fraction(0, 3000 * kMs), 20, 1.5);
   EXPECT_GT(sim.Fraction(1, 3000 * kMs), 75.0);
+}
+
+PacingConfig Backfill() {
+  PacingConfig config;
+  config.backfill = true;
+  return config;
+}
+
+// GPU time each app got in a window, over what it gets alone in the same
+// window (its fraction of alone).
+std::vector<double> FractionsOfAlone(const std::vector<Simulation::App>& apps, uint64_t window_ns,
+                                     const std::vector<double>& alone_gpu_pct) {
+  std::vector<double> out;
+  for (size_t i = 0; i < apps.size(); ++i) {
+    out.push_back(100.0 * static_cast<double>(apps[i].gpu_ns) / static_cast<double>(window_ns) / alone_gpu_pct[i] *
+                  100.0);
+  }
+  return out;
+}
+
+TEST(PacingBoardTest, BackfillTurnsStillSplitBusyVgpusByShare) {
+  for (auto [a, b] : {std::pair{30u, 70u}, std::pair{10u, 90u}, std::pair{50u, 50u}}) {
+    Simulation sim;
+    sim.config_ = Backfill();
+    sim.Add(1, Share(a));
+    sim.Add(2, Share(b));
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(3000 * kMs);
+    EXPECT_NEAR(sim.Share(0), a, 1.0) << a << "/" << b;
+    EXPECT_NEAR(sim.Share(1), b, 1.0) << a << "/" << b;
+    EXPECT_GT(sim.gpu_busy_ns_, 2900 * kMs);
+  }
+}
+
+// Launch-bound trainings: a 50 us kernel per 100 us of host work, so each
+// keeps the GPU half busy alone. Exclusive turns idle the GPU while the
+// holder's host side works; backfill turns run the other in those gaps.
+TEST(PacingBoardTest, BackfillTurnsFillWhatExclusiveTurnsLeaveIdle) {
+  double busy_pct[2];
+  for (bool backfill : {false, true}) {
+    Simulation sim;
+    sim.config_.backfill = backfill;
+    for (uint64_t id : {1u, 2u}) {
+      Simulation::App& app = sim.Add(id, Share(50), 50 * kUs);
+      app.launch_gap_ns = 100 * kUs;
+    }
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(2000 * kMs);
+    busy_pct[backfill] = 100.0 * static_cast<double>(sim.gpu_busy_ns_) / static_cast<double>(2000 * kMs);
+    const auto fractions = FractionsOfAlone(sim.apps_, 2000 * kMs, {50.0, 50.0});
+    for (double f : fractions) EXPECT_GE(f, 45.0) << "each keeps at least its share; backfill " << backfill;
+    if (backfill) {
+      EXPECT_GT(fractions[0] + fractions[1], 180.0) << "both run near their alone speed";
+    }
+  }
+  EXPECT_LT(busy_pct[0], 60.0) << "exclusive turns: the GPU idles during the holder's host work";
+  EXPECT_GT(busy_pct[1], 90.0) << "backfill turns: it does not";
+}
+
+// A GPU-bound 25% vGPU beside a launch-bound 75% one: each keeps its floor,
+// and the GPU-bound one fills the launch-bound one's gaps.
+TEST(PacingBoardTest, BackfillTurnsKeepEachFloorBetweenDifferentJobs) {
+  Simulation sim;
+  sim.config_ = Backfill();
+  sim.Add(1, Share(25), 500 * kUs);
+  Simulation::App& launch_bound = sim.Add(2, Share(75), 50 * kUs);
+  launch_bound.launch_gap_ns = 80 * kUs;
+  launch_bound.depth = 4;
+  sim.Run(200 * kMs);
+  sim.Reset();
+  sim.Run(3000 * kMs);
+  const auto fractions = FractionsOfAlone(sim.apps_, 3000 * kMs, {100.0, 100.0 * 50 / 80});
+  EXPECT_GE(fractions[0], 25.0 - 2.0);
+  EXPECT_GE(fractions[1], 75.0 - 2.0);
+  EXPECT_GT(sim.gpu_busy_ns_, 2900 * kMs);
+}
+
+TEST(PacingBoardTest, BackfillTurnsNeverLetACappedVgpuBackfill) {
+  Simulation sim;
+  sim.config_ = Backfill();
+  sim.Add(1, MemberSpec{50, 20, Priority::kBestEffort});
+  Simulation::App& other = sim.Add(2, Share(50), 50 * kUs);
+  other.launch_gap_ns = 100 * kUs;  // leaves gaps a capped vGPU must not fill
+  sim.Run(500 * kMs);
+  sim.Reset();
+  sim.Run(3000 * kMs);
+  EXPECT_NEAR(sim.Fraction(0, 3000 * kMs), 20, 1.5);
+}
+
+TEST(PacingBoardTest, BackfillTurnsStillHoldBestEffortForLatencyCritical) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  const int lc = JoinBoard(&board, 3, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  ASSERT_EQ(TryEnter(&board, a, now, Backfill()), GateDecision::kGo);
+  ASSERT_EQ(TurnHolder(board), a);
+  EXPECT_EQ(TryEnter(&board, b, now, Backfill()), GateDecision::kGo) << "b backfills";
+  EXPECT_GE(board.members[b].demand_ns, now) << "and is marked as demanding";
+  HoldBestEffort(&board, lc, now + 5 * kMs, now);
+  EXPECT_EQ(TryEnter(&board, a, now + kMs, Backfill()), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, b, now + kMs, Backfill()), GateDecision::kWait);
 }
 
 // A process reads the clock, is descheduled (a CPU-starved or throttled

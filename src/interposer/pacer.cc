@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -34,6 +35,13 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 constexpr int kMaxMarkers = 512;
+// A launch the gate let through lets the process's launches on that device
+// through for this long without reading the board again, and the board
+// hears of its launches at most this often. The board's decisions move at
+// turn boundaries (milliseconds) and at an LC's activity stamps (at most
+// every 25 us, lc_activity.h), so this costs no precision that exists, and
+// spares a launch-bound application a scan of the board per launch.
+constexpr uint64_t kDecisionReuseNs = 20'000;
 
 // One GPU of the vGPU, as this process paces it.
 struct Device {
@@ -43,10 +51,13 @@ struct Device {
   // (launch sequence << 1) | busy: busy = work queued since the last drain.
   std::atomic<uint64_t> work{0};
   std::atomic<bool> polling{false};  // one drain poll at a time
+  std::atomic<uint64_t> go_until_ns{0};    // see kDecisionReuseNs
+  std::atomic<uint64_t> launch_noted_ns{0};
 };
 Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
+core::PacingConfig g_config;  // set once by Start, before any device is paced
 std::mutex g_start_mutex;
 bool g_started = false;
 
@@ -230,6 +241,17 @@ void LogSlowWait(Device& d, uint64_t waited_ns) {
             static_cast<int>(d.work.load() & 1));
 }
 
+// GPUSLICE_TURNS: `backfill` (the default) or `exclusive`. Every vGPU on a
+// GPU should use the same: an exclusive one beside backfilling ones waits
+// for its turns while they do not.
+bool BackfillTurnsWanted() {
+  const char* v = getenv("GPUSLICE_TURNS");
+  if (v == nullptr || *v == '\0' || strcmp(v, "backfill") == 0) return true;
+  if (strcmp(v, "exclusive") == 0) return false;
+  port::Log(port::LogLevel::kWarn, "GPUSLICE_TURNS=%s is neither `backfill` nor `exclusive`; using backfill", v);
+  return true;
+}
+
 }  // namespace
 
 void Start(VgpuRuntime* rt) {
@@ -245,6 +267,7 @@ void Start(VgpuRuntime* rt) {
   g_device_count = static_cast<int>(limits.device_count < core::kMaxDevices ? limits.device_count
                                                                             : core::kMaxDevices);
   g_single_device = g_device_count == 1;
+  g_config.backfill = BackfillTurnsWanted();
   const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
     const std::string path = std::string(dir) + "/boards/" + core::BoardFileName(limits.devices[s].uuid);
@@ -286,7 +309,7 @@ uint64_t Tick(VgpuRuntime* rt) {
     if (paced) {
       any = true;
       PollDrain(s);
-      core::AdvanceTurn(d.board, port::MonotonicNanos());
+      core::AdvanceTurn(d.board, port::MonotonicNanos(), g_config);
       holding |= core::TurnHolder(*d.board) == d.member;
     }
   }
@@ -305,15 +328,16 @@ int EnterGate() {
   Device& d = g_devices[slot];
   if (!d.paced.load(std::memory_order_acquire)) return -1;
   const uint64_t start = port::MonotonicNanos();
+  if (start < d.go_until_ns.load(std::memory_order_relaxed)) return slot;
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
-  while (core::TryEnter(d.board, d.member, now, {}, now - start) != core::GateDecision::kGo) {
+  while (core::TryEnter(d.board, d.member, now, g_config, now - start) != core::GateDecision::kGo) {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
     }
-    core::NoteWaiting(d.board, d.member, now);
+    core::NoteWaiting(d.board, d.member, now, g_config);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
     if (now - start < kSpinNs) {
       sched_yield();
@@ -334,6 +358,7 @@ int EnterGate() {
       break;
     }
   }
+  d.go_until_ns.store(now + kDecisionReuseNs, std::memory_order_relaxed);
   return slot;
 }
 
@@ -350,7 +375,10 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   }
   const uint64_t now = port::MonotonicNanos();
   if ((w & 1) == 0) core::NoteBusy(d.board, d.member, true, now);
-  core::NoteLaunch(d.board, d.member, now);
+  if (now >= d.launch_noted_ns.load(std::memory_order_relaxed) + kDecisionReuseNs) {
+    d.launch_noted_ns.store(now, std::memory_order_relaxed);
+    core::NoteLaunch(d.board, d.member, now);
+  }
 }
 
 void CaptureBegin() {
@@ -403,6 +431,15 @@ void ReleaseBestEffort() {
   }
 }
 
+TurnRole RoleOn(int slot) {
+  if (slot < 0 || slot >= g_device_count || !g_config.backfill) return TurnRole::kNone;
+  const Device& d = g_devices[slot];
+  if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
+  // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
+  if (core::LoadRelaxed(d.board->members[d.member].cap_pct) != 0) return TurnRole::kNone;
+  return core::TurnHolder(*d.board) == d.member ? TurnRole::kHolder : TurnRole::kBackfiller;
+}
+
 Seat SeatOf(int slot) {
   if (slot < 0 || slot >= g_device_count || g_devices[slot].board == nullptr) return {};
   return {g_devices[slot].board, g_devices[slot].member};
@@ -420,6 +457,8 @@ void AfterFork() {
     d.paced.store(false);
     d.work.store(0);
     d.polling.store(false);
+    d.go_until_ns.store(0);
+    d.launch_noted_ns.store(0);
   }
   // The boards stay mapped and joined: the child is in the same vGPU.
 }

@@ -9,7 +9,10 @@
 // While paced, each launch:
 //   1. waits at the gate until its vGPU holds the GPU's turn (TryEnter); the
 //      wait marks the vGPU as demanding and is bounded (a wait longer than
-//      2 s launches anyway and says so: the application is never hung);
+//      2 s launches anyway and says so: the application is never hung).
+//      Under backfill turns (GPUSLICE_TURNS=backfill, the default) only
+//      capped vGPUs and LC holds wait; the others go at once and the GPU's
+//      slices order them (RoleOn);
 //   2. launches;
 //   3. records a marker event on the launch's stream, one event per
 //      (thread, context, stream), re-recorded, created once.
@@ -95,6 +98,14 @@ void ForgetDevice(CUdevice device);
 // them. No-op in a best-effort vGPU or before the pacer started.
 void HoldBestEffort(uint64_t until_ns);
 void ReleaseBestEffort();
+
+// What this process's channel groups on device `slot` should be under
+// backfill turns (core/pacing_board.h): kNone where it is not paced or turns
+// are exclusive or its vGPU is capped (the policy's slice applies: a capped
+// vGPU runs only in its own turns), else whether its vGPU holds the turn
+// there (the long slice) or backfills (the short one).
+enum class TurnRole { kNone, kHolder, kBackfiller };
+TurnRole RoleOn(int slot);
 
 // The board seat of the vGPU's device `slot` in this process, or
 // {nullptr, -1} where it has none (no board, full board, not started).

@@ -38,6 +38,7 @@ Applied g_applied[rm::TsgRegistry::kCapacity];
 uint64_t g_last_generation = 0;
 uint64_t g_last_epoch = ~0ull;
 uint32_t g_last_lc_mask = 0;
+uint64_t g_last_roles = 0;
 uint64_t g_next_verify_ms = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
 
@@ -95,6 +96,33 @@ uint32_t LatencyCriticalPeers(VgpuRuntime* rt) {
   return mask;
 }
 
+// Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
+uint64_t TurnRoles() {
+  uint64_t roles = 0;
+  for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
+    roles |= static_cast<uint64_t>(pacer::RoleOn(s)) << (2 * s);
+  }
+  return roles;
+}
+
+// The slice device slot `slot`'s compute groups should have now (0 = the
+// driver's default).
+uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live) {
+  uint64_t want = core::LoadRelaxed(limit.timeslice_us);
+  // Backfill turns: the holder runs first, the others in its gaps.
+  if (role == pacer::TurnRole::kHolder) want = core::kHolderSliceUs;
+  if (role == pacer::TurnRole::kBackfiller) want = core::kBackfillSliceUs;
+  // LC protection: beside a live LC, a best-effort group never runs with a
+  // longer slice than the policy's beside LC, whatever the node schedule
+  // wrote (it may be stale, or may never have seen the LC).
+  if (lc_live) {
+    uint64_t beside = core::LoadRelaxed(limit.timeslice_beside_lc_us);
+    if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
+    if (want == 0 || want > beside) want = beside;
+  }
+  return want;
+}
+
 }  // namespace
 
 void ApplyTimeslicesOnce(VgpuRuntime* rt) {
@@ -103,13 +131,18 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint64_t generation = core::LoadAcquire(limits.generation);
   const uint64_t epoch = rm::Registry().epoch();
   const uint32_t lc_mask = LatencyCriticalPeers(rt);
+  const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
   const bool verify = now_ms >= g_next_verify_ms;
-  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask && !verify) return;
+  if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask &&
+      roles == g_last_roles && !verify) {
+    return;
+  }
   if (verify) g_next_verify_ms = now_ms + 100;
   g_last_generation = generation;
   g_last_epoch = epoch;
   g_last_lc_mask = lc_mask;
+  g_last_roles = roles;
 
   rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
   const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
@@ -127,15 +160,8 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       }
       continue;
     }
-    uint64_t want = core::LoadRelaxed(limits.devices[slot].timeslice_us);
-    // LC protection: beside a live LC, a best-effort group never runs with a
-    // longer slice than the policy's beside LC, whatever the node schedule
-    // wrote (it may be stale, or may never have seen the LC).
-    if ((lc_mask >> slot) & 1) {
-      uint64_t beside = core::LoadRelaxed(limits.devices[slot].timeslice_beside_lc_us);
-      if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
-      if (want == 0 || want > beside) want = beside;
-    }
+    const auto role = slot < static_cast<int>(core::kMaxDevices) ? static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3) : pacer::TurnRole::kNone;
+    const uint64_t want = WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1);
     Applied& a = AppliedFor(tsg.serial);
     if (a.applied_us == 0 && a.default_us == 0) {
       uint64_t current = 0;
@@ -183,6 +209,7 @@ void ForgetAppliedTimeslices() {
   for (Applied& a : g_applied) a = Applied{};
   g_last_epoch = ~0ull;
   g_last_lc_mask = 0;
+  g_last_roles = 0;
   g_next_verify_ms = 0;
 }
 

@@ -5,10 +5,13 @@
 // ApplyNodeSchedule when any vGPU on our GPUs comes, goes or is resized) and
 // the TSG registry's epoch (bumped when libcuda allocates or frees a TSG),
 // plus which of the vGPU's GPUs have a live latency-critical vGPU on their
-// pacing board. Only when one of them moved, or a read-back is due, does it
-// act: each compute TSG gets its device's `timeslice_us` through an RM
-// control (rm/timeslice_control.h), shortened to the slice beside an LC
-// while one is live (LC protection, whatever the node schedule says). A
+// pacing board and, under backfill turns, whether this vGPU holds the turn
+// there. Only when one of them moved, or a read-back is due, does it act:
+// each compute TSG gets its device's `timeslice_us` through an RM control
+// (rm/timeslice_control.h) — under backfill turns the holder's or the
+// backfiller's slice instead (core/pacing_board.h) — shortened to the slice
+// beside an LC while one is live (LC protection, whatever the node schedule
+// says). A
 // slice of 0 restores the driver's default, read when the TSG was first
 // seen. Every slice set is read back 0.5 s and 2 s later, then every 10 s,
 // and set again if the driver put another value in its place.

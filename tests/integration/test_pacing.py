@@ -21,9 +21,11 @@ import os
 import subprocess
 
 from conftest import BUILD, CUDA_APP
+from test_compute_rm import COMPUTE_TSG, FAKE_RM, timed_sets
 
 SECONDS = 2.0
 BURST_NS = 20_000_000  # PacingConfig::cap_burst_ns: GPU time a capped vGPU may bank
+HOLDER_SLICE_US, BACKFILL_SLICE_US = 10_000, 50  # core::kHolderSliceUs, kBackfillSliceUs
 
 
 def runs(path):
@@ -119,8 +121,11 @@ def spin_beside(world, a_flags, b_flags, env=None):
     return first, last, launches(out["a"])[1], {k: r1[k] - r0[k] for k in r0}
 
 
+EXCLUSIVE = {"GPUSLICE_TURNS": "exclusive"}
+
+
 def test_two_vgpus_take_exclusive_turns_in_proportion_to_their_shares(world):
-    first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"])
+    first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"], env=EXCLUSIVE)
     a0, a1 = row(first, self=True), row(last, self=True)
     b0, b1 = row(first, weight=70), row(last, weight=70)
     charged_a, charged_b = a1["charged"] - a0["charged"], b1["charged"] - b0["charged"]
@@ -139,7 +144,7 @@ def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(worl
     # Kernels of 100 us, 64 queued at most: the holder's work runs on after
     # its launches stop, and the next vGPU may launch only once it is done.
     first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"],
-                                                  env={"FAKE_KERNEL_US": "100"})
+                                                  env={"FAKE_KERNEL_US": "100", **EXCLUSIVE})
     # Were the hand-over not to wait for the holder's work, nearly every hand
     # change would meet it. A few may, by a known race: a launch that passed
     # the gate in its vGPU's turn, its thread then descheduled until its
@@ -158,6 +163,47 @@ def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(worl
     # work of a turn still running at either snapshot).
     gpu_a = a_launches * 100_000
     assert charged_a >= gpu_a - 2 * 64 * 100_000 - 10_000_000, f"charged {charged_a} ns for {gpu_a} ns of kernels"
+
+
+def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice(world):
+    """Backfill turns (the default): neither uncapped vGPU ever waits at the
+    gate, the board still charges turns 30/70, and each process's compute
+    channel group follows its vGPU's turn: the holder's slice while it holds
+    it, the backfiller's short one otherwise (the fake RM device's record of
+    every SET_TIMESLICE)."""
+    log = world.path("rm.log")
+    env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
+    out = run_together(world, [
+        (name, ["--compute", share], ["spin", "0.5", world.path(name + ".warm"), "board", "spin", str(SECONDS),
+                                      world.path(name + ".runs"), "board", "gate_waits"])
+        for name, share in (("a", "30"), ("b", "70"))], env={"a": env, "b": env})
+    for name in ("a", "b"):
+        assert int(lines_of(out[name], "gate_waits")[-1][1]) == 0, f"{name} waited at the gate"
+    first, last = boards(out["a"])
+    charged = {w: row(last, weight=w)["charged"] - row(first, weight=w)["charged"] for w in (30, 70)}
+    share_a = 100 * charged[30] / (charged[30] + charged[70])
+    assert 25 <= share_a <= 35, f"the board charged a {share_a:.1f}% of the GPU time, wanted 30%"
+    assert row(last, weight=30)["turns"] - row(first, weight=30)["turns"] > 2
+    # Every compute-group slice either process set once its turns began (the
+    # policy's before that): only the two slices of backfill turns, and each
+    # process had both (it held and lost turns).
+    by_pid = {}
+    for pid, obj, us, status, _ in timed_sets(log):
+        if obj == COMPUTE_TSG and status == 0:
+            by_pid.setdefault(pid, []).append(us)
+    assert len(by_pid) == 2, by_pid
+    turn_slices = {HOLDER_SLICE_US, BACKFILL_SLICE_US}
+    for pid, slices in by_pid.items():
+        paced = slices[next(i for i, us in enumerate(slices) if us in turn_slices):]
+        assert set(paced) == turn_slices, f"pid {pid} set {slices}"
+
+
+def test_backfill_turns_still_make_a_capped_vgpu_wait(world):
+    """A capped vGPU never backfills: its launches outside its turns wait, and
+    its slice is the policy's, not a turn's."""
+    result = spin_together(world, [("capped", ["--compute-cap", "30"]), ("free", ["--compute", "50"])])
+    assert result["capped"] > 0, "the capped vGPU never waited"
+    assert result["free"] == 0, "the uncapped one waited"
 
 
 def cap_window(world, env=None):
