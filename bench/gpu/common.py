@@ -76,9 +76,9 @@ def gpuslice_bin():
     return os.environ.get("GPUSLICE_BIN") or str(REPO / "build/bin/gpuslice")
 
 
-def under_gpuslice(cmd, memory="4GiB", name=None, inject="preload"):
-    """The command line that runs cmd inside a vGPU."""
-    args = [gpuslice_bin(), "run", "--memory", memory]
+def under_gpuslice(cmd, memory="4GiB", name=None, inject="preload", flags=()):
+    """The command line that runs cmd inside a vGPU (more `run` flags in flags)."""
+    args = [gpuslice_bin(), "run", "--memory", memory, *flags]
     if "BENCH_GPU" in os.environ:  # else every GPU, as a plain `gpuslice run` has
         args += ["--gpu", GPU_INDEX]
     if name:
