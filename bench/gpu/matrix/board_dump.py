@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Prints every pacing board under STATE/boards twice a second until killed:
+"""Prints every pacing board under STATE/boards every INTERVAL seconds (0.5)
+until killed:
 the turn word and each live member's row (src/core/pacing_board.h, board
 version 2). For diagnosing turns on a GPU machine:
-    python3 bench/gpu/matrix/board_dump.py /tmp/gpuslice-state > boards.log &"""
+    python3 bench/gpu/matrix/board_dump.py /tmp/gpuslice-state [INTERVAL] > boards.log &"""
 import glob
 import os
 import struct
@@ -37,13 +38,14 @@ def dump(path):
 
 def main():
     state = sys.argv[1]
+    interval = float(sys.argv[2]) if len(sys.argv) > 2 else 0.5
     while True:
         for path in glob.glob(os.path.join(state, "boards", "gpu-*")):
             try:
                 dump(path)
             except OSError:
                 pass
-        time.sleep(0.5)
+        time.sleep(interval)
 
 
 if __name__ == "__main__":
