@@ -190,14 +190,14 @@ bool OthersLive(const Board& board, int member, uint64_t now_ns);
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
 
 enum class GateDecision { kGo, kWait };
-// Under backfill turns, an uncapped member that does not hold the turn gets
-// kGo and is marked as demanding (so the holder's turn ends at its quantum);
-// a capped one waits for its turn as under exclusive turns.
 // For a launch of `member` that has waited `waited_ns` so far: go, or wait
 // (then call again). Advances the turn as needed. A best-effort launch that
 // has waited kMaxAutoHoldNs is no longer held by an LC's automatic hold (a
 // starvation guard: an LC that pauses just past its linger between bursts
-// would otherwise hold BE for good; verification/lc_hold.pml).
+// would otherwise hold BE for good; verification/lc_hold.pml). Under
+// backfill turns, an uncapped member that does not hold the turn goes, and
+// is marked as demanding (so the holder's turn ends at its quantum); a
+// capped one waits for its turn as under exclusive turns.
 GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {},
                       uint64_t waited_ns = 0);
 // A launch of `member` is waiting at the gate.

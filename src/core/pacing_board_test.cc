@@ -341,6 +341,25 @@ TEST(PacingBoardTest, BackfillTurnsStillHoldBestEffortForLatencyCritical) {
   EXPECT_EQ(TryEnter(&board, b, now + kMs, Backfill()), GateDecision::kWait);
 }
 
+// A training blocked behind the others' work launches nothing, yet has
+// work queued: it still gets its turns.
+TEST(PacingBoardTest, BackfillTurnsGiveABlockedTrainingItsTurnsAmongThree) {
+  Simulation sim;
+  sim.config_ = Backfill();
+  Simulation::App& training = sim.Add(1, Share(20), 100 * kUs);
+  training.depth = 1000;
+  training.step_kernels = 200;
+  training.pause_ns = 1 * kMs;
+  sim.Add(2, Share(30), 100 * kUs);
+  sim.Add(3, Share(50), 100 * kUs);
+  sim.Run(500 * kMs);
+  sim.Reset();
+  sim.Run(3000 * kMs);
+  EXPECT_NEAR(sim.Share(0), 20, 2.0);
+  EXPECT_NEAR(sim.Share(1), 30, 2.0);
+  EXPECT_NEAR(sim.Share(2), 50, 2.0);
+}
+
 // A process reads the clock, is descheduled (a CPU-starved or throttled
 // container), and meanwhile another process starts a turn: its `now` is
 // older than the turn's start. The turn is brand new, not 2^32 µs old
@@ -703,23 +722,3 @@ TEST(PacingBoardTest, RejectsAForeignFile) {
 }  // namespace
 }  // namespace gpuslice::core
 
-namespace gpuslice::core {
-namespace {
-TEST(PacingBoardTest, BackfillTurnsGiveABlockedTrainingItsTurnsAmongThree) {
-  Simulation sim;
-  sim.config_ = Backfill();
-  Simulation::App& training = sim.Add(1, Share(20), 100 * kUs);
-  training.depth = 1000;
-  training.step_kernels = 200;
-  training.pause_ns = 1 * kMs;
-  sim.Add(2, Share(30), 100 * kUs);
-  sim.Add(3, Share(50), 100 * kUs);
-  sim.Run(500 * kMs);
-  sim.Reset();
-  sim.Run(3000 * kMs);
-  EXPECT_NEAR(sim.Share(0), 20, 2.0);
-  EXPECT_NEAR(sim.Share(1), 30, 2.0);
-  EXPECT_NEAR(sim.Share(2), 50, 2.0);
-}
-}  // namespace
-}  // namespace gpuslice::core

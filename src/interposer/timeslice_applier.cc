@@ -1,7 +1,5 @@
 #include "interposer/timeslice_applier.h"
 
-#include <stdlib.h>
-
 #include <atomic>
 #include <mutex>
 
@@ -107,29 +105,13 @@ uint64_t TurnRoles() {
   return roles;
 }
 
-// core::kBackfillSliceUs, or GPUSLICE_BACKFILL_SLICE_US (50 us to 1 s; read
-// once; docs/configuration.md).
-uint64_t BackfillSliceUs() {
-  static const uint64_t us = [] {
-    const char* v = getenv("GPUSLICE_BACKFILL_SLICE_US");
-    if (v == nullptr || *v == '\0') return core::kBackfillSliceUs;
-    char* end = nullptr;
-    const uint64_t parsed = strtoull(v, &end, 10);
-    if (*end == '\0' && parsed >= 50 && parsed <= 1'000'000) return parsed;
-    port::Log(port::LogLevel::kWarn, "GPUSLICE_BACKFILL_SLICE_US=%s is not a number of microseconds from 50 to "
-              "1000000; using %llu", v, static_cast<unsigned long long>(core::kBackfillSliceUs));
-    return core::kBackfillSliceUs;
-  }();
-  return us;
-}
-
 // The slice device slot `slot`'s compute groups should have now (0 = the
 // driver's default).
 uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live) {
   uint64_t want = core::LoadRelaxed(limit.timeslice_us);
   // Backfill turns: the holder runs first, the others in its gaps.
   if (role == pacer::TurnRole::kHolder) want = core::kHolderSliceUs;
-  if (role == pacer::TurnRole::kBackfiller) want = BackfillSliceUs();
+  if (role == pacer::TurnRole::kBackfiller) want = core::kBackfillSliceUs;
   // LC protection: beside a live LC, a best-effort group never runs with a
   // longer slice than the policy's beside LC, whatever the node schedule
   // wrote (it may be stale, or may never have seen the LC).
