@@ -11,8 +11,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$spin_bin" "$@" -a "$model" >/dev/null
-cc -w -O2 -DSAFETY -o pan pan.c
+# PAN_CFLAGS: more flags for the verifier (e.g. -DBFS for unbounded models).
+cc -w -O2 -DSAFETY ${PAN_CFLAGS:-} -o pan pan.c
 out=$(./pan -m100000 2>&1) || true
+if grep -q "max search depth too small" <<<"$out"; then
+  echo "$(basename "$model") $* : the search hit its depth limit, so it is incomplete (raise -m, or use PAN_CFLAGS=-DBFS)"
+  exit 2
+fi
 errors=$(grep -oE 'errors: [0-9]+' <<<"$out" | grep -oE '[0-9]+' || echo "?")
 states=$(grep -oE '[0-9.e+]+ states, stored' <<<"$out" | head -1)
 why=$(grep -oE 'assertion violated.*|invalid end state.*' <<<"$out" | head -1 || true)
