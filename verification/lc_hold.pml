@@ -1,6 +1,6 @@
 /* lc_hold.pml: the gate in front of best-effort launches while a
  * latency-critical vGPU is active (src/core/pacing_board.cc: TryEnter,
- * BestEffortHeld, NoteLcLaunch, HoldBestEffort/ReleaseHold), on a discrete
+ * LaunchesHeld, NoteLcLaunch, HoldBestEffort/ReleaseHold), on a discrete
  * clock: each tick the LC may launch, begin or end a request span, or idle;
  * then the BE, if it wants to launch, asks the gate; then time advances.
  *
@@ -43,7 +43,7 @@ byte hold_until = 0;    /* hold_until_ns (span) */
 bool in_span = false;
 byte span_ended_at = 0;
 
-/* BestEffortHeld: a span, or the automatic hold. */
+/* LaunchesHeld: a span, or the automatic hold. */
 inline held(h, waited) {
   h = false;
 #ifdef MUT_SPAN_UNBOUNDED

@@ -57,7 +57,17 @@ bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
   return LoadAcquire(m.vgpu_id) != 0 && LoadAcquire(m.heartbeat_ns) + c.member_timeout_ns > now;
 }
 
-bool IsLc(BoardMember& m) { return LoadAcquire(m.priority) == static_cast<uint32_t>(Priority::kLatencyCritical); }
+bool IsLc(BoardMember& m) { return LevelClass(LoadAcquire(m.priority)) == Priority::kLatencyCritical; }
+uint32_t Order(BoardMember& m) { return LevelOrder(LoadAcquire(m.priority)); }
+
+// The level a member competes for turns at, `at` a time: its own, or above
+// every level once it has gone level_starvation_ns without a turn. A holder
+// is judged at its turn's start, so that a turn won that way is not taken
+// back by the levels it was starved by.
+uint32_t TurnOrder(BoardMember& m, uint64_t at, const PacingConfig& c) {
+  const uint64_t ended = LoadAcquire(m.turn_ended_ns);
+  return at > ended && at - ended >= c.level_starvation_ns ? LevelOrder(~0u) + 1 : Order(m);
+}
 
 // Wants the GPU: one of its launches waited at the gate lately or, under
 // backfill turns, launched outside its turn lately or still has work queued
@@ -110,13 +120,18 @@ bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
 
 // Some waiting member is owed the GPU more than `holder`, whose turn has run
 // `age` so far.
+// A waiter of a higher level outruns the holder at once; one of its own level
+// by virtual time.
 bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
+  const uint32_t order = TurnOrder(h, now - age, c);
   const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (i == holder || !Demanding(m, now, c) || !CapAllowsTurn(m, now, 0, c)) continue;
-    if (LoadAcquire(m.vtime) + Scaled(c.preempt_lead_ns, LoadAcquire(h.weight)) < v) return true;
+    const uint32_t m_order = TurnOrder(m, now, c);
+    if (m_order > order) return true;
+    if (m_order == order && LoadAcquire(m.vtime) + Scaled(c.preempt_lead_ns, LoadAcquire(h.weight)) < v) return true;
   }
   return false;
 }
@@ -133,13 +148,17 @@ uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
   return end > start ? end - start : 0;
 }
 
-// The holder is owed GPU time: every waiter has run further ahead.
+// The holder is owed GPU time: every waiter of its level has run further
+// ahead, and none is of a higher level.
 bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
+  const uint32_t order = TurnOrder(h, now - age, c);
   const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (i != holder && Demanding(m, now, c) && LoadAcquire(m.vtime) <= v) return false;
+    if (i == holder || !Demanding(m, now, c)) continue;
+    const uint32_t m_order = TurnOrder(m, now, c);
+    if (m_order > order || (m_order == order && LoadAcquire(m.vtime) <= v)) return false;
   }
   return true;
 }
@@ -156,11 +175,13 @@ uint32_t QuantumMs(const PacingConfig& c) {
   return static_cast<uint32_t>(ms == 0 ? 1 : ms > 255 ? 255 : ms);
 }
 
-// The demanding member with the least virtual time, `extra` counted as
-// demanding too and `holder` with `holder_pending` ns not yet charged; -1 if
-// none may run. Ties go to the member after the holder (round robin).
+// Of the demanding members of the highest turn order, the one with the
+// least virtual time, `extra` counted as demanding too and `holder` with
+// `holder_pending` ns not yet charged; -1 if none may run. Ties go to the
+// member after the holder (round robin).
 int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending, const PacingConfig& c) {
   int best = -1;
+  uint32_t best_order = 0;
   uint64_t best_vtime = UINT64_MAX;
   for (int k = 1; k <= kBoardMembers; ++k) {
     const int i = ((holder < 0 ? -1 : holder) + k + kBoardMembers) % kBoardMembers;
@@ -169,8 +190,11 @@ int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending,
     const uint64_t pending = i == holder ? holder_pending : 0;
     if (!CapAllowsTurn(m, now, pending, c)) continue;
     const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, LoadAcquire(m.weight));
-    if (v < best_vtime) {
+    // The holder has just had a turn: its own level.
+    const uint32_t order = i == holder ? Order(m) : TurnOrder(m, now, c);
+    if (best < 0 || order > best_order || (order == best_order && v < best_vtime)) {
       best = i;
+      best_order = order;
       best_vtime = v;
     }
   }
@@ -187,7 +211,10 @@ bool SwitchTurn(Board* b, uint64_t seen, int next, uint64_t charge_ns, uint64_t 
   t.quantum_ms = next >= 0 ? QuantumMs(c) : 0;
   t.start_us = static_cast<uint32_t>(now / 1000);
   if (!CompareExchangeAcqRel(b->turn, seen, t.Encode())) return false;
-  if (old.holder >= 0) Charge(b->members[old.holder], charge_ns, now, c);
+  if (old.holder >= 0) {
+    Charge(b->members[old.holder], charge_ns, now, c);
+    RaiseToAcqRel(b->members[old.holder].turn_ended_ns, now);
+  }
   if (next >= 0) {
     RaiseToAcqRel(b->vclock, LoadAcquire(b->members[next].vtime));
     FetchAddRelaxed(b->members[next].turns, 1);
@@ -263,6 +290,7 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     StoreRelaxed(m.hold_until_ns, 0);
     StoreRelaxed(m.lc_burst_start_ns, 0);
     StoreRelaxed(m.lc_linger_us, 0);
+    StoreRelaxed(m.turn_ended_ns, now);
     Heartbeat(b, i, spec, now);
     // Two processes of one vGPU may have claimed two entries at once: the
     // lower one wins, the other is given back.
@@ -281,7 +309,7 @@ void Heartbeat(Board* b, int member, const MemberSpec& spec, uint64_t now) {
   BoardMember& m = b->members[member];
   StoreRelaxed(m.weight, spec.weight == 0 ? 100 : spec.weight > 100 ? 100 : spec.weight);
   StoreRelaxed(m.cap_pct, spec.cap_pct > 100 ? 100 : spec.cap_pct);
-  StoreRelaxed(m.priority, static_cast<uint32_t>(spec.priority));
+  StoreRelaxed(m.priority, LevelWord(spec.priority, spec.rank));
   RaiseToAcqRel(m.heartbeat_ns, now);
 }
 
@@ -296,7 +324,7 @@ bool OthersLive(const Board& board, int member, uint64_t now) {
 
 bool PacingNeeded(const Board& board, int member, uint64_t now) {
   BoardMember& me = const_cast<Board&>(board).members[member];
-  if (IsLc(me)) return false;
+  if (IsLc(me)) return HigherLatencyCriticalLive(board, member, now);
   return LoadAcquire(me.cap_pct) != 0 || OthersLive(board, member, now);
 }
 
@@ -336,12 +364,13 @@ bool AutoHolding(BoardMember& m, uint64_t now) {
 }
 }  // namespace
 
-bool BestEffortHeld(const Board& board, uint64_t now, bool auto_hold) {
+bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold) {
   const PacingConfig c;
   Board* b = const_cast<Board*>(&board);
+  const uint32_t order = Order(b->members[member]);
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (!IsLc(m) || !Alive(m, now, c)) continue;
+    if (!IsLc(m) || Order(m) <= order || !Alive(m, now, c)) continue;
     const uint64_t until = LoadAcquire(m.hold_until_ns);
     if (until > now && until <= now + kMaxHoldNs) return true;
     if (auto_hold && AutoHolding(m, now)) return true;
@@ -349,11 +378,13 @@ bool BestEffortHeld(const Board& board, uint64_t now, bool auto_hold) {
   return false;
 }
 
-bool LatencyCriticalLive(const Board& board, int member, uint64_t now) {
+bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now) {
   const PacingConfig c;
   Board* b = const_cast<Board*>(&board);
+  const uint32_t order = Order(b->members[member]);
   for (int i = 0; i < kBoardMembers; ++i) {
-    if (i != member && IsLc(b->members[i]) && Alive(b->members[i], now, c)) return true;
+    BoardMember& m = b->members[i];
+    if (i != member && IsLc(m) && Order(m) > order && Alive(m, now, c)) return true;
   }
   return false;
 }
@@ -364,7 +395,11 @@ void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
   // clock, so time spent idle is not credit to be spent hogging the GPU.
   const uint64_t active = LoadAcquire(m.demand_ns) > LoadAcquire(m.last_launch_ns) ? LoadAcquire(m.demand_ns)
                                                                                   : LoadAcquire(m.last_launch_ns);
-  if (active + c.idle_reset_ns <= now) RaiseToAcqRel(m.vtime, LoadAcquire(b->vclock));
+  // Nor is it time without a turn (TurnOrder).
+  if (active + c.idle_reset_ns <= now) {
+    RaiseToAcqRel(m.vtime, LoadAcquire(b->vclock));
+    RaiseToAcqRel(m.turn_ended_ns, now);
+  }
   RaiseToAcqRel(m.demand_ns, now);
 }
 
@@ -442,8 +477,8 @@ GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c)
 
 GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns) {
   BoardMember& me = b->members[member];
+  if (LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs)) return GateDecision::kWait;
   if (IsLc(me)) return GateDecision::kGo;
-  if (BestEffortHeld(*b, now, waited_ns < kMaxAutoHoldNs)) return GateDecision::kWait;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
     const uint64_t seen = LoadAcquire(b->turn);

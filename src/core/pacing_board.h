@@ -54,8 +54,14 @@
 //         one unbroken burst, so an LC that never pauses cannot starve BE.
 //   - Every best-effort process reads the board for live LC members and
 //     shortens its own channel groups' slices while one is live
-//     (LatencyCriticalLive), so LC protection does not depend on the node
-//     schedule having seen the LC.
+//     (HigherLatencyCriticalLive), so LC protection does not depend on the
+//     node schedule having seen the LC.
+//   - Priority levels (core::LevelWord: a class, lc or be, and a rank) order
+//     all of this: an LC member holds, and shortens the slices of, members
+//     of every lower level, LC ones included, and never those of its own;
+//     turns go to the highest best-effort level that demands, fairly within
+//     it, and a lower level that has had no turn for level_starvation_ns gets
+//     the next one, so none starves.
 //
 // Crash safety: there is no lock. The turn is one word changed by CAS; the
 // CAS winner alone charges the outgoing holder and publishes the new turn's
@@ -84,7 +90,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;  // "!GPBOARD"
-inline constexpr uint32_t kBoardVersion = 2;  // 2: LC activity (lc_burst_start_ns, lc_linger_us)
+inline constexpr uint32_t kBoardVersion = 3;  // 2: LC activity; 3: priority levels (turn_ended_ns)
 inline constexpr int kBoardMembers = 64;  // vGPUs per GPU
 
 struct alignas(64) BoardMember {
@@ -92,7 +98,7 @@ struct alignas(64) BoardMember {
   uint64_t heartbeat_ns;    // refreshed by each process's compute thread
   uint32_t weight;          // compute share, 1..100
   uint32_t cap_pct;         // 0 = no cap
-  uint32_t priority;        // core::Priority
+  uint32_t priority;        // its level: core::LevelWord
   uint32_t busy_processes;  // processes with work queued on this GPU
   uint64_t demand_ns;       // last time one of its launches waited at the gate
   uint64_t last_launch_ns;  // last launch by any of its processes
@@ -109,7 +115,10 @@ struct alignas(64) BoardMember {
   // latest launch), and how long after a launch the burst counts as going on.
   uint64_t lc_burst_start_ns;
   uint32_t lc_linger_us;  // 0 = no automatic hold
-  uint8_t pad[12];
+  uint32_t reserved;
+  // When its last turn ended (or it joined): how long a member of a lower
+  // level has gone without a turn (PacingConfig::level_starvation_ns).
+  uint64_t turn_ended_ns;
 };
 static_assert(sizeof(BoardMember) == 128);
 
@@ -147,6 +156,10 @@ struct PacingConfig {
   uint64_t member_timeout_ns = 1'000'000'000;
   uint64_t publish_timeout_ns = 20'000'000;  // a hand-over left half-done
   uint64_t cap_burst_ns = 20'000'000;     // most GPU time a capped vGPU banks
+  // Turns go to the highest level that demands; a member of a lower level
+  // that has had no turn for this long gets the next one (a quantum), so no
+  // level starves: it gets at least quantum / (this + a quantum) of the GPU.
+  uint64_t level_starvation_ns = 1'000'000'000;
   // Backfill turns (see the top of this file); false = exclusive turns.
   bool backfill = false;
 };
@@ -162,7 +175,8 @@ inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 struct MemberSpec {
   uint32_t weight = 100;
   uint32_t cap_pct = 0;
-  Priority priority = Priority::kBestEffort;
+  Priority priority = Priority::kBestEffort;  // its level's class ...
+  uint32_t rank = 0;                          // ... and rank (LevelWord)
 };
 
 // The board file of a GPU, in a vGPU directory's `boards/`: "gpu-" and the
@@ -184,17 +198,22 @@ void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns
 // Another live member (any class) is on the board.
 bool OthersLive(const Board& board, int member, uint64_t now_ns);
 
-// Whether a process of `member` must pace: it has a cap, or another live
-// vGPU is on the board (best-effort ones share turns; a latency-critical one
-// may hold best-effort launches). Latency-critical members never pace.
+// Whether a process of `member` must pace. A best-effort member: it has a
+// cap, or another live vGPU is on the board (best-effort ones share turns; a
+// latency-critical one may hold best-effort launches). A latency-critical
+// member: only while an LC member of a higher level is live (whose holds it
+// obeys); it never waits for turns.
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
 
 enum class GateDecision { kGo, kWait };
 // For a launch of `member` that has waited `waited_ns` so far: go, or wait
-// (then call again). Advances the turn as needed. A best-effort launch that
-// has waited kMaxAutoHoldNs is no longer held by an LC's automatic hold (a
-// starvation guard: an LC that pauses just past its linger between bursts
-// would otherwise hold BE for good; verification/lc_hold.pml). Under
+// (then call again). Advances the turn as needed. A launch is held by the
+// holds of LC members of higher levels (LaunchesHeld); one that has waited
+// kMaxAutoHoldNs is no longer held by an automatic hold (a starvation guard:
+// an LC that pauses just past its linger between bursts would otherwise hold
+// lower levels for good; verification/lc_hold.pml). An LC member then goes;
+// a best-effort one takes its turn. Turns go to the highest level that
+// demands, and within a level by virtual time (see Best in the .cc). Under
 // backfill turns, an uncapped member that does not hold the turn goes, and
 // is marked as demanding (so the holder's turn ends at its quantum); a
 // capped one waits for its turn as under exclusive turns.
@@ -211,8 +230,8 @@ void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
 // waiters and by every process's periodic tick.
 void AdvanceTurn(Board* board, uint64_t now_ns, const PacingConfig& config = {});
 
-// An LC member's request span or hint: best-effort members wait at the gate
-// until `until_ns` (at most kMaxHoldNs from now) or ReleaseHold.
+// An LC member's request span or hint: members of lower levels wait at the
+// gate until `until_ns` (at most kMaxHoldNs from now) or ReleaseHold.
 inline constexpr uint64_t kMaxHoldNs = 200'000'000;
 void HoldBestEffort(Board* board, int member, uint64_t until_ns, uint64_t now_ns);
 void ReleaseHold(Board* board, int member, uint64_t now_ns);
@@ -227,13 +246,14 @@ inline constexpr uint32_t kMaxLingerUs = 2000;
 inline constexpr uint64_t kMaxAutoHoldNs = 100'000'000;
 void NoteLcLaunch(Board* board, int member, uint32_t linger_us, uint64_t now_ns);
 
-// Best-effort launches must wait for a latency-critical member: a span or
-// hint, or (unless `auto_hold` is false) its automatic hold.
-bool BestEffortHeld(const Board& board, uint64_t now_ns, bool auto_hold = true);
+// Launches of `member` must wait for a latency-critical member of a higher
+// level: its span or hint, or (unless `auto_hold` is false) its automatic
+// hold. Work of a level is never held by a level below it, nor by its own.
+bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hold = true);
 
-// Another live latency-critical member is on the board (a best-effort
-// process then uses its slice beside LC).
-bool LatencyCriticalLive(const Board& board, int member, uint64_t now_ns);
+// A live latency-critical member of a higher level than `member` is on the
+// board (`member`'s processes then use their slice beside LC).
+bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns);
 
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);

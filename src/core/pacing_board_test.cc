@@ -671,18 +671,101 @@ TEST(PacingBoardTest, AnActiveLcHoldsBestEffortForItsLingerAndABoundedBurst) {
   EXPECT_EQ(TryEnter(&board, be, later + kUs), GateDecision::kGo);
 }
 
-TEST(PacingBoardTest, LatencyCriticalLiveSeesOnlyLiveLcPeers) {
+TEST(PacingBoardTest, HigherLatencyCriticalLiveSeesOnlyLiveLcPeers) {
   Board board;
   InitBoard(&board);
   const uint64_t now = 5'000'000'000;
   const int be = JoinBoard(&board, 1, Share(100), now);
   const int be2 = JoinBoard(&board, 3, Share(100), now);
-  EXPECT_FALSE(LatencyCriticalLive(board, be, now)) << "BE peers are not LC";
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, be, now)) << "BE peers are not LC";
   const int lc = JoinBoard(&board, 2, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
-  EXPECT_TRUE(LatencyCriticalLive(board, be, now));
-  EXPECT_TRUE(LatencyCriticalLive(board, be2, now));
-  EXPECT_FALSE(LatencyCriticalLive(board, lc, now)) << "an LC does not guard against itself";
-  EXPECT_FALSE(LatencyCriticalLive(board, be, now + 2'000'000'000)) << "its heartbeat stopped";
+  EXPECT_TRUE(HigherLatencyCriticalLive(board, be, now));
+  EXPECT_TRUE(HigherLatencyCriticalLive(board, be2, now));
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, lc, now)) << "an LC does not guard against itself";
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, be, now + 2'000'000'000)) << "its heartbeat stopped";
+}
+
+MemberSpec Level(Priority level_class, uint32_t rank, uint32_t share = 100) {
+  return MemberSpec{share, 0, level_class, rank};
+}
+
+TEST(PacingBoardTest, ALevelIsHeldOnlyByLatencyCriticalLevelsAboveIt) {
+  // critical (lc, rank 1) > lc (rank 0) > high (be, rank 1) > be (rank 0).
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int critical = JoinBoard(&board, 1, Level(Priority::kLatencyCritical, 1), now);
+  const int lc = JoinBoard(&board, 2, Level(Priority::kLatencyCritical, 0), now);
+  const int lc_peer = JoinBoard(&board, 3, Level(Priority::kLatencyCritical, 0), now);
+  const int high = JoinBoard(&board, 4, Level(Priority::kBestEffort, 1), now);
+  const int be = JoinBoard(&board, 5, Level(Priority::kBestEffort, 0), now);
+  EXPECT_EQ(LevelWord(Priority::kLatencyCritical, 0), 1u) << "the built-in words are unchanged";
+  EXPECT_EQ(LevelWord(Priority::kBestEffort, 0), 0u);
+
+  HoldBestEffort(&board, lc, now + 10 * kMs, now);
+  EXPECT_TRUE(LaunchesHeld(board, be, now + kUs));
+  EXPECT_TRUE(LaunchesHeld(board, high, now + kUs));
+  EXPECT_FALSE(LaunchesHeld(board, lc_peer, now + kUs)) << "a level is not held by its own";
+  EXPECT_FALSE(LaunchesHeld(board, critical, now + kUs)) << "nor by a lower one";
+  EXPECT_EQ(TryEnter(&board, critical, now + kUs), GateDecision::kGo);
+  ReleaseHold(&board, lc, now + kUs);
+
+  NoteLcLaunch(&board, critical, 500, now + 2 * kUs);
+  EXPECT_TRUE(LaunchesHeld(board, lc, now + 3 * kUs)) << "the automatic hold of a higher LC level";
+  EXPECT_EQ(TryEnter(&board, lc, now + 3 * kUs), GateDecision::kWait);
+  EXPECT_EQ(TryEnter(&board, lc, now + 3 * kUs, {}, kMaxAutoHoldNs), GateDecision::kGo)
+      << "bounded as for best-effort";
+  EXPECT_EQ(TryEnter(&board, lc, now + 600 * kUs), GateDecision::kGo) << "its linger is over";
+}
+
+TEST(PacingBoardTest, ALowerLatencyCriticalLevelIsPacedAndSlicedOnlyBesideAHigherOne) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int lc = JoinBoard(&board, 1, Level(Priority::kLatencyCritical, 0), now);
+  const int be = JoinBoard(&board, 2, Level(Priority::kBestEffort, 3), now);
+  EXPECT_FALSE(PacingNeeded(board, lc, now)) << "a BE of any rank is below every LC level";
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, lc, now));
+  EXPECT_TRUE(HigherLatencyCriticalLive(board, be, now));
+  const int critical = JoinBoard(&board, 3, Level(Priority::kLatencyCritical, 2), now);
+  EXPECT_TRUE(PacingNeeded(board, lc, now));
+  EXPECT_TRUE(HigherLatencyCriticalLive(board, lc, now));
+  EXPECT_FALSE(PacingNeeded(board, critical, now));
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, critical, now));
+  EXPECT_FALSE(PacingNeeded(board, lc, now + 2'000'000'000)) << "the higher level's heartbeat stopped";
+}
+
+TEST(PacingBoardTest, TurnsGoToTheHighestBestEffortLevelAndNoLevelStarves) {
+  for (bool backfill : {false, true}) {
+    Simulation sim;
+    sim.config_.backfill = backfill;
+    sim.Add(1, Level(Priority::kBestEffort, 0, 90));  // a larger share, a lower level
+    sim.Add(2, Level(Priority::kBestEffort, 1, 10));
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(5000 * kMs);
+    const double starvation_floor =
+        100.0 * static_cast<double>(sim.config_.quantum_ns) /
+        static_cast<double>(sim.config_.level_starvation_ns + 2 * sim.config_.quantum_ns);
+    EXPECT_GT(sim.Share(1), 95.0) << "the higher level, whatever the shares; backfill " << backfill;
+    EXPECT_GE(sim.Share(0), starvation_floor * 0.9) << "the lower level still gets its turns; backfill " << backfill;
+    EXPECT_GT(sim.gpu_busy_ns_, 4900 * kMs);
+  }
+}
+
+TEST(PacingBoardTest, AHigherBestEffortLevelTakesTheTurnFromALowerOneAtOnce) {
+  // By shares alone (90/10) the higher level would get about 10% of the GPU.
+  Simulation sim;
+  sim.Add(1, Level(Priority::kBestEffort, 0, 90));
+  Simulation::App& high = sim.Add(2, Level(Priority::kBestEffort, 1, 10));
+  high.period_ns = 100 * kMs;  // wants the GPU 40 ms of every 100 ms
+  high.on_ns = 40 * kMs;
+  sim.Run(1000 * kMs);
+  sim.Reset();
+  sim.Run(2000 * kMs);
+  // Its 40 ms windows, less at most the lower level's drain at each start.
+  EXPECT_GT(sim.Fraction(1, 2000 * kMs), 38.0);
+  EXPECT_GT(sim.gpu_busy_ns_, 1900 * kMs) << "the lower level fills the rest";
 }
 
 TEST(PacingBoardTest, HoldingTheTurnIdleIsNotCharged) {

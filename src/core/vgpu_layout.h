@@ -46,6 +46,27 @@ inline constexpr uint64_t kUnlimited = ~0ull;
 
 enum class Priority : uint32_t { kBestEffort = 0, kLatencyCritical = 1 };
 
+// A priority level, as one word (DeviceLimit::priority, BoardMember::priority):
+//   bits 0..7   its class, a Priority: what the GPU gives it (lc: the long
+//               slice, never waits for turns; be: turns by share);
+//   bits 8..15  its rank among the node's levels of that class, 0 the lowest.
+// Levels are ordered by class, then rank: every LC level above every BE one.
+// The built-in levels `be` and `lc` are rank 0 of their class, so their words
+// are 0 and 1, as before levels had ranks. docs/design.md, "Priority levels".
+inline constexpr uint32_t kMaxLevelRank = 255;
+constexpr uint32_t LevelWord(Priority level_class, uint32_t rank) {
+  return static_cast<uint32_t>(level_class) | (rank > kMaxLevelRank ? kMaxLevelRank : rank) << 8;
+}
+constexpr Priority LevelClass(uint32_t word) {
+  return (word & 0xff) == static_cast<uint32_t>(Priority::kLatencyCritical) ? Priority::kLatencyCritical
+                                                                            : Priority::kBestEffort;
+}
+constexpr uint32_t LevelRank(uint32_t word) { return (word >> 8) & 0xff; }
+// Higher is more important; any value of a word in, one of 512 out.
+constexpr uint32_t LevelOrder(uint32_t word) {
+  return static_cast<uint32_t>(LevelClass(word)) << 8 | LevelRank(word);
+}
+
 struct FileHeader {
   uint64_t magic;
   uint32_t version;
@@ -57,7 +78,7 @@ struct DeviceLimit {
   uint64_t memory_limit_bytes;  // atomic: live resize stores here
   uint32_t compute_share_pct;   // 1..100 (issue "compute"); 100 = no share set
   uint32_t compute_cap_pct;     // 0 = no hard cap
-  uint32_t priority;            // Priority
+  uint32_t priority;            // a level word: LevelWord
   uint32_t flags;               // kDeviceFlag*
   // The hardware timeslice this vGPU's channel groups on this GPU should
   // have, computed by the policy (src/policy) from every vGPU on the GPU and

@@ -213,7 +213,9 @@ core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
   core::MemberSpec spec;
   spec.weight = core::LoadRelaxed(limit.compute_share_pct);
   spec.cap_pct = core::LoadRelaxed(limit.compute_cap_pct);
-  spec.priority = static_cast<core::Priority>(core::LoadRelaxed(limit.priority));
+  const uint32_t level = core::LoadRelaxed(limit.priority);
+  spec.priority = core::LevelClass(level);
+  spec.rank = core::LevelRank(level);
   return spec;
 }
 
@@ -327,8 +329,15 @@ int EnterGate() {
   }
   Device& d = g_devices[slot];
   if (!d.paced.load(std::memory_order_acquire)) return -1;
+  // A latency-critical vGPU passes the gate only for higher levels' holds;
+  // its launches are no part of turns, so nothing after them is tracked
+  // (its activity is lc_activity's, which a launch noted here would break).
+  const int tracked = core::LevelClass(core::LoadRelaxed(d.board->members[d.member].priority)) ==
+                              core::Priority::kLatencyCritical
+                          ? -1
+                          : slot;
   const uint64_t start = port::MonotonicNanos();
-  if (start < d.go_until_ns.load(std::memory_order_relaxed)) return slot;
+  if (start < d.go_until_ns.load(std::memory_order_relaxed)) return tracked;
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
@@ -359,7 +368,7 @@ int EnterGate() {
     }
   }
   d.go_until_ns.store(now + kDecisionReuseNs, std::memory_order_relaxed);
-  return slot;
+  return tracked;
 }
 
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {

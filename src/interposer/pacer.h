@@ -2,7 +2,8 @@
 // in front of every kernel and graph launch, and the drain tracking behind it.
 //
 // A process is *paced* on a GPU while its vGPU has a hard cap there, or while
-// another best-effort vGPU uses the same GPU. Otherwise the launch hooks cost
+// another vGPU uses the same GPU; a latency-critical one only while an LC
+// vGPU of a higher level does (core::PacingNeeded). Otherwise the launch hooks cost
 // one relaxed load (Active()) and nothing else: a vGPU alone on its GPU runs
 // exactly as without gpuslice, whatever its share.
 //
@@ -64,12 +65,13 @@ void Start(VgpuRuntime* runtime);
 uint64_t Tick(VgpuRuntime* runtime);
 
 // Launch path (paced only): EnterGate returns the device slot it waited for,
-// or -1 when this launch is not paced; AfterLaunch records the marker.
+// or -1 when this launch is not paced or not tracked (an LC vGPU's);
+// AfterLaunch records the marker.
 int EnterGate();
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
 
 // Also where a latency-critical process publishes its activity
-// (lc_activity.h; LC processes are never paced) and where the launch's
+// (lc_activity.h), paced or not, and where the launch's
 // optional observers (launch_observers.h) learn of it, once it is submitted.
 template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
@@ -82,6 +84,7 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   const int slot = EnterGate();
   const CUresult r = launch();
   if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
+  lc_activity::AfterLaunch();
   AfterEveryLaunch();
   return r;
 }

@@ -83,15 +83,14 @@ void LogTracked(const rm::TsgRef* tsgs, uint32_t n) {
             static_cast<unsigned long long>(stats.rm_allocs));
 }
 
-// Bit s: a latency-critical vGPU other than this one is live on device slot
-// s's board. Always 0 in an LC process: its own slice is the LC one.
-uint32_t LatencyCriticalPeers(VgpuRuntime* rt) {
-  if (rt->latency_critical()) return 0;
+// Bit s: a latency-critical vGPU of a higher level than this one is live on
+// device slot s's board (so never for an LC vGPU of the highest level).
+uint32_t LatencyCriticalPeers() {
   uint32_t mask = 0;
   const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
     const pacer::Seat seat = pacer::SeatOf(s);
-    if (seat.board != nullptr && core::LatencyCriticalLive(*seat.board, seat.member, now)) mask |= 1u << s;
+    if (seat.board != nullptr && core::HigherLatencyCriticalLive(*seat.board, seat.member, now)) mask |= 1u << s;
   }
   return mask;
 }
@@ -112,9 +111,9 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
   // Backfill turns: the holder runs first, the others in its gaps.
   if (role == pacer::TurnRole::kHolder) want = core::kHolderSliceUs;
   if (role == pacer::TurnRole::kBackfiller) want = core::kBackfillSliceUs;
-  // LC protection: beside a live LC, a best-effort group never runs with a
-  // longer slice than the policy's beside LC, whatever the node schedule
-  // wrote (it may be stale, or may never have seen the LC).
+  // LC protection: beside a live LC of a higher level, a group never runs
+  // with a longer slice than the policy's beside LC, whatever the node
+  // schedule wrote (it may be stale, or may never have seen the LC).
   if (lc_live) {
     uint64_t beside = core::LoadRelaxed(limit.timeslice_beside_lc_us);
     if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
@@ -130,7 +129,7 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const core::Limits& limits = rt->limits();
   const uint64_t generation = core::LoadAcquire(limits.generation);
   const uint64_t epoch = rm::Registry().epoch();
-  const uint32_t lc_mask = LatencyCriticalPeers(rt);
+  const uint32_t lc_mask = LatencyCriticalPeers();
   const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
   const bool verify = now_ms >= g_next_verify_ms;

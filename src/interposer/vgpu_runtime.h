@@ -23,6 +23,8 @@
 #include <cstdint>
 
 #include "core/memory_ledger.h"
+#include "core/shared_word.h"
+#include "core/vgpu_layout.h"
 #include "interposer/allocation_table.h"
 #include "interposer/pool_accounts.h"
 
@@ -49,9 +51,7 @@ class VgpuRuntime {
   // Whether the vGPU is latency-critical (a vGPU has one class; resizable
   // live, hence the atomic read).
   bool latency_critical() const {
-    return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(limits_->devices[0].priority))
-               .load(std::memory_order_relaxed) ==
-           static_cast<uint32_t>(core::Priority::kLatencyCritical);
+    return core::LevelClass(core::LoadRelaxed(limits_->devices[0].priority)) == core::Priority::kLatencyCritical;
   }
   // The ledger in use (shared, or private on failure), for lifetime counters.
   core::Ledger* ledger_region() { return ledger_region_; }

@@ -296,7 +296,7 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
     if (map == MAP_FAILED) continue;
     const auto* board = static_cast<const unsigned char*>(map);
     const bool valid = *reinterpret_cast<const uint64_t*>(board) == kBoardMagic &&
-                       *reinterpret_cast<const uint32_t*>(board + 8) == 2;  // the version these offsets are of
+                       *reinterpret_cast<const uint32_t*>(board + 8) == 3;  // the version these offsets are of
     bool mine = false;
     for (int m = 0; m < 64 && valid; ++m) {
       mine |= BoardField<uint64_t>(board, m, 0) == self;

@@ -2,7 +2,7 @@
 """Prints every pacing board under STATE/boards every INTERVAL seconds (0.5)
 until killed:
 the turn word and each live member's row (src/core/pacing_board.h, board
-version 2). For diagnosing turns on a GPU machine:
+version 3). For diagnosing turns on a GPU machine:
     python3 bench/gpu/matrix/board_dump.py /tmp/gpuslice-state [INTERVAL] > boards.log &"""
 import glob
 import os
