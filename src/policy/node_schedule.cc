@@ -111,7 +111,7 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
     std::vector<VgpuOnGpu> inputs;
     for (const auto& [v, i] : members) {
       const core::DeviceLimit& d = v->handle.limits().devices[i];
-      inputs.push_back({v->name, static_cast<core::Priority>(d.priority), d.compute_share_pct});
+      inputs.push_back({v->name, core::LevelClass(d.priority), d.compute_share_pct, core::LevelRank(d.priority)});
     }
     const std::vector<uint64_t> slices = ComputeTimeslices(inputs, config);
     const std::vector<uint64_t> beside_lc = ComputeTimeslicesBesideLc(inputs, config);

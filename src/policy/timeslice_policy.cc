@@ -8,9 +8,16 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   uint32_t lc_count = 0;
   uint32_t be_count = 0;
   uint64_t be_weight = 0;
+  uint32_t top_lc_rank = 0;
+  uint32_t top_lc_count = 0;  // LC vGPUs of the highest LC level here
   for (const VgpuOnGpu& v : vgpus) {
     if (v.priority == core::Priority::kLatencyCritical) {
       ++lc_count;
+      if (top_lc_count == 0 || v.rank > top_lc_rank) {
+        top_lc_rank = v.rank;
+        top_lc_count = 0;
+      }
+      top_lc_count += v.rank == top_lc_rank;
     } else {
       ++be_count;
       be_weight += std::max<uint32_t>(v.share_pct, 1);
@@ -22,8 +29,11 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   std::vector<uint64_t> slices;
   slices.reserve(vgpus.size());
   for (const VgpuOnGpu& v : vgpus) {
-    if (v.priority == core::Priority::kLatencyCritical) {
-      slices.push_back(lc_count == 1 ? config.lc_slice_us : config.lc_shared_slice_us);
+    if (v.priority == core::Priority::kLatencyCritical && v.rank < top_lc_rank) {
+      // A lower LC level beside a higher one is to it what a BE is.
+      slices.push_back(config.be_slice_beside_lc_us);
+    } else if (v.priority == core::Priority::kLatencyCritical) {
+      slices.push_back(top_lc_count == 1 ? config.lc_slice_us : config.lc_shared_slice_us);
     } else if (has_lc && be_count == 1) {
       slices.push_back(config.be_slice_beside_lc_us);
     } else {

@@ -32,8 +32,9 @@ namespace gpuslice::policy {
 
 struct VgpuOnGpu {
   std::string name;
-  core::Priority priority = core::Priority::kBestEffort;
+  core::Priority priority = core::Priority::kBestEffort;  // its level's class
   uint32_t share_pct = 100;  // --compute; relative weight among BE vGPUs
+  uint32_t rank = 0;         // its level's rank in its class (core::LevelWord)
 };
 
 struct TimeslicePolicyConfig {
@@ -53,8 +54,10 @@ struct TimeslicePolicyConfig {
   uint64_t be_min_slice_with_lc_us = 250;
   // LC keeps the GPU for as long as it has work.
   uint64_t lc_slice_us = 5000000;
-  // Two or more LC vGPUs must not hold each other off for seconds: each gets
-  // the driver's default compute slice.
+  // Two or more LC vGPUs of the highest LC level must not hold each other
+  // off for seconds: each gets the driver's default compute slice. (LC vGPUs
+  // of lower levels get be_slice_beside_lc_us: to the higher level they are
+  // what a BE is.)
   uint64_t lc_shared_slice_us = 2048;
 };
 

@@ -52,6 +52,20 @@ TEST(TimeslicePolicyTest, SeveralLcDoNotHoldEachOtherOff) {
   EXPECT_EQ(s, (std::vector<uint64_t>{2048, 2048, 50}));
 }
 
+TEST(TimeslicePolicyTest, ALowerLcLevelIsSlicedAsABestEffortBesideAHigherOne) {
+  // critical (lc rank 1), two of lc (rank 0), one BE.
+  auto s = ComputeTimeslices({{"critical", Priority::kLatencyCritical, 100, 1},
+                              {"x", Priority::kLatencyCritical, 100, 0},
+                              {"y", Priority::kLatencyCritical, 100, 0},
+                              {"a", Priority::kBestEffort, 100}});
+  EXPECT_EQ(s, (std::vector<uint64_t>{5000000, 50, 50, 50}));
+  // Two at the top level share; the lower level still yields to both.
+  auto t = ComputeTimeslices({{"c1", Priority::kLatencyCritical, 100, 2},
+                              {"c2", Priority::kLatencyCritical, 100, 2},
+                              {"x", Priority::kLatencyCritical, 100, 1}});
+  EXPECT_EQ(t, (std::vector<uint64_t>{2048, 2048, 50}));
+}
+
 TEST(TimeslicePolicyTest, AloneTakesTheWholePeriod) {
   EXPECT_EQ(ComputeTimeslices({{"a", Priority::kBestEffort, 30}}), (std::vector<uint64_t>{10000}));
   EXPECT_EQ(ComputeTimeslices({{"lc", Priority::kLatencyCritical, 100}}), (std::vector<uint64_t>{5000000}));
