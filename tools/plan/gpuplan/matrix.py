@@ -1,0 +1,289 @@
+"""Calibration from, and validation against, the measured workload matrix
+(bench/gpu/matrix/results-*.json; docs/benchmarks.md, "Workload matrix").
+
+Calibration reads ONLY a run's alone cells (lc_alone, lc_alone_end,
+be_alone_*) and one stock cell (the switch cost from an idle GPU, below);
+the gpuslice cells are then predicted and compared, every one, misses
+included. Stock cells are simulated too and shown apart, as a check of the
+calibration, not as validation.
+
+Not thread-safe; deterministic for a given seed.
+"""
+import json
+import os
+import random
+from dataclasses import dataclass
+
+from . import scenario as sc
+from .workloads import BeModel, LcModel, Quantiles
+
+# docs/gpu-facts.md, "What the hardware scheduler does with slices": a busy
+# TSG is off the GPU for the other's slice plus ~350 µs, "about 170-180 µs"
+# per switch. Used for switching away from a TSG that still has work.
+PREEMPT_US = 175.0
+
+# Assumptions about the BE kinds, where no alone cell measures them
+# (bench/gpu/matrix/README.md, "Workloads"; docs/plan.md says why):
+# kernels per step, the GPU's busy fraction alone, and the launch-to-launch
+# host time.
+BE_SHAPES = {
+    # 6-layer d1024 transformer, batch 64: GPU-bound; the host launches far
+    # ahead, the GPU idles only across the step's synchronisation.
+    "gpu": dict(kernels=[("launch", 1.0)] * 100, busy=0.98, gap_us=10.0, jitter=False),
+    # resnet18 at batch 32 of 32x32: "200+ small kernels", "the GPU ~25% busy".
+    "launch": dict(kernels=[("launch", 1.0)] * 200, busy=0.25, gap_us=None, jitter=True),
+    # 8 x (addcmul over 4 GiB of traffic, then a 2 GiB copy): DRAM-bound; the
+    # copy is a cuMemcpyAsync (not gated).
+    "mem": dict(kernels=[("launch", 2.0), ("copy", 1.0)] * 8, busy=0.98, gap_us=10.0, jitter=False),
+}
+
+
+def load(path):
+    with open(path) as f:
+        d = json.load(f)
+    if not isinstance(d, dict) or "cells" not in d or "meta" not in d:
+        raise ValueError("%s: not a workload-matrix result (no 'meta' and 'cells'); pass a "
+                         "bench/gpu/matrix/results-*.json file" % path)
+    return d
+
+
+# --- calibration ---------------------------------------------------------
+def _alone_lc(cells):
+    """Per LC kind, the alone percentiles: the mean of lc_alone and
+    lc_alone_end where both were measured (as the matrix's × alone)."""
+    runs = [cells[k]["lc"] for k in ("lc_alone", "lc_alone_end") if k in cells and "lc" in cells[k]]
+    if not runs:
+        raise ValueError("no lc_alone cell: the LC models are calibrated from it")
+    out = {}
+    for kind in runs[0]:
+        keys = ("p50_us", "p90_us", "p99_us", "max_us")
+        out[kind] = {k: sum(r[kind][k] for r in runs if kind in r) / sum(1 for r in runs if kind in r) for k in keys}
+    return out
+
+
+def lc_models(d):
+    cells, knobs = d["cells"], d["meta"].get("knobs", {})
+    alone = _alone_lc(cells)
+    la = cells["lc_alone"]
+
+    def q(kind):
+        a = alone[kind]
+        return Quantiles.from_percentiles(a["p50_us"], a["p99_us"], p90=a["p90_us"], pmax=a["max_us"])
+
+    return {
+        "tiny": LcModel("tiny", knobs.get("PERIOD_US", 5000.0), q("tiny"), la["tiny_kernel_us"]),
+        "graph": LcModel("graph", 1e6 / knobs.get("GRAPH_RATE", 100.0), q("graph"), la["graph_gpu_us"]),
+        # the same model eagerly: ~100 launches (README), the graph's GPU time
+        "eager": LcModel("eager", la["eager_period_ms"] * 1000.0, q("eager"), la["graph_gpu_us"], n_kernels=100),
+    }
+
+
+def gpu_params(d):
+    """preempt: docs/gpu-facts.md. load (a switch from an idle TSG): stock
+    tiny beside the launch-bound BE, whose queue is empty most of the time,
+    less tiny alone: p50 stock - p50 alone (a stock cell, never gpuslice)."""
+    cells = d["cells"]
+    alone = _alone_lc(cells)["tiny"]["p50_us"]
+    stock = cells["lcbe_launch_stock"]["lc"]["tiny"]["p50_us"]
+    return sc.GpuParams(preempt_us=PREEMPT_US, load_us=round(stock - alone, 1))
+
+
+def _alone_rate(model, gp, seconds=2.0, seed=5):
+    out = sc.simulate([sc.Tenant("be", model)], sc.STOCK, gp, seconds=seconds, warmup=0.3, seed=seed)
+    return out.steps_per_s["be"]
+
+
+def be_models(d, gp):
+    """Each BE kind's shape (BE_SHAPES) scaled to its measured alone steps/s:
+    three fixed-point passes of a simulated alone run."""
+    cells = d["cells"]
+    out = {}
+    for kind, shape in BE_SHAPES.items():
+        key = "be_alone_" + kind
+        if key not in cells or "steps_per_s" not in cells[key]:
+            continue
+        rate = cells[key]["steps_per_s"]
+        step = 1e6 / rate
+        units = sum(w for _, w in shape["kernels"])
+        gpu_total = shape["busy"] * step
+        kernels = [(k, gpu_total * w / units) for k, w in shape["kernels"]]
+        n = len(kernels)
+        if shape["gap_us"] is None:  # host-bound: the host's launches set the pace
+            gap, tail = (step - gpu_total / n) / n, 0.0
+        else:
+            gap, tail = shape["gap_us"], max(0.0, step * (1 - shape["busy"]) - shape["gap_us"])
+        m = BeModel(kind, kernels, gap, tail, jitter=shape["jitter"])
+        for _ in range(3):
+            r = _alone_rate(m, gp)
+            m = m.scaled(gpu=r / rate, host=r / rate)
+        m.source = {"alone_steps_per_s": rate, "busy": shape["busy"]}
+        out[kind] = m
+    return out
+
+
+# --- the runs and what each predicts --------------------------------------
+MATRIX_DIR = "bench/gpu/matrix"
+VALIDATION_SECONDS = 6.0  # simulated seconds per cell
+RUN1 = sc.Policy("gpuslice, run-1 build", gpuslice=True, backfill=False, beside_lc_us=sc.DEFAULT_SLICE_US)
+# (file, label, policy of its gpuslice cells, only cells measured in that call)
+RUNS = [
+    ("results-2026-11-23-h100-run1.json", "run 1 (9928368: exclusive turns; BE slice reverted to 2048 µs)", RUN1,
+     False),
+    ("results-2026-11-23-h100-run2.json", "run 2 (9b433aa: backfill turns, slices read back)", sc.GPUSLICE, False),
+    ("results-2026-11-23-h100-run2-holdoff.json", "run 2, GPUSLICE_LC_HOLD=off",
+     sc.Policy("hold off", gpuslice=True, auto_hold=False), True),
+    ("results-2026-11-23-h100-run2-backfill500.json", "run 2, backfill slice 500 µs",
+     sc.Policy("backfill 500", gpuslice=True, backfill_slice_us=500.0), True),
+    ("results-2026-11-23-h100-run2-backfill2048.json", "run 2, backfill slice 2048 µs",
+     sc.Policy("backfill 2048", gpuslice=True, backfill_slice_us=2048.0), True),
+    ("results-2026-11-23-h100-run2-capmin5ms.json", "run 2, shortest capped turn 5 ms",
+     sc.Policy("cap min 5 ms", gpuslice=True, min_quantum_us=5000.0), True),
+]
+
+
+@dataclass
+class Row:
+    run: str
+    cell: str
+    setting: str  # stock | gpuslice
+    figure: str
+    measured: float
+    predicted: float
+    unit: str  # "us" or "%"
+
+    @property
+    def error(self):
+        """Latencies: relative error (%). Fractions: percentage points."""
+        if self.unit == "us":
+            return 100.0 * (self.predicted - self.measured) / self.measured
+        return self.predicted - self.measured
+
+
+def predict(d, label, policy, only_new=False, seconds=4.0, seed=1):
+    cells = d["cells"]
+    gp = gpu_params(d)
+    lcs = lc_models(d)
+    bes = be_models(d, gp)
+    alone_sim = {k: _alone_rate(m, gp, seconds=seconds, seed=seed) for k, m in bes.items()}
+    rows = []
+
+    def wanted(key):
+        c = cells.get(key)
+        return isinstance(c, dict) and not c.get("error") and not c.get("skipped") and (
+            not only_new or "from_prior" not in c)
+
+    for be in ("gpu", "launch", "mem"):
+        for setting, pol in (("stock", sc.STOCK), ("gpuslice", policy)):
+            key = "lcbe_%s_%s" % (be, setting)
+            if not wanted(key) or be not in bes:
+                continue
+            for lc in ("tiny", "graph", "eager"):
+                meas = cells[key]["lc"].get(lc)
+                if not meas:
+                    continue
+                out = sc.simulate([sc.Tenant("lc", lcs[lc], lc=True), sc.Tenant("be", bes[be])], pol, gp,
+                                  seconds=seconds, seed=seed)
+                cell = "%s + %s" % (lc, be)
+                rows.append(Row(label, cell, setting, "LC p50", meas["p50_us"], out.p("lc", 50), "us"))
+                rows.append(Row(label, cell, setting, "LC p99", meas["p99_us"], out.p("lc", 99), "us"))
+                rows.append(Row(label, cell, setting, "BE kept", 100 * meas["be_kept"],
+                                100 * out.steps_per_s["be"] / alone_sim[be], "%"))
+    for key, c in cells.items():
+        if not key.startswith("mix_") or not wanted(key):
+            continue
+        setting = c["setting"]
+        pol = sc.STOCK if setting == "stock" else policy
+        tenants = [sc.Tenant("t%d-%s" % (i, k), bes[k], weight=w) for i, (k, w) in enumerate(zip(c["kinds"],
+                                                                                              c["targets"]))]
+        out = sc.simulate(tenants, pol, gp, seconds=seconds, seed=seed)
+        cell = "+".join("%s:%d" % kw for kw in zip(c["kinds"], c["targets"]))
+        total = 0.0
+        for i, t in enumerate(tenants):
+            frac = 100 * out.steps_per_s[t.name] / alone_sim[c["kinds"][i]]
+            total += frac
+            rows.append(Row(label, cell, setting, "%s %% of alone" % c["kinds"][i], 100 * c["frac"][i], frac, "%"))
+        rows.append(Row(label, cell, setting, "total", 100 * c["total"], total, "%"))
+    for key, c in cells.items():
+        if not key.startswith("cap30_") or not wanted(key) or "achieved_pct" not in c:
+            continue
+        out = sc.simulate([sc.Tenant("be", bes[c["be"]], cap_pct=c["cap_pct"])], policy, gp, seconds=seconds,
+                          seed=seed)
+        rows.append(Row(label, "cap %d%%: %s" % (c["cap_pct"], c["be"]), "gpuslice", "% of alone",
+                        c["achieved_pct"], 100 * out.steps_per_s["be"] / alone_sim[c["be"]], "%"))
+    return rows
+
+
+def all_rows(root, seconds=VALIDATION_SECONDS, seed=1):
+    rows = []
+    for name, label, policy, only_new in RUNS:
+        d = load(os.path.join(root, MATRIX_DIR, name))
+        rows += predict(d, label, policy, only_new, seconds=seconds, seed=seed)
+    return rows
+
+
+def calibration_text(root):
+    """The calibrated parameters of each main run, for the doc."""
+    lines = []
+    for name, label, _, only_new in RUNS:
+        if only_new:
+            continue
+        d = load(os.path.join(root, MATRIX_DIR, name))
+        gp = gpu_params(d)
+        lines.append("- %s: switch %.0f µs from a busy TSG (docs/gpu-facts.md), %.1f µs from an idle one "
+                     "(stock tiny + launch p50 − tiny alone p50)" % (label, gp.preempt_us, gp.load_us))
+        for k, m in be_models(d, gp).items():
+            n = len(m.kernels)
+            lines.append("  - BE `%s`: %d kernels a step, %.0f µs of GPU time, host gap %.1f µs before each "
+                         "launch, %.0f µs after the step's sync (alone %.2f steps/s)"
+                         % (k, n, m.gpu_us_per_step(), m.gap_us, m.tail_us, m.source["alone_steps_per_s"]))
+    return "\n".join(lines)
+
+
+def _fmt(v, unit):
+    return "%.0f" % v if unit == "us" else "%.1f" % v
+
+
+def markdown(rows):
+    """The predicted-against-measured tables: gpuslice cells (the
+    validation), then stock cells (the calibration's check)."""
+    out = []
+    for setting, title in (("gpuslice", "Predicted: every gpuslice cell"),
+                           ("stock", "Calibration check: every stock cell")):
+        out.append("#### %s\n" % title)
+        out.append("| run | cell | figure | measured | predicted | error |")
+        out.append("|---|---|---|---|---|---|")
+        for r in rows:
+            if r.setting != setting:
+                continue
+            err = ("%+.0f%%" % r.error) if r.unit == "us" else ("%+.1f pp" % r.error)
+            unit = " µs" if r.unit == "us" else "%"
+            out.append("| %s | %s | %s | %s%s | %s%s | %s |" % (r.run, r.cell, r.figure, _fmt(r.measured, r.unit),
+                                                              unit, _fmt(r.predicted, r.unit), unit, err))
+        out.append("")
+    out.append(summary(rows))
+    return "\n".join(out)
+
+
+def summary(rows):
+    """Median and worst absolute error per figure family, gpuslice cells."""
+    def stats(sel):
+        errs = sorted(abs(r.error) for r in sel)
+        if not errs:
+            return "—"
+        med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
+        return "%d cells, median %.1f, worst %.1f" % (len(errs), med, errs[-1])
+
+    g = [r for r in rows if r.setting == "gpuslice"]
+    fam = [
+        ("LC p50, tiny and graph (%)", [r for r in g if r.figure == "LC p50" and not r.cell.startswith("eager")]),
+        ("LC p99, tiny and graph (%)", [r for r in g if r.figure == "LC p99" and not r.cell.startswith("eager")]),
+        ("LC p50, eager (%)", [r for r in g if r.figure == "LC p50" and r.cell.startswith("eager")]),
+        ("LC p99, eager (%)", [r for r in g if r.figure == "LC p99" and r.cell.startswith("eager")]),
+        ("BE kept beside LC (pp)", [r for r in g if r.figure == "BE kept"]),
+        ("share mixes, per tenant (pp)", [r for r in g if r.figure.endswith("of alone") and "cap" not in r.cell]),
+        ("share mixes, total (pp)", [r for r in g if r.figure == "total"]),
+        ("caps (pp)", [r for r in g if r.cell.startswith("cap")]),
+    ]
+    lines = ["| gpuslice figure | absolute error |", "|---|---|"]
+    lines += ["| %s | %s |" % (name, stats(sel)) for name, sel in fam]
+    return "\n".join(lines) + "\n"
