@@ -14,7 +14,9 @@
 //   - nvmlPciInfo_t is the v3 layout (what nvmlDeviceGetPciInfo_v3 and
 //     nvmlDeviceGetNvLinkRemotePciInfo_v2 fill);
 //   - nvmlProcessUtilizationSample_t as nvmlDeviceGetProcessUtilization
-//     fills it.
+//     fills it;
+//   - nvmlProcessInfo_t (the v2/v3 layout) as
+//     nvmlDeviceGetComputeRunningProcesses_v3 fills it.
 // Add what a new caller needs here, from the same reference.
 //
 // Declarations only: no code, no state. (The fake NVML in tests/fake_driver
@@ -64,6 +66,14 @@ typedef struct {
   unsigned int encUtil;
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
+
+typedef struct {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;  // NVML_VALUE_NOT_AVAILABLE when the driver cannot tell
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+inline constexpr unsigned long long NVML_VALUE_NOT_AVAILABLE = ~0ull;
 
 inline constexpr unsigned int NVML_DEVICE_UUID_V2_BUFFER_SIZE = 96;
 inline constexpr unsigned int NVML_NVLINK_MAX_LINKS = 18;  // R525 and later

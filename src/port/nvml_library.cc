@@ -31,6 +31,7 @@ using NvLinkRemoteTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
 using P2pStatusFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
 using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                               unsigned long long);
+using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
 
 using PciAddress = std::tuple<unsigned int, unsigned int, unsigned int>;  // domain, bus, device
@@ -247,6 +248,37 @@ StatusOr<std::vector<ProcessUtilization>> NvmlLibrary::ProcessUtilizations(uint3
     std::vector<ProcessUtilization> out;
     for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
       out.push_back({samples[k].pid, std::min(samples[k].smUtil, 100u), samples[k].timeStamp});
+    }
+    return out;
+  }
+  return Status::Error("NVML kept changing its process count on GPU " + std::to_string(index));
+}
+
+StatusOr<std::vector<ProcessMemory>> NvmlLibrary::ComputeProcesses(uint32_t index) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<RunningProcessesFn>(Symbol("nvmlDeviceGetComputeRunningProcesses_v3"));
+  if (handle_fn == nullptr || fn == nullptr) {
+    return Status::Error("this NVIDIA driver cannot list processes' memory (nvmlDeviceGetComputeRunningProcesses_v3, "
+                         "R510 and later)");
+  }
+  nvmlDevice_t device = nullptr;
+  if (handle_fn(index, &device) != NVML_SUCCESS) return Status::Error("NVML lost GPU " + std::to_string(index));
+  unsigned int count = 64;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::vector<nvmlProcessInfo_t> infos(count);
+    const nvmlReturn_t r = fn(device, &count, infos.data());
+    if (r == NVML_ERROR_INSUFFICIENT_SIZE) {
+      count += 16;  // processes may start meanwhile
+      continue;
+    }
+    if (r != NVML_SUCCESS) {
+      return Status::Error("nvmlDeviceGetComputeRunningProcesses_v3 failed on GPU " + std::to_string(index) +
+                           " (NVML error " + std::to_string(r) + ")");
+    }
+    std::vector<ProcessMemory> out;
+    for (unsigned int k = 0; k < count && k < infos.size(); ++k) {
+      const unsigned long long used = infos[k].usedGpuMemory;
+      out.push_back({infos[k].pid, used == NVML_VALUE_NOT_AVAILABLE ? 0 : used});
     }
     return out;
   }

@@ -65,6 +65,12 @@ struct ProcessUtilization {
   uint64_t timestamp_us = 0;  // NVML's sample time, CPU clock in microseconds
 };
 
+// One process's device memory on a GPU, as the driver accounts it.
+struct ProcessMemory {
+  uint32_t pid = 0;         // in the host's (NVML's) pid namespace
+  uint64_t used_bytes = 0;  // 0 where the driver cannot tell
+};
+
 class NvmlLibrary {
  public:
   // Opens and initialises NVML. The error names the fix.
@@ -80,6 +86,9 @@ class NvmlLibrary {
   // `since_us` (0: everything NVML still holds). An empty list when no
   // process ran; an error when this driver or GPU cannot report it.
   StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(uint32_t index, uint64_t since_us);
+  // Every process with a compute context on GPU `index`, and its memory
+  // there (nvmlDeviceGetComputeRunningProcesses_v3).
+  StatusOr<std::vector<ProcessMemory>> ComputeProcesses(uint32_t index);
 
  private:
   NvmlLibrary() = default;

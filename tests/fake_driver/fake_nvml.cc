@@ -3,8 +3,8 @@
 // size and PCI addresses.
 //
 // Memory "used" is always 0: each process that loads the fake CUDA driver
-// has its own in-process fake GPU state, which no other process (the
-// gpuslice daemon, nvidia-smi's stand-in) can see, so NVML cannot know it.
+// has its own in-process fake GPU state, which NVML sees only through
+// FAKE_GPU_PROCESS_DIR (below), per process.
 //
 // Topology: a GPU with itself is NVML_TOPOLOGY_INTERNAL; two GPUs are
 // NVML_TOPOLOGY_SYSTEM (the farthest level), or NVML_TOPOLOGY_SINGLE (one
@@ -20,7 +20,15 @@
 // (every GPU reports the same lines), so a test can script what the daemon
 // measures. Unset: no process has run (NVML_ERROR_NOT_FOUND).
 //
-// Thread-safe. Never allocates after the configuration is first read.
+// Processes' memory: with FAKE_GPU_PROCESS_DIR set, every process of the
+// fake CUDA driver keeps what it holds per device in DIR/<pid> (physical.h),
+// and nvmlDeviceGetComputeRunningProcesses_v3 lists the live ones among them.
+//
+// Thread-safe. Never allocates after the configuration is first read, except
+// to list processes' memory.
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -292,6 +300,34 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
   *count = found;
   if (found == 0) return NVML_ERROR_NOT_FOUND;
   return utilization == nullptr || found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, count, &index); r != NVML_SUCCESS) return r;
+  const unsigned int room = *count;
+  unsigned int found = 0;
+  const char* dir = getenv("FAKE_GPU_PROCESS_DIR");
+  DIR* d = dir != nullptr ? opendir(dir) : nullptr;
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    char* end = nullptr;
+    const unsigned long pid = strtoul(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) continue;
+    FILE* f = fopen((std::string(dir) + "/" + e->d_name).c_str(), "r");
+    if (f == nullptr) continue;
+    int gpu = 0;
+    unsigned long long used = 0;
+    while (fscanf(f, "%d %llu", &gpu, &used) == 2) {
+      if (gpu != index) continue;
+      if (infos != nullptr && found < room) infos[found] = {static_cast<unsigned int>(pid), used, ~0u, ~0u};
+      ++found;
+    }
+    fclose(f);
+  }
+  if (d != nullptr) closedir(d);
+  *count = found;
+  return found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
 }  // extern "C"

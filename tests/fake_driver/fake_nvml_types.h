@@ -3,7 +3,7 @@
 // declared here, with layouts and values as given by NVML's public API
 // reference (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t,
 // nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t (v3 layout), nvmlEnableState_t
-// nvmlGpuTopologyLevel_t and nvmlProcessUtilizationSample_t, and the prototypes of the entry points the fake
+// nvmlGpuTopologyLevel_t, nvmlProcessUtilizationSample_t and nvmlProcessInfo_t, and the prototypes of the entry points the fake
 // implements. Only what fake_nvml.cc and its tests use.
 //
 // Declarations only: no state, no allocation.
@@ -82,6 +82,13 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+typedef struct nvmlProcessInfo_st {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
 // The entry points fake_nvml.cc implements, with NVML's signatures.
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlInit_v2(void);
@@ -108,6 +115,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci);
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* count, unsigned long long last_seen);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos);
 
 }  // extern "C"
 

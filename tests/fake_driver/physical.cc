@@ -1,6 +1,11 @@
 #include "physical.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <array>
+#include <string>
 
 #include "fake_gpus.h"
 
@@ -29,6 +34,24 @@ CUdeviceptr Bump(CUdeviceptr& next, uint64_t bytes, uint64_t alignment) {
   return base;
 }
 
+// With FAKE_GPU_PROCESS_DIR set, what this process holds on each device is
+// kept in DIR/<pid> ("index bytes" lines), where the fake NVML reads every
+// process's memory as nvmlDeviceGetComputeRunningProcesses does a real
+// GPU's. Rewritten whole at each change (a rename, so readers never see half).
+void Publish(const Locked& locked) {
+  const char* dir = getenv("FAKE_GPU_PROCESS_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  const std::string path = std::string(dir) + "/" + std::to_string(getpid());
+  const std::string tmp = path + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr) return;
+  for (int i = 0; i < DeviceCount(); ++i) {
+    fprintf(f, "%d %llu\n", i, static_cast<unsigned long long>(Devices(locked)[i].used));
+  }
+  fclose(f);
+  rename(tmp.c_str(), path.c_str());
+}
+
 }  // namespace
 
 int DeviceCount() { return fake_gpus::GetFakeGpuConfig().count; }
@@ -44,6 +67,7 @@ bool TakePhysical(const Locked& locked, int device, uint64_t bytes) {
   Device& d = Devices(locked)[device];
   if (bytes > DeviceCapacity(device) - d.used) return false;
   d.used += bytes;
+  Publish(locked);
   return true;
 }
 
@@ -51,6 +75,7 @@ void ReturnPhysical(const Locked& locked, int device, uint64_t bytes) {
   if (!ValidDevice(device)) return;
   Device& d = Devices(locked)[device];
   d.used = bytes > d.used ? 0 : d.used - bytes;
+  Publish(locked);
 }
 
 uint64_t PhysicalUsed(const Locked& locked, int device) {
