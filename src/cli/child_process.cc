@@ -1,5 +1,7 @@
 #include "cli/child_process.h"
 
+#include "cli/session_audit.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -37,6 +39,7 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const std::vector<std::string>& argv,
   for (const std::string& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
   cenv.push_back(nullptr);
 
+  BecomeChildSubreaper();
   const sigset_t supervised = SupervisedSignals();
   sigset_t previous;
   sigprocmask(SIG_BLOCK, &supervised, &previous);
@@ -82,12 +85,15 @@ int ChildProcess::Supervise(int tick_ms, const std::function<void()>& tick) {
   const timespec timeout = {tick_ms / 1000, (tick_ms % 1000) * 1000000L};
   while (true) {
     int status = 0;
-    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    // Any child: the command, or a descendant orphaned to us (a zombie
+    // until reaped here).
+    const pid_t done = waitpid(-1, &status, WNOHANG);
     if (done == pid_) {
       if (WIFEXITED(status)) return WEXITSTATUS(status);
       if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
       continue;
     }
+    if (done > 0) continue;
     siginfo_t info;
     const int sig = sigtimedwait(&supervised, &info, &timeout);
     if (sig < 0) {

@@ -1,10 +1,13 @@
 // child_process.h — running the user's command and standing by it.
 //
-// Spawn() forks and execs the command with the given environment. Supervise()
-// waits for it while forwarding SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2
-// to it, and calls `tick` every `tick_ms` meanwhile (the vGPU's dead-process
-// reaper runs there). It returns the exit code a shell would give:
-// the command's own status, or 128 + the signal that killed it.
+// Spawn() forks and execs the command with the given environment, this
+// process being the child subreaper of all its descendants (so none leaves
+// its tree: cli/session_audit.h). Supervise() waits for it while forwarding
+// SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it, reaps the orphaned
+// descendants handed to it, and calls `tick` every `tick_ms` meanwhile (the
+// vGPU's dead-process reaper and the memory audit run there). It returns the
+// exit code a shell would give: the command's own status, or 128 + the
+// signal that killed it.
 //
 // Called from the CLI's main thread only. Blocks until the child exits.
 #ifndef GPUSLICE_CLI_CHILD_PROCESS_H_

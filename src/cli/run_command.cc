@@ -12,6 +12,7 @@
 #include "cli/child_process.h"
 #include "cli/commands.h"
 #include "cli/run_via_daemon.h"
+#include "cli/session_audit.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
@@ -249,7 +250,11 @@ int RunCommand(const RunOptions& options) {
     return 127;
   }
   core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
-  const int status = child->Supervise(kReapIntervalMs, [&] { ledger.ReapDeadProcesses(port::SystemProcessProbe()); });
+  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
+  const int status = child->Supervise(kReapIntervalMs, [&] {
+    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    audit.Tick();
+  });
   ledger.ReapDeadProcesses(port::SystemProcessProbe());
   close(membership.value());
   auto removed = store.RemoveIfUnused(name);
@@ -281,6 +286,10 @@ void AddRunCommand(CLI::App& app) {
                   "Hard compute ceiling in percent (1-100) of GPU time, even when the GPU is otherwise idle");
   run->add_option("--priority", options->priority,
                   "lc (latency-critical: takes the GPU from best-effort work) or be (best-effort, default)");
+  run->add_option("--audit", options->audit,
+                  "What the memory audit does to a process of the command that holds GPU memory its vGPU does not "
+                  "account (report, deny: SIGSTOP, kill; default kill), or off")
+      ->check(CLI::IsMember({"report", "deny", "kill", "off"}));
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
   run->callback([options, inject] {
     options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;

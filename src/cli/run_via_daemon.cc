@@ -6,6 +6,7 @@
 
 #include "cli/child_process.h"
 #include "cli/cli_flags.h"
+#include "cli/session_audit.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
@@ -104,8 +105,11 @@ int RunViaDaemon(daemon::DaemonClient& client, const RunOptions& options, const 
     return 127;
   }
   core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
-  const int status =
-      child->Supervise(kFallbackReapIntervalMs, [&] { ledger.ReapDeadProcesses(port::SystemProcessProbe()); });
+  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
+  const int status = child->Supervise(kFallbackReapIntervalMs, [&] {
+    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    audit.Tick();
+  });
   ledger.ReapDeadProcesses(port::SystemProcessProbe());
   close(membership.value());
   // Best effort: a daemon that is gone (or restarted) collects it later.

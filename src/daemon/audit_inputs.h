@@ -1,0 +1,30 @@
+// audit_inputs.h — what the memory audit (audit/memory_audit.h) is given:
+// a vGPU's view as an AuditedVgpu, and the driver's per-process memory on the
+// node's GPUs. Shared by the daemon and `gpuslice run`'s supervisor.
+//
+// Pure conversion (AuditedVgpuOf) and one NVML pass (GpuProcessesOf); not
+// thread-safe (NvmlLibrary is not); allocates.
+#ifndef GPUSLICE_DAEMON_AUDIT_INPUTS_H_
+#define GPUSLICE_DAEMON_AUDIT_INPUTS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "audit/memory_audit.h"
+#include "core/status.h"
+#include "daemon/vgpu_view.h"
+#include "port/nvml_library.h"
+
+namespace gpuslice::daemon {
+
+// The vGPU's limits per GPU index, and the processes of its ledger that
+// live in this pid namespace (NVML's pids are the host's; others cannot be
+// matched). `session_roots` is left to the caller.
+audit::AuditedVgpu AuditedVgpuOf(const VgpuView& view);
+
+// Every compute process on each of `gpus`, with its memory there.
+StatusOr<std::vector<audit::GpuProcess>> GpuProcessesOf(port::NvmlLibrary* nvml, const std::vector<uint32_t>& gpus);
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_AUDIT_INPUTS_H_

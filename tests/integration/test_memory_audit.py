@@ -1,0 +1,105 @@
+"""The memory audit (src/audit/memory_audit.h, src/cli/session_audit.h): a
+process of a `gpuslice run` that holds GPU memory its vGPU does not account
+(it dropped LD_PRELOAD and GPUSLICE_VGPU_DIR, so the library never loaded) is
+found from outside it, through the driver's per-process memory (the fake
+NVML reads what each fake-driver process publishes under
+FAKE_GPU_PROCESS_DIR), and handled as --audit says."""
+import os
+import subprocess
+import time
+
+from conftest import CUDA_APP, GPUSLICE
+
+
+def audit_env(world):
+    d = world.path("gpu-processes")
+    os.makedirs(d, exist_ok=True)
+    return {"FAKE_GPU_PROCESS_DIR": d}
+
+
+def escaped(app_args):
+    """A command whose child sheds the library: what a tenant's script can do."""
+    return ["env", "-u", "LD_PRELOAD", "-u", "GPUSLICE_VGPU_DIR", CUDA_APP, "--lookup=dlsym", "init", *app_args]
+
+
+def start_run(world, audit, app_args):
+    return subprocess.Popen([GPUSLICE, "run", "--memory", "64MiB", "--audit", audit, "--", *escaped(app_args)],
+                            env={**world.env, **audit_env(world)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def test_a_process_that_shed_the_library_is_killed_by_the_audit(world):
+    p = start_run(world, "kill", ["alloc", "512M", "hold"])
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 128 + 9, (out, err)  # env exec'd cuda_app, which the audit killed
+    assert "alloc ok" in out  # no library: nothing refused it
+    lines = [l for l in err.splitlines() if "memory audit" in l]
+    assert lines, err
+    assert any("bypassed the gpuslice library" in l and "action: kill" in l for l in lines), err
+
+
+def test_report_only_leaves_the_process_running_and_says_so(world):
+    go = world.path("go")
+    p = start_run(world, "report", ["alloc", "512M", "await", go])
+    try:
+        seen = []
+        for line in p.stderr:  # blocks until the audit speaks, or the run ends
+            seen.append(line)
+            if "memory audit" in line:
+                break
+        assert any("action: report" in l and "bypassed the gpuslice library" in l for l in seen), seen
+        open(go, "w").close()
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert "await ok" in out or "alloc ok" in out
+
+
+def test_deny_stops_the_process(world):
+    p = start_run(world, "deny", ["alloc", "512M", "hold"])
+    try:
+        for line in p.stderr:
+            if "memory audit" in line:
+                assert "action: deny" in line
+                break
+        # The escaped process is stopped (state T), not dead.
+        pids = [int(f) for f in os.listdir(audit_env(world)["FAKE_GPU_PROCESS_DIR"]) if f.isdigit()]
+        assert pids
+        states = []
+        for _ in range(200):
+            states = [open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] for pid in pids
+                      if os.path.exists(f"/proc/{pid}")]
+            if "T" in states:
+                break
+            time.sleep(0.05)
+        assert "T" in states, states
+    finally:
+        p.kill()
+        for f in os.listdir(audit_env(world)["FAKE_GPU_PROCESS_DIR"]):
+            if f.isdigit():
+                try:
+                    os.kill(int(f), 9)
+                except ProcessLookupError:
+                    pass
+        p.wait(timeout=30)
+
+
+def test_a_process_within_its_limit_under_the_library_is_left_alone(world):
+    r = world.gpuslice("run", "--memory", "64MiB", "--", CUDA_APP, "--lookup=dlsym", "init", "alloc", "32M",
+                       "sleep", "1500", "free", env=audit_env(world))
+    assert r.returncode == 0, r.stderr
+    assert "memory audit" not in r.stderr
+    assert "alloc ok" in r.stdout
+
+
+def test_off_audits_nothing(world):
+    r = world.gpuslice("run", "--memory", "64MiB", "--audit", "off", "--", *escaped(["alloc", "512M", "sleep", "1500"]),
+                       env=audit_env(world))
+    assert r.returncode == 0, r.stderr
+    assert "memory audit" not in r.stderr
