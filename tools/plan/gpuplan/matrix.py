@@ -29,12 +29,12 @@ PREEMPT_US = 175.0
 BE_SHAPES = {
     # 6-layer d1024 transformer, batch 64: GPU-bound; the host launches far
     # ahead, the GPU idles only across the step's synchronisation.
-    "gpu": dict(kernels=[("launch", 1.0)] * 100, busy=0.98, gap_us=10.0, jitter=False),
+    "gpu": dict(kernels=[("launch", 1.0)] * 100, busy=0.98, gap_us=10.0, jitter=0.1),
     # resnet18 at batch 32 of 32x32: "200+ small kernels", "the GPU ~25% busy".
-    "launch": dict(kernels=[("launch", 1.0)] * 200, busy=0.25, gap_us=None, jitter=True),
+    "launch": dict(kernels=[("launch", 1.0)] * 200, busy=0.25, gap_us=None, jitter=1.0),
     # 8 x (addcmul over 4 GiB of traffic, then a 2 GiB copy): DRAM-bound; the
     # copy is a cuMemcpyAsync (not gated).
-    "mem": dict(kernels=[("launch", 2.0), ("copy", 1.0)] * 8, busy=0.98, gap_us=10.0, jitter=False),
+    "mem": dict(kernels=[("launch", 2.0), ("copy", 1.0)] * 8, busy=0.98, gap_us=10.0, jitter=0.1),
 }
 
 
@@ -264,26 +264,54 @@ def markdown(rows):
     return "\n".join(out)
 
 
-def summary(rows):
-    """Median and worst absolute error per figure family, gpuslice cells."""
-    def stats(sel):
-        errs = sorted(abs(r.error) for r in sel)
-        if not errs:
-            return "—"
-        med = errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
-        return "%d cells, median %.1f, worst %.1f" % (len(errs), med, errs[-1])
+FAMILIES = [
+    ("LC p50, tiny and graph (%)", lambda r: r.figure == "LC p50" and not r.cell.startswith("eager")),
+    ("LC p99, tiny and graph (%)", lambda r: r.figure == "LC p99" and not r.cell.startswith("eager")),
+    ("LC p50, eager (%)", lambda r: r.figure == "LC p50" and r.cell.startswith("eager")),
+    ("LC p99, eager (%)", lambda r: r.figure == "LC p99" and r.cell.startswith("eager")),
+    ("BE kept beside LC, gpu and mem (pp)", lambda r: r.figure == "BE kept" and not r.cell.endswith("launch")),
+    ("BE kept beside LC, launch (pp)", lambda r: r.figure == "BE kept" and r.cell.endswith("launch")),
+    ("share mixes, gpu and mem tenants (pp)",
+     lambda r: r.figure in ("gpu % of alone", "mem % of alone") and not r.cell.startswith("cap")),
+    ("share mixes, launch tenants (pp)", lambda r: r.figure == "launch % of alone"),
+    ("share mixes, total (pp)", lambda r: r.figure == "total"),
+    ("caps (pp)", lambda r: r.cell.startswith("cap")),
+]
 
-    g = [r for r in rows if r.setting == "gpuslice"]
-    fam = [
-        ("LC p50, tiny and graph (%)", [r for r in g if r.figure == "LC p50" and not r.cell.startswith("eager")]),
-        ("LC p99, tiny and graph (%)", [r for r in g if r.figure == "LC p99" and not r.cell.startswith("eager")]),
-        ("LC p50, eager (%)", [r for r in g if r.figure == "LC p50" and r.cell.startswith("eager")]),
-        ("LC p99, eager (%)", [r for r in g if r.figure == "LC p99" and r.cell.startswith("eager")]),
-        ("BE kept beside LC (pp)", [r for r in g if r.figure == "BE kept"]),
-        ("share mixes, per tenant (pp)", [r for r in g if r.figure.endswith("of alone") and "cap" not in r.cell]),
-        ("share mixes, total (pp)", [r for r in g if r.figure == "total"]),
-        ("caps (pp)", [r for r in g if r.cell.startswith("cap")]),
-    ]
-    lines = ["| gpuslice figure | absolute error |", "|---|---|"]
-    lines += ["| %s | %s |" % (name, stats(sel)) for name, sel in fam]
+
+def _stats(values):
+    v = sorted(abs(x) for x in values)
+    if not v:
+        return "—"
+    n = len(v)
+    med = v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    return "%d, median %.1f, worst %.1f" % (n, med, v[-1])
+
+
+def _run_to_run(rows, keep):
+    """The measurement against itself: the same cell and figure measured in
+    run 1 and in run 2 (stock cells; caps: gpuslice, the same turns in both)."""
+    first, second = RUNS[0][1], RUNS[1][1]
+    by = {}
+    for r in rows:
+        if keep(r) and (r.setting == "stock" or r.cell.startswith("cap")) and r.run in (first, second):
+            by.setdefault((r.setting, r.cell, r.figure), {})[r.run] = r
+    out = []
+    for pair in by.values():
+        if first in pair and second in pair:
+            a, b = pair[first].measured, pair[second].measured
+            out.append(100.0 * (a - b) / b if pair[first].unit == "us" else a - b)
+    return out
+
+
+def summary(rows):
+    """Per figure family: the absolute error of the gpuslice predictions and
+    of the stock fits, and how far the same cell moved between runs 1 and 2
+    (the measurement's own reproducibility)."""
+    lines = ["| figure | gpuslice cells: predicted − measured (cells, median, worst) | stock cells (the fit) "
+             "| measured run 1 − run 2, same cell |", "|---|---|---|---|"]
+    for name, keep in FAMILIES:
+        g = [r.error for r in rows if r.setting == "gpuslice" and keep(r)]
+        s = [r.error for r in rows if r.setting == "stock" and keep(r)]
+        lines.append("| %s | %s | %s | %s |" % (name, _stats(g), _stats(s), _stats(_run_to_run(rows, keep))))
     return "\n".join(lines) + "\n"

@@ -28,6 +28,12 @@ class Quantiles:
                 raise ValueError("Quantiles: values must not fall as the probability rises: %r" % (pts,))
         self.points = pts
 
+    def __eq__(self, other):
+        return isinstance(other, Quantiles) and self.points == other.points
+
+    def __repr__(self):
+        return "Quantiles(%r)" % (self.points,)
+
     @classmethod
     def from_percentiles(cls, p50, p99, p90=None, pmax=None, pmin=None):
         p90 = p90 if p90 is not None else p50 + 0.6 * (p99 - p50)
@@ -77,6 +83,9 @@ class LcModel:
     n_kernels: int = 1
     poisson: bool = False  # arrivals: fixed period (the matrix) or Poisson
     from_arrival: bool = False  # latency from the scheduled arrival (queueing included)
+    # A sleeping host thread wakes late by up to Linux's default timer slack
+    # (50 µs, prctl(2) PR_SET_TIMERSLACK): arrivals are not a perfect grid.
+    wake_slack_us: float = 50.0
 
     def gaps(self, rng, host_us):
         if self.n_kernels == 1:
@@ -92,8 +101,8 @@ class LcModel:
         while True:
             now = yield ("now",)
             if now < t_next:
-                yield ("host", t_next - now)
-                now = t_next
+                yield ("host", t_next - now + rng.random() * self.wake_slack_us)
+                now = yield ("now",)
             # submission (the matrix's p50_us): the arrival, or later when
             # behind; or the arrival itself (arr_p50_us, a queue's response)
             start = t_next if self.from_arrival else now
@@ -143,15 +152,18 @@ class BeModel:
     """A training loop: each step launches kernels (host gap, then launch),
     synchronises, then does host work (tail) before the next step.
 
-    kernels: list of (kind, mean_us) per step, kind "launch" or "copy";
-    kernel lengths are exponential around their mean when `jitter`, else
-    exact. gap_us: host time before each launch. tail_us: host time after
-    the step's synchronisation."""
+    kernels: list of (kind, mean_us) per step, kind "launch" or "copy".
+    gap_us: host time before each launch. tail_us: host time after the
+    step's synchronisation. jitter: the coefficient of variation of every
+    kernel length and host time: 0 exact, 1 exponential (many unlike small
+    kernels), between: uniform around the mean. A little jitter matters: a
+    fully periodic BE phase-locks with a periodic LC, which no real host
+    does."""
     name: str
     kernels: list
     gap_us: float
     tail_us: float
-    jitter: bool = False
+    jitter: float = 0.0
     notes: str = ""
     source: dict = field(default_factory=dict)
 
@@ -162,16 +174,24 @@ class BeModel:
         return BeModel(self.name, [(k, m * gpu) for k, m in self.kernels], self.gap_us * host,
                        self.tail_us * host, self.jitter, self.notes, dict(self.source))
 
+    def _draw(self, rng, mean):
+        cv = self.jitter
+        if cv <= 0 or mean <= 0:
+            return mean
+        if cv >= 1:
+            return rng.expovariate(1.0 / mean)
+        a = cv * math.sqrt(3.0)  # uniform on mean * [1 - a, 1 + a] has this cv
+        return mean * (1.0 + a * (2.0 * rng.random() - 1.0))
+
     def run(self, rng, record):
         """record(t_us) at every step's end."""
         while True:
             for kind, mean in self.kernels:
                 if self.gap_us > 0:
-                    yield ("host", self.gap_us)
-                k = rng.expovariate(1.0 / mean) if self.jitter else mean
-                yield (kind, k)
+                    yield ("host", self._draw(rng, self.gap_us))
+                yield (kind, self._draw(rng, mean))
             yield ("sync",)
             now = yield ("now",)
             record(now)
             if self.tail_us > 0:
-                yield ("host", self.tail_us)
+                yield ("host", self._draw(rng, self.tail_us))
