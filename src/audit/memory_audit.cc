@@ -1,9 +1,12 @@
 #include "audit/memory_audit.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace gpuslice::audit {
 namespace {
@@ -35,6 +38,30 @@ class ProcTable final : public ProcessTable {
     char state = 0;
     if (close == nullptr || sscanf(close + 1, " %c %u", &state, &ppid) != 2) return 0;
     return ppid;
+  }
+
+  std::optional<NamespacedPid> InNamespace(uint32_t pid) const override {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/ns/pid", pid);
+    struct stat st {};
+    if (stat(path, &st) != 0) return std::nullopt;
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    FILE* f = fopen(path, "r");
+    if (f == nullptr) return std::nullopt;
+    char line[256];
+    std::optional<NamespacedPid> out;
+    while (fgets(line, sizeof line, f) != nullptr) {
+      if (strncmp(line, "NSpid:", 6) != 0) continue;
+      // "NSpid:\t<in our namespace>\t...\t<in its own>": the last is its own.
+      unsigned last = 0;
+      for (char* tok = strtok(line + 6, " \t\n"); tok != nullptr; tok = strtok(nullptr, " \t\n")) {
+        last = static_cast<unsigned>(strtoul(tok, nullptr, 10));
+      }
+      if (last != 0) out = NamespacedPid{static_cast<uint64_t>(st.st_ino), last};
+      break;
+    }
+    fclose(f);
+    return out;
   }
 };
 

@@ -76,6 +76,14 @@ class ProcessTable {
   virtual ~ProcessTable() = default;
   // The parent's pid, or 0 when the process is gone or unreadable.
   virtual uint32_t ParentOf(uint32_t pid) const = 0;
+  // The process's pid namespace (the inode of /proc/PID/ns/pid) and its pid
+  // there (the last NSpid of /proc/PID/status): how a process of a container
+  // knows itself, and so how its ledger slot names it. nullopt when gone.
+  struct NamespacedPid {
+    uint64_t pid_namespace = 0;
+    uint32_t pid = 0;
+  };
+  virtual std::optional<NamespacedPid> InNamespace(uint32_t pid) const = 0;
 };
 const ProcessTable& SystemProcessTable();  // /proc/PID/stat
 

@@ -18,6 +18,7 @@ class FakeTable final : public ProcessTable {
     auto it = parent.find(pid);
     return it == parent.end() ? 0 : it->second;
   }
+  std::optional<NamespacedPid> InNamespace(uint32_t) const override { return std::nullopt; }
   std::map<uint32_t, uint32_t> parent;
 };
 
@@ -156,9 +157,15 @@ TEST(MemoryAuditTest, ActionsParseAndNameTheirValues) {
   EXPECT_NE(bad.status().message().find("report, deny or kill"), std::string::npos);
 }
 
-TEST(MemoryAuditTest, TheSystemTableReadsThisProcesssParent) {
-  EXPECT_EQ(SystemProcessTable().ParentOf(static_cast<uint32_t>(getpid())), static_cast<uint32_t>(getppid()));
+TEST(MemoryAuditTest, TheSystemTableReadsThisProcesssParentAndNamespace) {
+  const auto self = static_cast<uint32_t>(getpid());
+  EXPECT_EQ(SystemProcessTable().ParentOf(self), static_cast<uint32_t>(getppid()));
   EXPECT_EQ(SystemProcessTable().ParentOf(0x7ffffff0u), 0u);
+  const auto ns = SystemProcessTable().InNamespace(self);
+  ASSERT_TRUE(ns.has_value());
+  EXPECT_EQ(ns->pid, self) << "the test runs in one pid namespace";
+  EXPECT_NE(ns->pid_namespace, 0u);
+  EXPECT_FALSE(SystemProcessTable().InNamespace(0x7ffffff0u).has_value());
 }
 
 }  // namespace

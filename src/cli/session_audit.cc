@@ -54,16 +54,16 @@ void SessionAudit::Tick() {
     nvml_ = std::move(nvml.value());
   }
   const daemon::VgpuView view = daemon::ReadVgpuView(*handle_, devices_);
-  audit::AuditedVgpu vgpu = daemon::AuditedVgpuOf(view);
-  vgpu.session_roots = {static_cast<uint32_t>(getpid())};
   std::vector<uint32_t> gpus;
-  for (const auto& [index, limit] : vgpu.limit_bytes) gpus.push_back(index);
   for (const auto& d : view.devices) {
-    if (d.gpu_index && !vgpu.limit_bytes.count(*d.gpu_index)) gpus.push_back(*d.gpu_index);
+    if (d.gpu_index) gpus.push_back(*d.gpu_index);
   }
   auto processes = daemon::GpuProcessesOf(nvml_.get(), gpus);
   if (!processes.ok()) return fail(processes.status().message());
-  for (const audit::Violation& v : audit_->Check(processes.value(), {vgpu}, now)) {
+  std::vector<audit::AuditedVgpu> vgpus =
+      daemon::AuditedVgpusOf({view}, processes.value(), audit::SystemProcessTable());
+  vgpus[0].session_roots = {static_cast<uint32_t>(getpid())};
+  for (const audit::Violation& v : audit_->Check(processes.value(), vgpus, now)) {
     // Processes outside this session are the daemon's to judge, not ours.
     if (v.kind == audit::Violation::Kind::kUnmanaged) continue;
     if (v.acted) std::cerr << "gpuslice: memory audit: " << audit::Describe(v) << "\n";

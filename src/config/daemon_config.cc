@@ -161,6 +161,20 @@ Status ParsePriority(const Reader& r, const YAML::Node& v, const std::string& ke
   return Status::Ok();
 }
 
+Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string& key,
+                        std::optional<audit::AuditAction>* out) {
+  std::string text;
+  if (Status s = r.String(v, key, &text); !s.ok()) return s;
+  if (text == "off") {
+    out->reset();
+    return Status::Ok();
+  }
+  auto action = audit::ParseAuditAction(text);
+  if (!action.ok()) return r.Error(v, key, Quote(text) + " is not an audit action; want report, deny, kill or off");
+  *out = action.value();
+  return Status::Ok();
+}
+
 Status ParseMemory(const Reader& r, const YAML::Node& v, const std::string& key, std::optional<uint64_t>* out) {
   if (v.IsNull()) {
     out->reset();  // explicitly the whole GPU
@@ -219,6 +233,13 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"best_effort", [&](N v, K k) { return r.Map(v, k, best_effort); }},
       {"latency_critical", [&](N v, K k) { return r.Map(v, k, latency_critical); }},
   };
+  std::optional<uint64_t> allowance = c.audit.context_allowance_bytes;
+  const std::vector<F> audit = {
+      {"action", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.action); }},
+      {"unmanaged", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.unmanaged); }},
+      {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
+      {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
+  };
   const std::vector<F> top = {
       {"version", [&](N v, K k) { return r.Uint(v, k, std::numeric_limits<uint64_t>::max(), &version); }},
       {"state_dir", [&](N v, K k) { return r.String(v, k, &c.state_dir); }},
@@ -226,6 +247,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"metrics", [&](N v, K k) { return r.Map(v, k, metrics); }},
       {"defaults", [&](N v, K k) { return r.Map(v, k, defaults); }},
       {"timeslices", [&](N v, K k) { return r.Map(v, k, timeslices); }},
+      {"audit", [&](N v, K k) { return r.Map(v, k, audit); }},
       {"reap_interval_ms", [&](N v, K k) { return r.Uint32(v, k, &c.reap_interval_ms); }},
       {"log_level", [&](N v, K k) { return r.String(v, k, &c.log_level); }},
   };
@@ -234,6 +256,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
                          std::to_string(kConfigVersion) + "` (docs/configuration.md)");
   }
   if (Status s = r.Map(root, "", top); !s.ok()) return s;
+  c.audit.context_allowance_bytes = allowance.value_or(0);
   if (!r.Seen("version")) {
     return Status::Error(file + ":1: version: missing; add `version: " + std::to_string(kConfigVersion) +
                          "` at the top of the file");

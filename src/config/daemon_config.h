@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "audit/memory_audit.h"
 #include "core/status.h"
 #include "core/vgpu_layout.h"
 #include "policy/timeslice_policy.h"
@@ -55,6 +56,13 @@ struct DaemonConfig {
     core::Priority priority = core::Priority::kBestEffort;
   } defaults;
   policy::TimeslicePolicyConfig timeslices;
+  // The memory audit (audit/memory_audit.h): nullopt = off.
+  struct Audit {
+    std::optional<audit::AuditAction> action = audit::AuditAction::kKill;       // unaccounted, over_limit
+    std::optional<audit::AuditAction> unmanaged = audit::AuditAction::kReport;  // GPU processes of no vGPU
+    uint32_t grace_ms = 1000;
+    uint64_t context_allowance_bytes = 1ull << 30;
+  } audit;
   uint32_t reap_interval_ms = 200;  // how often dead processes are looked for
   std::string log_level = "info";   // trace, debug, info, warn, error, off
 };

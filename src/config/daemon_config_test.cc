@@ -87,7 +87,7 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "(docs/configuration.md)"},
       {"version: 1\nsockets: {}\n",
        "c.yaml:2: sockets: unknown key; the keys at the top level are version, state_dir, socket, metrics, "
-       "defaults, timeslices, reap_interval_ms, log_level (docs/configuration.md)"},
+       "defaults, timeslices, audit, reap_interval_ms, log_level (docs/configuration.md)"},
       {"version: 1\nmetrics:\n  address: 0.0.0.0:9400\n",
        "c.yaml:3: metrics.address: \"0.0.0.0:9400\" is not a loopback address; set metrics.allow_remote: true "
        "to serve other hosts, or use 127.0.0.1:PORT"},
@@ -116,10 +116,27 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
       {"version: 1\ntimeslices:\n  best_effort:\n    period_us: 100\n",
        "c.yaml:4: timeslices.best_effort.min_slice_us: 1000 is longer than period_us (100); make min_slice_us at "
        "most period_us"},
+      {"version: 1\naudit:\n  action: shoot\n",
+       "c.yaml:3: audit.action: \"shoot\" is not an audit action; want report, deny, kill or off"},
       {"version: 1\ntimeslices:\n  latency_critical:\n    slice_us: 0\n",
        "c.yaml:4: timeslices.latency_critical.slice_us: 0 is out of range; want 1..10000000 microseconds"},
   };
   for (const auto& [yaml, want] : cases) EXPECT_EQ(ErrorOf(yaml), want) << yaml;
+}
+
+TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
+  auto c = ParseDaemonConfig(
+      "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  grace_ms: 500\n  context_allowance: 512MiB\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->audit.action, audit::AuditAction::kDeny);
+  EXPECT_FALSE(c->audit.unmanaged.has_value());
+  EXPECT_EQ(c->audit.grace_ms, 500u);
+  EXPECT_EQ(c->audit.context_allowance_bytes, 512ull << 20);
+  auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->audit.action, audit::AuditAction::kKill) << "kill after a grace, by default";
+  EXPECT_EQ(d->audit.unmanaged, audit::AuditAction::kReport);
 }
 
 TEST(DaemonConfigTest, BadSizesAndSyntaxAreOneLineErrors) {
@@ -182,6 +199,10 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, d.timeslices.be_min_slice_with_lc_us);
   EXPECT_EQ(c->timeslices.lc_slice_us, d.timeslices.lc_slice_us);
   EXPECT_EQ(c->timeslices.lc_shared_slice_us, d.timeslices.lc_shared_slice_us);
+  EXPECT_EQ(c->audit.action, d.audit.action);
+  EXPECT_EQ(c->audit.unmanaged, d.audit.unmanaged);
+  EXPECT_EQ(c->audit.grace_ms, d.audit.grace_ms);
+  EXPECT_EQ(c->audit.context_allowance_bytes, d.audit.context_allowance_bytes);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);
   EXPECT_EQ(c->log_level, d.log_level);
 }

@@ -1,23 +1,41 @@
 #include "daemon/audit_inputs.h"
 
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 
 namespace gpuslice::daemon {
 
-audit::AuditedVgpu AuditedVgpuOf(const VgpuView& view) {
-  audit::AuditedVgpu v;
-  v.name = view.name;
-  for (const VgpuDeviceView& d : view.devices) {
-    if (d.gpu_index && d.memory_limit_bytes != core::kUnlimited) v.limit_bytes[*d.gpu_index] = d.memory_limit_bytes;
+std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<VgpuView>& views,
+                                               const std::vector<audit::GpuProcess>& processes,
+                                               const audit::ProcessTable& table) {
+  std::vector<audit::AuditedVgpu> out(views.size());
+  // (pid namespace, pid there) of every ledger slot -> (vGPU, slot).
+  std::map<std::pair<uint64_t, uint32_t>, std::pair<size_t, const VgpuProcessView*>> slots;
+  for (size_t i = 0; i < views.size(); ++i) {
+    out[i].name = views[i].name;
+    for (const VgpuDeviceView& d : views[i].devices) {
+      if (d.gpu_index && d.memory_limit_bytes != core::kUnlimited) {
+        out[i].limit_bytes[*d.gpu_index] = d.memory_limit_bytes;
+      }
+    }
+    for (const VgpuProcessView& p : views[i].processes) slots[{p.pid_namespace, p.pid}] = {i, &p};
   }
-  for (const VgpuProcessView& p : view.processes) {
-    if (!p.same_pid_namespace) continue;
-    auto& charged = v.ledger[p.pid];
-    for (size_t i = 0; i < view.devices.size() && i < p.memory_used_bytes.size(); ++i) {
-      if (view.devices[i].gpu_index) charged[*view.devices[i].gpu_index] += p.memory_used_bytes[i];
+  std::set<uint32_t> seen;
+  for (const audit::GpuProcess& gp : processes) {
+    if (!seen.insert(gp.pid).second) continue;  // one process on several GPUs
+    const auto id = table.InNamespace(gp.pid);
+    if (!id) continue;
+    auto it = slots.find({id->pid_namespace, id->pid});
+    if (it == slots.end()) continue;
+    const auto& [i, p] = it->second;
+    auto& charged = out[i].ledger[gp.pid];
+    for (size_t d = 0; d < views[i].devices.size() && d < p->memory_used_bytes.size(); ++d) {
+      if (views[i].devices[d].gpu_index) charged[*views[i].devices[d].gpu_index] += p->memory_used_bytes[d];
     }
   }
-  return v;
+  return out;
 }
 
 StatusOr<std::vector<audit::GpuProcess>> GpuProcessesOf(port::NvmlLibrary* nvml, const std::vector<uint32_t>& gpus) {

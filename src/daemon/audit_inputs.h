@@ -17,10 +17,14 @@
 
 namespace gpuslice::daemon {
 
-// The vGPU's limits per GPU index, and the processes of its ledger that
-// live in this pid namespace (NVML's pids are the host's; others cannot be
-// matched). `session_roots` is left to the caller.
-audit::AuditedVgpu AuditedVgpuOf(const VgpuView& view);
+// Each vGPU's limits per GPU index and its ledger, keyed by pids as NVML
+// gives them (this namespace's). A slot names its process by its own pid
+// namespace and pid there; it is matched to the GPU process that has both
+// (ProcessTable::InNamespace), so processes of containers are matched too.
+// `session_roots` are left to the caller.
+std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<VgpuView>& views,
+                                               const std::vector<audit::GpuProcess>& processes,
+                                               const audit::ProcessTable& table);
 
 // Every compute process on each of `gpus`, with its memory there.
 StatusOr<std::vector<audit::GpuProcess>> GpuProcessesOf(port::NvmlLibrary* nvml, const std::vector<uint32_t>& gpus);

@@ -21,6 +21,7 @@
 #include "daemon/control_socket.h"
 #include "daemon/instance_lock.h"
 #include "daemon/metrics_exporter.h"
+#include "daemon/node_audit.h"
 #include "daemon/node_devices.h"
 #include "daemon/schedule_worker.h"
 #include "daemon/socket_path.h"
@@ -29,6 +30,7 @@
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
 #include "policy/node_schedule.h"
+#include "port/clock.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::daemon {
@@ -46,9 +48,9 @@ int Fail(const std::string& message) {
 // sampling every second. Stops (and joins) on destruction.
 class Housekeeper {
  public:
-  Housekeeper(VgpuManager* manager, UtilizationSampler* sampler, MetricsExporter* exporter,
+  Housekeeper(VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
               std::chrono::milliseconds interval)
-      : manager_(manager), sampler_(sampler), exporter_(exporter), interval_(interval) {
+      : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Housekeeper() {
@@ -71,6 +73,7 @@ class Housekeeper {
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
         manager_->SampleLcLatency();
+        if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
       lock.lock();
@@ -80,6 +83,7 @@ class Housekeeper {
 
   VgpuManager* const manager_;
   UtilizationSampler* const sampler_;
+  NodeAudit* const audit_;
   MetricsExporter* const exporter_;
   const std::chrono::milliseconds interval_;
   std::mutex mu_;
@@ -199,8 +203,22 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
 
   UtilizationSampler sampler(nvml.value().get(), &manager);
+  std::optional<NodeAudit> audit;
+  if (config.audit.action || config.audit.unmanaged) {
+    audit::AuditConfig c;
+    // An action that is off still has its violations found; they are only reported.
+    c.action = config.audit.action.value_or(audit::AuditAction::kReport);
+    c.unmanaged_action = config.audit.unmanaged.value_or(audit::AuditAction::kReport);
+    c.grace_ns = static_cast<uint64_t>(config.audit.grace_ms) * 1'000'000;
+    c.context_allowance_bytes = config.audit.context_allowance_bytes;
+    MetricsExporter* counts = exporter ? &*exporter : nullptr;
+    audit.emplace(c, nvml.value().get(), &manager, &audit::SystemProcessTable(), &audit::SystemProcessActions(),
+                  [counts](const audit::Violation& v) {
+                    if (counts != nullptr) counts->CountViolation(v.vgpu, audit::ViolationKindName(v.kind));
+                  });
+  }
   std::optional<Housekeeper> housekeeper;
-  housekeeper.emplace(&manager, &sampler, exporter ? &*exporter : nullptr,
+  housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
                       std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",

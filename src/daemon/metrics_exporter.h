@@ -10,6 +10,7 @@
 #define GPUSLICE_DAEMON_METRICS_EXPORTER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "core/status.h"
 #include "daemon/vgpu_manager.h"
@@ -27,6 +28,10 @@ class MetricsExporter {
 
   // Dead processes reclaimed by this daemon.
   void CountReaped(uint32_t n) { metrics_.daemon_reaped_processes_total->WithLabels({}).Increment(n); }
+  // A memory-audit violation acted on (node_audit.h).
+  void CountViolation(const std::string& vgpu, const std::string& kind) {
+    metrics_.vgpu_violations_total->WithLabels({vgpu, kind}).Increment(1);
+  }
 
  private:
   explicit MetricsExporter(metrics::GpusliceMetrics m) : metrics_(m) {}

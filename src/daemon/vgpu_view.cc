@@ -97,6 +97,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     if (owner == 0 || owner == core::kSlotReaping) continue;
     VgpuProcessView p;
     p.pid = static_cast<uint32_t>(owner >> 32);
+    p.pid_namespace = slot.pid_namespace;
     p.same_pid_namespace = slot.pid_namespace == SelfPidNamespace();
     for (uint32_t i = 0; i < device_count; ++i) p.memory_used_bytes.push_back(Load(slot.used_bytes[i]));
     for (uint32_t i = 0; i < device_count && i < core::ProcessSlot::kApplied; ++i) {

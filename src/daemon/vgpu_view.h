@@ -38,7 +38,8 @@ struct VgpuDeviceView {
 };
 
 struct VgpuProcessView {
-  uint32_t pid = 0;
+  uint32_t pid = 0;               // in its own pid namespace
+  uint64_t pid_namespace = 0;     // that namespace's inode
   bool same_pid_namespace = true;
   std::vector<uint64_t> memory_used_bytes;  // per device
   std::vector<uint64_t> applied_timeslice_us;  // per device (first ProcessSlot::kApplied)

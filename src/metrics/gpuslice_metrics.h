@@ -31,6 +31,7 @@ struct GpusliceMetrics {
   Family<Counter>* vgpu_timeslice_applications_total;  // vgpu
   Family<Counter>* vgpu_timeslice_failures_total;      // vgpu
   Family<Gauge>* vgpu_processes;                       // vgpu
+  Family<Counter>* vgpu_violations_total;              // vgpu, kind
   // Per GPU.
   Family<Gauge>* gpu_memory_total_bytes;  // gpu
   // The daemon.

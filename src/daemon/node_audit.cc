@@ -1,0 +1,36 @@
+#include "daemon/node_audit.h"
+
+#include <spdlog/spdlog.h>
+
+#include "daemon/audit_inputs.h"
+
+namespace gpuslice::daemon {
+
+NodeAudit::NodeAudit(const audit::AuditConfig& config, port::NvmlLibrary* nvml, VgpuManager* manager,
+                     const audit::ProcessTable* table, audit::ProcessActions* actions, OnViolation on_violation)
+    : audit_(config, table, actions),
+      nvml_(nvml),
+      manager_(manager),
+      table_(table),
+      on_violation_(std::move(on_violation)) {}
+
+void NodeAudit::Pass(uint64_t now_ns) {
+  std::vector<uint32_t> gpus;
+  for (const auto& g : manager_->devices().gpus) gpus.push_back(g.index);
+  auto processes = GpuProcessesOf(nvml_, gpus);
+  if (!processes.ok()) {
+    if (!warned_) spdlog::warn("the memory audit is off: {}", processes.status().message());
+    warned_ = true;
+    return;
+  }
+  std::vector<VgpuView> views;
+  if (!manager_->List("", &views).ok()) return;
+  const std::vector<audit::AuditedVgpu> vgpus = AuditedVgpusOf(views, processes.value(), *table_);
+  for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns)) {
+    if (!v.acted) continue;
+    spdlog::warn("memory audit: {}", audit::Describe(v));
+    if (on_violation_) on_violation_(v);
+  }
+}
+
+}  // namespace gpuslice::daemon
