@@ -3,6 +3,7 @@
 
     plan.py predict --lc graph --be gpu [--be launch:75 ...] [--policy gpuslice|stock]
     plan.py predict --lc hist:P50,P90,P99,MAX --lc-gpu-us 250 --lc-rate 100 --be gpu
+    plan.py predict --lc prom:metrics.txt:my-lc --lc-gpu-us 250 --be gpu
     plan.py validate [--markdown]      # every matrix cell, predicted against measured
 
 Workload models are calibrated from a workload-matrix result's alone and stock
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpuplan import matrix as mx  # noqa: E402
 from gpuplan import scenario as sc  # noqa: E402
+from gpuplan.histogram import read_exposition  # noqa: E402
 from gpuplan.workloads import LcModel, Quantiles  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -40,8 +42,16 @@ def parse_lc(args, lcs):
         if args.lc_gpu_us is None:
             raise UsageError("--lc hist:... needs --lc-gpu-us (the request's GPU time, µs)")
         m = LcModel("hist", 1e6 / 100.0, Quantiles.from_percentiles(p50, p99, p90=p90, pmax=pmax), args.lc_gpu_us)
+    elif spec.startswith("prom:"):
+        path, _, vgpu = spec[5:].rpartition(":")
+        if not path or not vgpu:
+            raise UsageError("--lc prom:FILE:VGPU takes a saved /metrics page and the LC vGPU's name")
+        if args.lc_gpu_us is None:
+            raise UsageError("--lc prom:... needs --lc-gpu-us (the request's GPU time, µs)")
+        m = LcModel("prom", 1e6 / 100.0, read_exposition(path, vgpu), args.lc_gpu_us)
     else:
-        raise UsageError("--lc %r: use one of %s, or hist:P50,P90,P99,MAX" % (spec, ", ".join(sorted(lcs))))
+        raise UsageError("--lc %r: use one of %s, hist:P50,P90,P99,MAX or prom:FILE:VGPU"
+                         % (spec, ", ".join(sorted(lcs))))
     if args.lc_rate is not None:
         if args.lc_rate <= 0:
             raise UsageError("--lc-rate must be > 0 requests/s")
@@ -125,7 +135,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="plan.py", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("predict", help="predict one GPU's tenants")
-    p.add_argument("--lc", help="tiny | graph | eager | hist:P50,P90,P99,MAX (alone latencies, µs)")
+    p.add_argument("--lc", help="tiny | graph | eager | hist:P50,P90,P99,MAX (alone latencies, µs) | "
+                   "prom:FILE:VGPU (its gpuslice_vgpu_lc_latency_seconds histogram in a saved /metrics page)")
     p.add_argument("--lc-rate", type=float, help="LC requests per second")
     p.add_argument("--lc-gpu-us", type=float, help="GPU time of one LC request (µs)")
     p.add_argument("--lc-kernels", type=int, help="kernels per LC request (1 = one graph)")
