@@ -1,13 +1,22 @@
 """A process's host side: runs a workload generator against the GPU, through
 the launch gate when paced, and its compute thread's periodic tick.
 
-Host follows interposer/hooks_launch.cc and pacer.cc: a paced launch asks
-the board (TryEnter) and, told to wait, checks again every GATE_POLL_US
-(kSleepNs); it goes after MAX_WAIT_US anyway (fail open). An LC process
-stamps its launches on the board (lc_activity.cc). The compute thread
-(compute_thread.cc, timeslice_applier.cc) ticks every 1 ms while paced and
-250 µs while its vGPU holds the turn: it advances the turn and sets its
-channel group's slice from its role; a SET_TIMESLICE takes SET_US to land.
+Host follows interposer/hooks_launch.cc and pacer.cc (EnterGate,
+AfterLaunch, PollDrain, Tick):
+  - a paced launch asks the board (TryEnter) and, told to wait, checks
+    again every GATE_POLL_US (kSleepNs), polling its own drain each time;
+    it goes after MAX_WAIT_US anyway (fail open). A go is reused for
+    DECISION_REUSE_US, and launches are noted on the board at most that
+    often;
+  - busy is noted at the launch that finds the process idle, but a drain
+    only when marker events are polled: at the compute thread's tick or in
+    the gate's wait loop. Until then the board sees the process busy (it
+    demands, and its turn is charged as used);
+  - an LC process stamps its launches on the board (lc_activity.cc);
+  - the compute thread (compute_thread.cc, timeslice_applier.cc) ticks
+    every 1 ms while paced and 250 µs while its vGPU holds the turn: it
+    polls the drain, advances the turn and sets its channel group's slice
+    from its role; a SET_TIMESLICE takes SET_US to land.
 
 Not thread-safe (the simulation's single thread).
 """
@@ -18,6 +27,7 @@ MAX_WAIT_US = 2_000_000.0  # pacer.cc kMaxWaitNs
 PACED_TICK_US = 1_000.0   # kPacedTickNs
 HOLDER_TICK_US = 250.0    # kHolderTickNs
 SET_US = 300.0            # one SET_TIMESLICE: 160-440 µs (docs/gpu-facts.md)
+DECISION_REUSE_US = 20.0  # kDecisionReuseNs
 
 
 class Host:
@@ -27,6 +37,9 @@ class Host:
         self.gate_waits = 0
         self.gate_wait_us = 0.0
         self._gen = None
+        self._go_until = -1.0
+        self._launch_noted = -1e18
+        self._busy_noted = False  # what the board was told (pacer's work bit)
 
     def start(self, gen, at=0.0):
         self._gen = gen
@@ -62,17 +75,25 @@ class Host:
         if b.members[self.member].lc:
             b.note_lc_launch(self.member, self.linger_us, now)
             return True
+        if waited == 0 and now < self._go_until:
+            return True
         if waited >= MAX_WAIT_US or b.try_enter(self.member, now, waited):
-            b.note_launch(self.member, now)
+            self._go_until = now + DECISION_REUSE_US
             if waited > 0:
                 self.gate_wait_us += waited
             return True
         if waited == 0:
             self.gate_waits += 1
-        if not b.backfill or b.members[self.member].cap_pct:
-            b.note_waiting(self.member, now)
+        b.note_waiting(self.member, now)
+        self.poll_drain()
         self.sim.after(GATE_POLL_US, self._retry, kernel_us, waited + GATE_POLL_US)
         return False
+
+    def poll_drain(self):
+        """PollDrain: the board learns of a drain only when someone looks."""
+        if self._busy_noted and not self.tsg.queue:
+            self._busy_noted = False
+            self.board.note_busy(self.member, False, self.sim.now)
 
     def _retry(self, kernel_us, waited):
         if self._gate(kernel_us, waited):
@@ -80,19 +101,24 @@ class Host:
             self._resume(None)
 
     def _submit(self, kernel_us):
-        was_idle = not self.tsg.queue
         self.gpu.submit(self.tsg, kernel_us)
-        if was_idle and self.board is not None and self.member >= 0:
-            b, i = self.board, self.member
-            b.note_busy(i, True, self.sim.now)
-            self.tsg.on_drain.append(lambda: b.note_busy(i, False, self.sim.now))
+        b = self.board
+        if b is None or self.member < 0 or b.members[self.member].lc:
+            return
+        now = self.sim.now
+        if not self._busy_noted:  # AfterLaunch
+            self._busy_noted = True
+            b.note_busy(self.member, True, now)
+        if now >= self._launch_noted + DECISION_REUSE_US:
+            self._launch_noted = now
+            b.note_launch(self.member, now)
 
 
 class ComputeThread:
     """A best-effort process's periodic tick: the turn and its slice."""
 
-    def __init__(self, sim, gpu, tsg, board, member, slice_for_role):
-        self.sim, self.gpu, self.tsg = sim, gpu, tsg
+    def __init__(self, sim, gpu, tsg, board, member, slice_for_role, host):
+        self.sim, self.gpu, self.tsg, self.host = sim, gpu, tsg, host
         self.board, self.member = board, member
         self.slice_for_role = slice_for_role  # (holds_turn: bool) -> slice µs
         self.applied = tsg.slice_us
@@ -104,6 +130,7 @@ class ComputeThread:
     def _tick(self):
         now = self.sim.now
         b = self.board
+        self.host.poll_drain()
         b.advance_turn(now)
         holds = b.holder == self.member
         want = self.slice_for_role(holds)

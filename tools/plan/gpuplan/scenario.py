@@ -122,7 +122,7 @@ def simulate(tenants, policy, gpu_params=None, seconds=5.0, warmup=0.5, seed=1):
         out.gate_waits[t.name] = host
         if board is not None and not t.lc:
             ComputeThread(sim, gpu, tsg, board, member,
-                          _role_slices(policy, t, bool(lcs), be_only, beside)).start(at=rng.random() * 1000.0)
+                          _role_slices(policy, t, bool(lcs), be_only, beside), host).start(at=rng.random() * 1000.0)
 
     sim.run(t1)
     out.steps_per_s = {k: _rate(v, seconds) for k, v in out.steps_per_s.items()}
