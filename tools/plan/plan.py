@@ -108,7 +108,7 @@ def cmd_predict(args):
         if t.lc:
             continue
         kind = t.name.split("-", 1)[1]
-        alone = mx._alone_rate(bes[kind], gp, seconds=args.seconds, seed=args.seed)
+        alone = mx.alone_rate(bes[kind], gp, seconds=args.seconds, seed=args.seed)
         result["be"][t.name] = {"steps_per_s": round(out.steps_per_s[t.name], 2),
                                 "fraction_of_alone": round(out.steps_per_s[t.name] / alone, 3)}
     if args.json:

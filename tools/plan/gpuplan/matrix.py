@@ -88,7 +88,8 @@ def gpu_params(d):
     return sc.GpuParams(preempt_us=PREEMPT_US, load_us=round(stock - alone, 1))
 
 
-def _alone_rate(model, gp, seconds=2.0, seed=5):
+def alone_rate(model, gp, seconds=2.0, seed=5):
+    """A BE model's simulated steps/s alone (no gpuslice, nothing beside it)."""
     out = sc.simulate([sc.Tenant("be", model)], sc.STOCK, gp, seconds=seconds, warmup=0.3, seed=seed)
     return out.steps_per_s["be"]
 
@@ -114,7 +115,7 @@ def be_models(d, gp):
             gap, tail = shape["gap_us"], max(0.0, step * (1 - shape["busy"]) - shape["gap_us"])
         m = BeModel(kind, kernels, gap, tail, jitter=shape["jitter"])
         for _ in range(3):
-            r = _alone_rate(m, gp)
+            r = alone_rate(m, gp)
             m = m.scaled(gpu=r / rate, host=r / rate)
         m.source = {"alone_steps_per_s": rate, "busy": shape["busy"]}
         out[kind] = m
@@ -164,7 +165,7 @@ def predict(d, label, policy, only_new=False, seconds=4.0, seed=1):
     gp = gpu_params(d)
     lcs = lc_models(d)
     bes = be_models(d, gp)
-    alone_sim = {k: _alone_rate(m, gp, seconds=seconds, seed=seed) for k, m in bes.items()}
+    alone_sim = {k: alone_rate(m, gp, seconds=seconds, seed=seed) for k, m in bes.items()}
     rows = []
 
     def wanted(key):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from . import board as bd
 from .host import ComputeThread, Host
 from .sim import Gpu, Sim, Tsg
-from .workloads import percentile
+from .workloads import learn_linger, percentile
 
 DEFAULT_SLICE_US = 2048.0   # a compute TSG's default (docs/gpu-facts.md)
 LC_SLICE_US = 5_000_000.0   # the policy's LC slice beside BE
@@ -155,5 +155,4 @@ def _role_slices(policy, tenant, lc_live, be_only, beside):
 
 
 def _linger(model, rng):
-    from .workloads import learn_linger
     return learn_linger(model.intra_gaps(rng))

@@ -26,7 +26,7 @@ def test_every_results_file_parses_and_calibrates(name):
     for kind, m in bes.items():
         # scaled to its measured alone throughput
         alone = d["cells"]["be_alone_" + kind]["steps_per_s"]
-        assert mx._alone_rate(m, gp) == pytest.approx(alone, rel=0.03)
+        assert mx.alone_rate(m, gp) == pytest.approx(alone, rel=0.03)
 
 
 def test_calibration_never_reads_a_gpuslice_cell():
@@ -66,3 +66,16 @@ def test_error_table_in_docs_regenerates():
     assert recorded == regenerated, (
         "docs/benchmarks.md's predicted-against-measured table is stale: regenerate it with "
         "tools/plan/plan.py validate --markdown and paste it between the plan:table markers")
+
+
+def test_no_calibrated_be_beats_its_alone_throughput():
+    d = results("results-2026-11-23-h100-run2.json")
+    gp = mx.gpu_params(d)
+    lcs, bes = mx.lc_models(d), mx.be_models(d, gp)
+    for kind, m in bes.items():
+        alone = mx.alone_rate(m, gp, seconds=3.0)
+        for policy in (mx.sc.STOCK, mx.sc.GPUSLICE):
+            out = mx.sc.simulate([mx.sc.Tenant("lc", lcs["graph"], lc=True), mx.sc.Tenant("be", m)], policy, gp,
+                                 seconds=3.0)
+            assert out.steps_per_s["be"] <= alone * 1.01, (kind, policy.name)
+            assert out.p("lc", 50) >= lcs["graph"].alone.at(0.5) * 0.97  # in the model a BE never speeds an LC up (docs/plan.md, limits)
