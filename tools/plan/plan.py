@@ -4,6 +4,7 @@
     plan.py predict --lc graph --be gpu [--be launch:75 ...] [--policy gpuslice|stock]
     plan.py predict --lc hist:P50,P90,P99,MAX --lc-gpu-us 250 --lc-rate 100 --be gpu
     plan.py predict --lc prom:metrics.txt:my-lc --lc-gpu-us 250 --be gpu
+    plan.py sweep --lc graph --be gpu --rates 50,100,200,400   # as LC load rises
     plan.py validate [--markdown]      # every matrix cell, predicted against measured
 
 Workload models are calibrated from a workload-matrix result's alone and stock
@@ -122,6 +123,34 @@ def cmd_predict(args):
     return 0
 
 
+def cmd_sweep(args):
+    """LC latency and BE throughput as the LC's load rises, under each policy
+    (the shape of GPreempt's figure), as a markdown table."""
+    d = mx.load(args.calibration)
+    gp = mx.gpu_params(d)
+    bes = mx.be_models(d, gp)
+    try:
+        rates = [float(r) for r in args.rates.split(",")]
+    except ValueError:
+        raise UsageError("--rates takes requests/s separated by commas, e.g. 50,100,200")
+    if any(r <= 0 for r in rates):
+        raise UsageError("--rates must all be > 0")
+    tenants_be = parse_be(args.be or ["gpu"], bes)
+    alone = {t.name: mx.alone_rate(t.model, gp, seconds=args.seconds, seed=args.seed) for t in tenants_be}
+    print("| policy | LC req/s | LC p50 µs | LC p99 µs | " + " | ".join("%s %% of alone" % t.name for t in tenants_be)
+          + " |")
+    print("|---|---|---|---|" + "---|" * len(tenants_be))
+    for name in ("stock", "gpuslice"):
+        policy = {"stock": sc.STOCK, "gpuslice": sc.GPUSLICE}[name]
+        for rate in rates:
+            args.lc_rate = rate
+            lc = sc.Tenant("lc", parse_lc(args, mx.lc_models(d)), lc=True)
+            out = sc.simulate([lc] + tenants_be, policy, gp, seconds=args.seconds, seed=args.seed)
+            fr = " | ".join("%.1f" % (100 * out.steps_per_s[t.name] / alone[t.name]) for t in tenants_be)
+            print("| %s | %g | %.0f | %.0f | %s |" % (name, rate, out.p("lc", 50), out.p("lc", 99), fr))
+    return 0
+
+
 def cmd_validate(args):
     rows = mx.all_rows(args.root, seconds=args.seconds, seed=args.seed)
     if args.markdown:
@@ -151,6 +180,17 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_predict)
+    w = sub.add_parser("sweep", help="LC latency and BE throughput as the LC's load rises")
+    w.add_argument("--lc", default="graph", help="as for predict")
+    w.add_argument("--lc-gpu-us", type=float)
+    w.add_argument("--lc-kernels", type=int)
+    w.add_argument("--poisson", action="store_true")
+    w.add_argument("--rates", default="25,50,100,200,400", help="LC requests/s, comma-separated")
+    w.add_argument("--be", action="append", help="as for predict (default: gpu)")
+    w.add_argument("--calibration", default=DEFAULT_CALIBRATION)
+    w.add_argument("--seconds", type=float, default=3.0)
+    w.add_argument("--seed", type=int, default=1)
+    w.set_defaults(fn=cmd_sweep, lc_rate=None)
     v = sub.add_parser("validate", help="predict every matrix cell and compare")
     v.add_argument("--root", default=ROOT)
     v.add_argument("--markdown", action="store_true")

@@ -70,3 +70,14 @@ def test_bad_input_names_the_problem(args, message):
     r = plan("predict", "--seconds", "0.5", *args)
     assert r.returncode == 2
     assert message in r.stderr
+
+
+def test_sweep_rows_for_each_policy_and_rate():
+    r = plan("sweep", "--lc", "tiny", "--rates", "50,200", "--seconds", "1")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("|")[1:-1] for line in r.stdout.splitlines()[2:]]
+    assert [(c[0].strip(), c[1].strip()) for c in rows] == [
+        ("stock", "50"), ("stock", "200"), ("gpuslice", "50"), ("gpuslice", "200")]
+    p99 = {(c[0].strip(), c[1].strip()): float(c[3]) for c in rows}
+    assert p99[("gpuslice", "200")] < p99[("stock", "200")] / 3
+    assert plan("sweep", "--rates", "a,b").returncode == 2
