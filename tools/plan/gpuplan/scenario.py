@@ -60,7 +60,7 @@ class Tenant:
 class Outcome:
     latencies: dict = field(default_factory=dict)   # LC tenant -> [µs]
     steps_per_s: dict = field(default_factory=dict)  # BE tenant -> steps/s
-    gate_waits: dict = field(default_factory=dict)
+    gate_waits: dict = field(default_factory=dict)   # tenant -> launches that waited at the gate
     switches: int = 0
     switch_us: float = 0.0
     seconds: float = 0.0
@@ -85,6 +85,7 @@ def simulate(tenants, policy, gpu_params=None, seconds=5.0, warmup=0.5, seed=1):
     bes = [t for t in tenants if not t.lc]
     t0, t1 = warmup * 1e6, (warmup + seconds) * 1e6
     out = Outcome(seconds=seconds)
+    hosts = {}
 
     board = None
     if policy.gpuslice and (len(tenants) > 1 or any(t.cap_pct for t in tenants)):
@@ -100,7 +101,9 @@ def simulate(tenants, policy, gpu_params=None, seconds=5.0, warmup=0.5, seed=1):
         if not policy.gpuslice:
             slice_us = policy.default_slice_us
         elif t.lc:
-            slice_us = LC_SLICE_US if bes else policy.default_slice_us
+            # one LC beside BE: 5 s; several LCs: the default each, so that
+            # no LC holds another off for seconds (timeslice_policy.cc)
+            slice_us = LC_SLICE_US if bes and len(lcs) == 1 else policy.default_slice_us
         else:
             slice_us = min(be_only[t.name], beside[t.name]) if lcs else be_only[t.name]
         tsg = gpu.add(Tsg(t.name, slice_us))
@@ -119,14 +122,14 @@ def simulate(tenants, policy, gpu_params=None, seconds=5.0, warmup=0.5, seed=1):
             gen = t.model.run(random.Random(rng.random()),
                               lambda now, ends=ends: ends.append(now) if t0 <= now < t1 else None)
         host.start(gen, at=rng.random() * 100.0)
-        out.gate_waits[t.name] = host
+        hosts[t.name] = host
         if board is not None and not t.lc:
             ComputeThread(sim, gpu, tsg, board, member,
                           _role_slices(policy, t, bool(lcs), be_only, beside), host).start(at=rng.random() * 1000.0)
 
     sim.run(t1)
     out.steps_per_s = {k: _rate(v, seconds) for k, v in out.steps_per_s.items()}
-    out.gate_waits = {k: h.gate_waits for k, h in out.gate_waits.items()}
+    out.gate_waits = {k: h.gate_waits for k, h in hosts.items()}
     out.switches, out.switch_us = gpu.switches, gpu.switch_us
     return out
 
