@@ -214,11 +214,41 @@ def predict(d, label, policy, only_new=False, seconds=4.0, seed=1):
     return rows
 
 
+# docs/gpu-facts.md, "What the hardware scheduler does with slices" (H200):
+# LC a 50 µs kernel every 5 ms (alone 53/74 µs p50/p99), BE back-to-back
+# 20 ms kernels; BE slice -> LC p50, p99 (µs); BE throughput 95% in each.
+GPU_FACTS_SLICES = [(2048.0, 996.0, 2319.0), (1000.0, 589.0, 1208.0), (200.0, 306.0, 432.0), (50.0, 242.0, 300.0),
+                    (10.0, 230.0, 256.0)]
+GPU_FACTS_BE_KEPT = 95.0
+GPU_FACTS_RUN = "gpu-facts (H200, the scheduler alone)"
+
+
+def gpu_facts_rows(gp, seconds=VALIDATION_SECONDS, seed=1):
+    """The scheduler core alone against the measured slice table: no
+    workload model but a fixed kernel, so only the GPU model is tested."""
+    lc = LcModel("lc", 5000.0, Quantiles.from_percentiles(53.0, 74.0), 50.0)
+    be = BeModel("be", [("launch", 20_000.0)] * 4, gap_us=1.0, tail_us=0.0)
+    alone = alone_rate(be, gp, seconds=seconds, seed=seed)
+    rows = []
+    for slice_us, p50, p99 in GPU_FACTS_SLICES:
+        pol = sc.Policy("BE slice %g" % slice_us, gpuslice=True, beside_lc_us=slice_us, auto_hold=False)
+        out = sc.simulate([sc.Tenant("lc", lc, lc=True), sc.Tenant("be", be)], pol, gp, seconds=seconds, seed=seed)
+        cell = "BE slice %g µs" % slice_us
+        rows.append(Row(GPU_FACTS_RUN, cell, "gpuslice", "LC p50", p50, out.p("lc", 50), "us"))
+        rows.append(Row(GPU_FACTS_RUN, cell, "gpuslice", "LC p99", p99, out.p("lc", 99), "us"))
+        rows.append(Row(GPU_FACTS_RUN, cell, "gpuslice", "BE kept", GPU_FACTS_BE_KEPT,
+                        100 * out.steps_per_s["be"] / alone, "%"))
+    return rows
+
+
 def all_rows(root, seconds=VALIDATION_SECONDS, seed=1):
     rows = []
     for name, label, policy, only_new in RUNS:
         d = load(os.path.join(root, MATRIX_DIR, name))
         rows += predict(d, label, policy, only_new, seconds=seconds, seed=seed)
+    # the H100 run 2's switch costs: the table's GPU is an H200 (docs/plan.md)
+    d = load(os.path.join(root, MATRIX_DIR, RUNS[1][0]))
+    rows += gpu_facts_rows(gpu_params(d), seconds=seconds, seed=seed)
     return rows
 
 
@@ -246,15 +276,19 @@ def _fmt(v, unit):
 
 def markdown(rows):
     """The predicted-against-measured tables: gpuslice cells (the
-    validation), then stock cells (the calibration's check)."""
+    validation), stock cells (the calibration's check), the scheduler alone
+    against docs/gpu-facts.md, then the summary."""
     out = []
-    for setting, title in (("gpuslice", "Predicted: every gpuslice cell"),
-                           ("stock", "Calibration check: every stock cell")):
+    sections = (("Predicted: every gpuslice cell", lambda r: r.setting == "gpuslice" and r.run != GPU_FACTS_RUN),
+                ("Calibration check: every stock cell", lambda r: r.setting == "stock"),
+                ("The scheduler alone: docs/gpu-facts.md's slice table (H200; H100 switch costs)",
+                 lambda r: r.run == GPU_FACTS_RUN))
+    for title, keep in sections:
         out.append("#### %s\n" % title)
         out.append("| run | cell | figure | measured | predicted | error |")
         out.append("|---|---|---|---|---|---|")
         for r in rows:
-            if r.setting != setting:
+            if not keep(r):
                 continue
             err = ("%+.0f%%" % r.error) if r.unit == "us" else ("%+.1f pp" % r.error)
             unit = " µs" if r.unit == "us" else "%"
@@ -311,8 +345,14 @@ def summary(rows):
     (the measurement's own reproducibility)."""
     lines = ["| figure | gpuslice cells: predicted − measured (cells, median, worst) | stock cells (the fit) "
              "| measured run 1 − run 2, same cell |", "|---|---|---|---|"]
+    facts = [r for r in rows if r.run == GPU_FACTS_RUN]
+    rows = [r for r in rows if r.run != GPU_FACTS_RUN]
     for name, keep in FAMILIES:
         g = [r.error for r in rows if r.setting == "gpuslice" and keep(r)]
         s = [r.error for r in rows if r.setting == "stock" and keep(r)]
         lines.append("| %s | %s | %s | %s |" % (name, _stats(g), _stats(s), _stats(_run_to_run(rows, keep))))
+    if facts:
+        for fig, unit in (("LC p50", "%"), ("LC p99", "%"), ("BE kept", "pp")):
+            sel = [r.error for r in facts if r.figure == fig]
+            lines.append("| scheduler alone (gpu-facts), %s (%s) | %s | — | — |" % (fig, unit, _stats(sel)))
     return "\n".join(lines) + "\n"

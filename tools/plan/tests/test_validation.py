@@ -79,3 +79,13 @@ def test_no_calibrated_be_beats_its_alone_throughput():
                                  seconds=3.0)
             assert out.steps_per_s["be"] <= alone * 1.01, (kind, policy.name)
             assert out.p("lc", 50) >= lcs["graph"].alone.at(0.5) * 0.97  # in the model a BE never speeds an LC up (docs/plan.md, limits)
+
+
+def test_scheduler_alone_matches_gpu_facts_slice_table():
+    gp = mx.gpu_params(results("results-2026-11-23-h100-run2.json"))
+    rows = mx.gpu_facts_rows(gp, seconds=4.0)
+    for r in rows:
+        if r.figure == "LC p99":
+            assert abs(r.error) < 10, (r.cell, r.measured, r.predicted)
+        if r.figure == "LC p50" and r.cell in ("BE slice 10 µs", "BE slice 50 µs", "BE slice 200 µs"):
+            assert abs(r.error) < 15, (r.cell, r.measured, r.predicted)
