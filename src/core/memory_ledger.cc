@@ -25,14 +25,16 @@ Status MemoryLedger::Attach(const port::ProcessIdentity& self, const port::Proce
     for (uint32_t i = 0; i < kMaxProcesses; ++i) {
       ProcessSlot& slot = ledger_->slots[i];
       uint64_t expected = 0;
-      if (!CompareExchangeSeqCst(slot.owner, expected, kSlotReaping)) continue;
-      // Claimed (marked busy so no reaper touches it while we fill it in).
+      if (!CompareExchangeSeqCst(slot.owner, expected, BusyWord(self.pid, self.pid_namespace))) continue;
+      // Claimed (marked busy, in our name, so no reaper touches it while we
+      // fill it in, and one may free it again if we die meanwhile). Inside
+      // the high-water mark at once, where reapers look.
+      RaiseToSeqCst(ledger_->slot_high_water, i + 1);
       slot.start_time = self.start_time;
       slot.pid_namespace = self.pid_namespace;
       ZeroCounters(slot);
       const uint32_t seq = FetchAddSeqCst(ledger_->claim_sequence, 1) + 1;
       StoreRelease(slot.owner, (static_cast<uint64_t>(self.pid) << 32) | seq);
-      RaiseToSeqCst(ledger_->slot_high_water, i + 1);
       mine_ = &slot;
       return Status::Ok();
     }
@@ -112,7 +114,7 @@ uint32_t MemoryLedger::LiveProcessCount() const {
   uint32_t n = 0;
   for (uint32_t i = 0; i < hw && i < kMaxProcesses; ++i) {
     const uint64_t owner = LoadSeqCst(ledger_->slots[i].owner);
-    if (owner != 0 && owner != kSlotReaping) ++n;
+    if (owner != 0 && !SlotBusy(owner)) ++n;
   }
   return n;
 }
@@ -131,14 +133,38 @@ uint64_t MemoryLedger::DeniedAllocations() const {
   return LoadRelaxed(ledger_->denied_allocations);
 }
 
+uint32_t MemoryLedger::RedoIfStale(ProcessSlot& slot, uint64_t busy, const port::ProcessProbe& probe) {
+  // A busy slot whose claimer or reaper is gone stays busy forever unless
+  // someone finishes the job: zero what is left and free it. Safe because
+  // only a dead process's mark is taken over, with a CAS, so its maker
+  // cannot act on the slot again, and only one taker wins.
+  if (busy == kSlotReaping) return 0;  // names no process
+  const uint32_t pid = BusyPid(busy);
+  if (!probe.PidIsGone(pid, BusyPidNamespace(busy))) return 0;
+  const port::ProcessIdentity self = probe.Self();
+  if (!CompareExchangeSeqCst(slot.owner, busy, BusyWord(self.pid, self.pid_namespace))) return 0;
+  ZeroCounters(slot);
+  StoreRelease(slot.owner, 0);
+  FetchAddSeqCst(ledger_->reaped_processes, 1);
+  port::Log(port::LogLevel::kInfo, "ledger: finished a slot's reclaim that process %u left when it died, in vGPU '%s'",
+            pid, limits_->name);
+  return 1;
+}
+
 uint32_t MemoryLedger::ReapDeadProcesses(const port::ProcessProbe& probe) {
   const uint32_t hw = LoadSeqCst(ledger_->slot_high_water);
+  const port::ProcessIdentity self = probe.Self();
+  const uint64_t reaper = BusyWord(self.pid, self.pid_namespace);
   uint32_t reaped = 0;
   for (uint32_t i = 0; i < hw && i < kMaxProcesses; ++i) {
     ProcessSlot& slot = ledger_->slots[i];
     if (&slot == mine_) continue;
     uint64_t owner = LoadAcquire(slot.owner);
-    if (owner == 0 || owner == kSlotReaping) continue;
+    if (owner == 0) continue;
+    if (SlotBusy(owner)) {
+      reaped += RedoIfStale(slot, owner, probe);
+      continue;
+    }
     port::ProcessIdentity who;
     who.pid = static_cast<uint32_t>(owner >> 32);
     who.start_time = slot.start_time;
@@ -146,7 +172,7 @@ uint32_t MemoryLedger::ReapDeadProcesses(const port::ProcessProbe& probe) {
     if (!probe.IsGone(who)) continue;
     // Take the slot first: if another reaper won, or the owner word changed
     // (the slot was freed and claimed again), leave it alone.
-    if (!CompareExchangeSeqCst(slot.owner, owner, kSlotReaping)) continue;
+    if (!CompareExchangeSeqCst(slot.owner, owner, reaper)) continue;
     ZeroCounters(slot);
     StoreRelease(slot.owner, 0);
     FetchAddSeqCst(ledger_->reaped_processes, 1);

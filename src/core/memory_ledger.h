@@ -13,8 +13,10 @@
 //
 // No lock exists, so none can be left held by a `kill -9`; a dead process's
 // counters are reclaimed by ReapDeadProcesses(), which any process or the
-// supervisor may run: a reaper takes the slot with a CAS on its owner word
-// before zeroing it, so two reapers never clear a newly claimed slot.
+// supervisor may run: a reaper takes the slot with a CAS on its owner word,
+// marking it busy in its own name, before zeroing it, so two reapers never
+// clear a newly claimed slot; a reclaim (or claim) whose maker was killed
+// mid-way is redone by the next reaper that sees the maker gone.
 //
 // Thread-safety: all methods may be called concurrently from any thread of any
 // process. TryCharge/Uncharge/UsedBytes make no syscall and never allocate.
@@ -66,10 +68,14 @@ class MemoryLedger {
   void CountGateWait();
   uint64_t DeniedAllocations() const;
 
-  // Reclaims slots whose process is gone. Returns how many were reclaimed.
+  // Reclaims slots whose process is gone, and finishes the claims and
+  // reclaims of slots whose claimer or reaper died mid-way (each reaper marks
+  // the slot busy in its own name first). Returns how many were reclaimed.
   uint32_t ReapDeadProcesses(const port::ProcessProbe& probe);
 
  private:
+  uint32_t RedoIfStale(ProcessSlot& slot, uint64_t busy, const port::ProcessProbe& probe);
+
   const Limits* limits_;
   Ledger* ledger_;
   ProcessSlot* mine_ = nullptr;

@@ -17,6 +17,7 @@ class ScriptedProbe : public port::ProcessProbe {
  public:
   port::ProcessIdentity Self() const override { return {}; }
   bool IsGone(const port::ProcessIdentity& who) const override { return dead.count(who.pid) > 0; }
+  bool PidIsGone(uint32_t pid, uint64_t) const override { return dead.count(pid) > 0; }
   std::set<uint32_t> dead;
 };
 
@@ -96,6 +97,53 @@ TEST(MemoryLedgerTest, DeadProcessUsageIsReclaimed) {
   EXPECT_TRUE(a.TryCharge(0, 1000));
   EXPECT_EQ(a.ReapDeadProcesses(probe), 0u);  // reaped once only
   EXPECT_EQ(vgpu.ledger->reaped_processes, 1u);
+}
+
+// A reaper killed between taking a dead process's slot and freeing it
+// leaves the slot busy in its name, part of its counters still charged.
+TEST(MemoryLedgerTest, AReclaimWhoseReaperDiedIsRedone) {
+  ScriptedProbe probe;
+  Vgpu vgpu(1000);
+  MemoryLedger a = vgpu.Process(10, probe);
+  MemoryLedger b = vgpu.Process(11, probe);
+  ASSERT_TRUE(b.TryCharge(0, 100));
+  ProcessSlot& slot = vgpu.ledger->slots[1];
+  ASSERT_EQ(slot.owner >> 32, 11u);
+  StoreSeqCst(slot.owner, BusyWord(12, 0));  // reaper 12 took it, then died
+  EXPECT_EQ(a.LiveProcessCount(), 1u);
+  EXPECT_EQ(a.ReapDeadProcesses(probe), 0u);  // reaper 12 lives: its job, not ours
+  EXPECT_EQ(slot.owner, BusyWord(12, 0));
+  EXPECT_EQ(a.UsedBytes(0), 100u);
+  probe.dead.insert(12);
+  EXPECT_EQ(a.ReapDeadProcesses(probe), 1u);
+  EXPECT_EQ(slot.owner, 0u);
+  EXPECT_EQ(a.UsedBytes(0), 0u);
+  MemoryLedger c = vgpu.Process(13, probe);  // the slot is usable again
+  EXPECT_EQ(c.LiveProcessCount(), 2u);
+}
+
+// A process killed while it fills in the slot it claimed.
+TEST(MemoryLedgerTest, AClaimWhoseClaimerDiedIsUndone) {
+  ScriptedProbe probe;
+  Vgpu vgpu(1000);
+  MemoryLedger a = vgpu.Process(10, probe);
+  StoreSeqCst(vgpu.ledger->slots[1].owner, BusyWord(20, 0));
+  StoreSeqCst(vgpu.ledger->slot_high_water, 2u);
+  probe.dead.insert(20);
+  EXPECT_EQ(a.ReapDeadProcesses(probe), 1u);
+  EXPECT_EQ(vgpu.ledger->slots[1].owner, 0u);
+}
+
+// The marker of an older gpuslice names no process: never taken over.
+TEST(MemoryLedgerTest, AnAnonymousBusyMarkIsLeftAlone) {
+  ScriptedProbe probe;
+  Vgpu vgpu(1000);
+  MemoryLedger a = vgpu.Process(10, probe);
+  StoreSeqCst(vgpu.ledger->slots[1].owner, kSlotReaping);
+  StoreSeqCst(vgpu.ledger->slot_high_water, 2u);
+  probe.dead.insert(BusyPid(kSlotReaping));
+  EXPECT_EQ(a.ReapDeadProcesses(probe), 0u);
+  EXPECT_EQ(vgpu.ledger->slots[1].owner, kSlotReaping);
 }
 
 TEST(MemoryLedgerTest, DetachReturnsUsageAndFreesTheSlot) {

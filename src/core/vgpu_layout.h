@@ -111,8 +111,13 @@ struct Limits {
 
 // One process's share of the vGPU's usage. `owner` is the claim word:
 //   0                 free
-//   kSlotReaping      being reclaimed by a reaper
+//   bit 63 set        busy: being claimed or reclaimed by the process that
+//                     BusyWord() names (its pid, and its pid namespace's
+//                     inode, which the kernel keeps to 32 bits). If that
+//                     process dies mid-way, a reaper that can see it is gone
+//                     redoes the reclaim (memory_ledger.h).
 //   anything else     (pid << 32) | claim_sequence (low 32 bits), live or dead
+//                     (pids are below 2^22, so bit 63 is clear)
 struct alignas(64) ProcessSlot {
   uint64_t owner;            // atomic
   uint64_t start_time;       // /proc/<pid>/stat field 22, guards against pid reuse
@@ -124,6 +129,16 @@ struct alignas(64) ProcessSlot {
   static constexpr uint32_t kApplied = 8;
   uint32_t applied_timeslice_us[kApplied];
 };
+inline constexpr uint64_t kSlotBusyBit = 1ull << 63;
+constexpr uint64_t BusyWord(uint32_t pid, uint64_t pid_namespace) {
+  return kSlotBusyBit | static_cast<uint64_t>(pid & 0x7fffffffu) << 32 | (pid_namespace & 0xffffffffu);
+}
+constexpr bool SlotBusy(uint64_t owner) { return (owner & kSlotBusyBit) != 0; }
+constexpr uint32_t BusyPid(uint64_t owner) { return static_cast<uint32_t>(owner >> 32) & 0x7fffffffu; }
+constexpr uint64_t BusyPidNamespace(uint64_t owner) { return owner & 0xffffffffu; }
+// The busy marker of gpuslice before interrupted reclaims could be redone:
+// it names no process, so it is never redone (a vGPU of that gpuslice must be
+// made again to lose a slot stuck so).
 inline constexpr uint64_t kSlotReaping = ~0ull;
 
 // The LC (latency-critical) request-latency histogram's buckets: upper

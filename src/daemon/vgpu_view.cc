@@ -94,7 +94,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   for (uint32_t s = 0; s < high_water; ++s) {
     const core::ProcessSlot& slot = ledger.slots[s];
     const uint64_t owner = Load(slot.owner);
-    if (owner == 0 || owner == core::kSlotReaping) continue;
+    if (owner == 0 || core::SlotBusy(owner)) continue;
     VgpuProcessView p;
     p.pid = static_cast<uint32_t>(owner >> 32);
     p.pid_namespace = slot.pid_namespace;

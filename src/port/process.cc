@@ -34,6 +34,12 @@ class ProcfsProbe final : public ProcessProbe {
     // No such process, or the pid was reused by a process that started later.
     return now == 0 || now != who.start_time;
   }
+
+  bool PidIsGone(uint32_t pid, uint64_t pid_namespace) const override {
+    if (pid == 0) return false;
+    if (pid_namespace != 0 && pid_namespace != PidNamespaceInode()) return false;
+    return ProcessStartTime(static_cast<pid_t>(pid)) == 0;  // none, or a zombie
+  }
 };
 
 }  // namespace

@@ -29,6 +29,16 @@ class ProcessProbe {
   // True only when the process is certainly gone (or its pid now belongs to a
   // newer process). Unknown, or another namespace, answers false.
   virtual bool IsGone(const ProcessIdentity& who) const = 0;
+  // True only when no live process has `pid` in pid namespace
+  // `pid_namespace` (0: the caller's own), known without its start time. A
+  // reused pid reads as alive, so this errs towards "not gone". Used to judge
+  // a ledger slot's interrupted reclaim (memory_ledger.h). The default knows
+  // nothing and answers false.
+  virtual bool PidIsGone(uint32_t pid, uint64_t pid_namespace) const {
+    (void)pid;
+    (void)pid_namespace;
+    return false;
+  }
 };
 
 // The real /proc-backed probe. Never destroyed (it is used from atexit paths).
