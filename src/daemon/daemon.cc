@@ -169,11 +169,12 @@ int RunDaemon(const config::DaemonConfig& config) {
   identity.state_dir = state_dir;
   identity.socket_path = socket_path;
 
+  GpuUsageMeter usage;
   metrics::Registry registry;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   std::optional<MetricsExporter> exporter;
   if (config.metrics.enabled) {
-    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds);
+    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds, &usage);
     if (!e.ok()) return Fail(e.status().message());
     exporter.emplace(std::move(e.value()));
     metrics::HttpServerOptions http;
@@ -202,7 +203,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     return Fail(s.message());
   }
 
-  UtilizationSampler sampler(nvml.value().get(), &manager);
+  UtilizationSampler sampler(nvml.value().get(), &manager, &usage);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;

@@ -52,17 +52,33 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devic
   }
 }
 
+void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::Totals& totals) {
+  // Cumulative since the daemon started, kept for vGPUs that are gone too:
+  // their GPU time and energy were spent.
+  for (const auto& [where, s] : totals.gpu_seconds) {
+    m.vgpu_gpu_seconds_total->WithLabels({std::to_string(where.first), where.second}).Set(s);
+  }
+  for (const auto& [where, j] : totals.joules) {
+    m.vgpu_energy_joules_total->WithLabels({std::to_string(where.first), where.second}).Set(j);
+  }
+  for (const auto& [gpu, j] : totals.device_joules) m.gpu_energy_joules_total->WithLabels({std::to_string(gpu)}).Set(j);
+  for (const auto& [gpu, j] : totals.idle_joules) {
+    m.gpu_idle_energy_joules_total->WithLabels({std::to_string(gpu)}).Set(j);
+  }
+}
+
 StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, VgpuManager* manager,
-                                                  int64_t start_time_unix_seconds) {
+                                                  int64_t start_time_unix_seconds, const GpuUsageMeter* meter) {
   auto m = metrics::RegisterGpusliceMetrics(*registry);
   if (!m.ok()) return m.status();
   const metrics::GpusliceMetrics families = m.value();
   families.daemon_up->WithLabels({}).Set(1);
   families.daemon_start_time_seconds->WithLabels({}).Set(static_cast<double>(start_time_unix_seconds));
   families.daemon_reaped_processes_total->WithLabels({});  // exported as 0 from the start
-  registry->AddCollector([families, manager] {
+  registry->AddCollector([families, manager, meter] {
     std::vector<VgpuView> views;
     if (manager->List("", &views).ok()) FillVgpuMetrics(families, manager->devices(), views);
+    if (meter != nullptr) FillUsageMetrics(families, meter->totals());
   });
   return MetricsExporter(families);
 }

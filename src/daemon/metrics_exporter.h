@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "daemon/gpu_usage_meter.h"
 #include "daemon/vgpu_manager.h"
 #include "metrics/gpuslice_metrics.h"
 #include "metrics/registry.h"
@@ -24,7 +25,7 @@ class MetricsExporter {
   // Registers the families and the collector. `manager` must outlive the
   // registry's last Render().
   static StatusOr<MetricsExporter> Create(metrics::Registry* registry, VgpuManager* manager,
-                                          int64_t start_time_unix_seconds);
+                                          int64_t start_time_unix_seconds, const GpuUsageMeter* meter = nullptr);
 
   // Dead processes reclaimed by this daemon.
   void CountReaped(uint32_t n) { metrics_.daemon_reaped_processes_total->WithLabels({}).Increment(n); }
@@ -40,6 +41,8 @@ class MetricsExporter {
 
 // One collection pass, exposed for tests: sets every series from `views`.
 void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices, const std::vector<VgpuView>& views);
+// ... and the GPU time and energy series from the meter's totals.
+void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::Totals& totals);
 
 }  // namespace gpuslice::daemon
 

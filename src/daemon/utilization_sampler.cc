@@ -1,10 +1,25 @@
 #include "daemon/utilization_sampler.h"
 
 #include <spdlog/spdlog.h>
+#include <sys/time.h>
 
 #include <algorithm>
 
 namespace gpuslice::daemon {
+namespace {
+
+// NVML stamps samples with the CPU's wall clock, in µs.
+uint64_t WallMicros() {
+  timeval tv{};
+  gettimeofday(&tv, nullptr);
+  return static_cast<uint64_t>(tv.tv_sec) * 1'000'000 + static_cast<uint64_t>(tv.tv_usec);
+}
+
+// A sample covers at most this much time: a process seen again after a
+// long silence (NVML keeps a bounded history) is not credited for all of it.
+constexpr uint64_t kMaxSampleSpanUs = 1'000'000;
+
+}  // namespace
 
 void UtilizationSampler::Sample() {
   // pid -> (vGPU, device index) per GPU index.
@@ -17,11 +32,22 @@ void UtilizationSampler::Sample() {
   if (manager_->List("", &views).ok()) {
     for (const auto& v : views) ratios[v.name].assign(v.devices.size(), std::nullopt);
   }
+  const uint64_t now_us = WallMicros();
   for (const auto& gpu : manager_->devices().gpus) {
+    const uint64_t pass_start = last_pass_us_.count(gpu.index) ? last_pass_us_[gpu.index] : now_us;
+    last_pass_us_[gpu.index] = now_us;
+    GpuUsageMeter::Interval interval;
+    interval.gpu_index = gpu.index;
+    interval.start_us = pass_start;
+    interval.end_us = now_us;
+    interval.energy_mj = nvml_->TotalEnergyMillijoules(gpu.index);
+    if (!interval.energy_mj) interval.power_mw = nvml_->PowerMilliwatts(gpu.index);
+
     auto samples = nvml_->ProcessUtilizations(gpu.index, last_seen_us_[gpu.index]);
     if (!samples.ok()) {
       if (!warned_) spdlog::warn("measured compute shares unavailable: {}", samples.status().message());
       warned_ = true;
+      if (meter_ != nullptr) meter_->Add(interval);
       continue;
     }
     // Known: every vGPU with a process on this GPU starts at 0.
@@ -34,22 +60,32 @@ void UtilizationSampler::Sample() {
         }
       }
     }
-    std::map<uint32_t, std::pair<uint64_t, uint64_t>> per_pid;  // pid -> (sum of sm%, samples)
-    for (const auto& s : samples.value()) {
-      last_seen_us_[gpu.index] = std::max(last_seen_us_[gpu.index], s.timestamp_us);
-      auto& acc = per_pid[s.pid];
-      acc.first += s.sm_percent;
-      acc.second += 1;
-    }
+    std::vector<port::ProcessUtilization> sorted = samples.value();
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.timestamp_us < b.timestamp_us; });
     const auto& owners = by_gpu[gpu.index];
-    for (const auto& [pid, acc] : per_pid) {
-      auto it = owners.find(pid);
-      if (it == owners.end() || acc.second == 0) continue;  // not a process of any vGPU
-      auto& slot = ratios[it->second.first];
-      if (slot.size() <= it->second.second) slot.resize(it->second.second + 1);
-      const double mean = static_cast<double>(acc.first) / static_cast<double>(acc.second) / 100.0;
-      slot[it->second.second] = std::min(1.0, slot[it->second.second].value_or(0.0) + mean);
+    std::map<std::pair<std::string, uint32_t>, double> seconds;  // (vGPU, device index) -> GPU-seconds
+    for (const auto& s : sorted) {
+      last_seen_us_[gpu.index] = std::max(last_seen_us_[gpu.index], s.timestamp_us);
+      uint64_t& previous = last_sample_us_[{gpu.index, s.pid}];
+      const uint64_t from = previous != 0 ? previous : pass_start;
+      const uint64_t span = s.timestamp_us > from ? std::min(s.timestamp_us - from, kMaxSampleSpanUs) : 0;
+      previous = std::max(previous, s.timestamp_us);
+      const double ran = static_cast<double>(span) / 1e6 * static_cast<double>(s.sm_percent) / 100.0;
+      auto it = owners.find(s.pid);
+      if (it == owners.end()) {
+        interval.gpu_seconds[""] += ran;  // a process of no vGPU (or of a container)
+        continue;
+      }
+      seconds[it->second] += ran;
+      interval.gpu_seconds[it->second.first] += ran;
     }
+    const double window = static_cast<double>(now_us - pass_start) / 1e6;
+    for (const auto& [where, s] : seconds) {
+      auto& slot = ratios[where.first];
+      if (slot.size() <= where.second) slot.resize(where.second + 1);
+      if (window > 0) slot[where.second] = std::min(1.0, slot[where.second].value_or(0.0) + s / window);
+    }
+    if (meter_ != nullptr) meter_->Add(interval);
   }
   manager_->SetMeasuredRatios(ratios);
 }

@@ -32,8 +32,12 @@ struct GpusliceMetrics {
   Family<Counter>* vgpu_timeslice_failures_total;      // vgpu
   Family<Gauge>* vgpu_processes;                       // vgpu
   Family<Counter>* vgpu_violations_total;              // vgpu, kind
+  Family<Counter>* vgpu_gpu_seconds_total;             // gpu, vgpu
+  Family<Counter>* vgpu_energy_joules_total;           // gpu, vgpu
   // Per GPU.
-  Family<Gauge>* gpu_memory_total_bytes;  // gpu
+  Family<Gauge>* gpu_memory_total_bytes;          // gpu
+  Family<Counter>* gpu_energy_joules_total;       // gpu
+  Family<Counter>* gpu_idle_energy_joules_total;  // gpu
   // The daemon.
   Family<Gauge>* daemon_up;                        // (none)
   Family<Gauge>* daemon_start_time_seconds;        // (none)

@@ -31,6 +31,8 @@ using NvLinkRemoteTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
 using P2pStatusFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
 using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                               unsigned long long);
+using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
+using PowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
 
@@ -252,6 +254,30 @@ StatusOr<std::vector<ProcessUtilization>> NvmlLibrary::ProcessUtilizations(uint3
     return out;
   }
   return Status::Error("NVML kept changing its process count on GPU " + std::to_string(index));
+}
+
+std::optional<uint64_t> NvmlLibrary::TotalEnergyMillijoules(uint32_t index) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<EnergyFn>(Symbol("nvmlDeviceGetTotalEnergyConsumption"));
+  nvmlDevice_t device = nullptr;
+  unsigned long long mj = 0;
+  if (handle_fn == nullptr || fn == nullptr || handle_fn(index, &device) != NVML_SUCCESS ||
+      fn(device, &mj) != NVML_SUCCESS) {
+    return std::nullopt;
+  }
+  return mj;
+}
+
+std::optional<uint32_t> NvmlLibrary::PowerMilliwatts(uint32_t index) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<PowerFn>(Symbol("nvmlDeviceGetPowerUsage"));
+  nvmlDevice_t device = nullptr;
+  unsigned int mw = 0;
+  if (handle_fn == nullptr || fn == nullptr || handle_fn(index, &device) != NVML_SUCCESS ||
+      fn(device, &mw) != NVML_SUCCESS) {
+    return std::nullopt;
+  }
+  return mw;
 }
 
 StatusOr<std::vector<ProcessMemory>> NvmlLibrary::ComputeProcesses(uint32_t index) {

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,11 @@ class NvmlLibrary {
   // `since_us` (0: everything NVML still holds). An empty list when no
   // process ran; an error when this driver or GPU cannot report it.
   StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(uint32_t index, uint64_t since_us);
+  // The GPU's energy since the driver loaded, mJ
+  // (nvmlDeviceGetTotalEnergyConsumption, Volta and later), and its power
+  // now, mW (nvmlDeviceGetPowerUsage); nullopt where the GPU cannot tell.
+  std::optional<uint64_t> TotalEnergyMillijoules(uint32_t index);
+  std::optional<uint32_t> PowerMilliwatts(uint32_t index);
   // Every process with a compute context on GPU `index`, and its memory
   // there (nvmlDeviceGetComputeRunningProcesses_v3).
   StatusOr<std::vector<ProcessMemory>> ComputeProcesses(uint32_t index);

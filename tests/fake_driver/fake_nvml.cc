@@ -20,6 +20,11 @@
 // (every GPU reports the same lines), so a test can script what the daemon
 // measures. Unset: no process has run (NVML_ERROR_NOT_FOUND).
 //
+// Energy and power: FAKE_NVML_ENERGY_FILE names a file of "GPU MILLIJOULES
+// MILLIWATTS" lines, re-read at every call (a test scripts the counter);
+// unset, or no line for the GPU: NVML_ERROR_NOT_SUPPORTED, as on a GPU
+// without the counter.
+//
 // Processes' memory: with FAKE_GPU_PROCESS_DIR set, every process of the
 // fake CUDA driver keeps what it holds per device in DIR/<pid> (physical.h),
 // and nvmlDeviceGetComputeRunningProcesses_v3 lists the live ones among them.
@@ -113,6 +118,22 @@ nvmlReturn_t CheckDevice(nvmlDevice_t device, const void* out, int* index) {
   return NVML_SUCCESS;
 }
 
+}  // namespace
+}  // namespace fake_nvml
+
+namespace fake_nvml {
+namespace {
+// The scripted energy line of GPU `index`: false when there is none.
+bool EnergyLine(int index, unsigned long long* mj, unsigned int* mw) {
+  const char* path = getenv("FAKE_NVML_ENERGY_FILE");
+  FILE* f = path != nullptr ? fopen(path, "r") : nullptr;
+  if (f == nullptr) return false;
+  int gpu = 0;
+  bool found = false;
+  while (!found && fscanf(f, "%d %llu %u", &gpu, mj, mw) == 3) found = gpu == index;
+  fclose(f);
+  return found;
+}
 }  // namespace
 }  // namespace fake_nvml
 
@@ -300,6 +321,21 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
   *count = found;
   if (found == 0) return NVML_ERROR_NOT_FOUND;
   return utilization == nullptr || found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, energy_mj, &index); r != NVML_SUCCESS) return r;
+  unsigned int mw = 0;
+  return fake_nvml::EnergyLine(index, energy_mj, &mw) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, power_mw, &index); r != NVML_SUCCESS) return r;
+  unsigned long long mj = 0;
+  return fake_nvml::EnergyLine(index, &mj, power_mw) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,

@@ -1,0 +1,48 @@
+#include "daemon/gpu_usage_meter.h"
+
+#include <algorithm>
+
+namespace gpuslice::daemon {
+
+void GpuUsageMeter::Add(const Interval& in) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (in.end_us <= in.start_us) return;
+  const double seconds = static_cast<double>(in.end_us - in.start_us) / 1e6;
+  double busy = 0;
+  for (const auto& [vgpu, s] : in.gpu_seconds) {
+    totals_.gpu_seconds[{in.gpu_index, vgpu}] += s;
+    busy += s;
+  }
+  Gpu& g = gpus_[in.gpu_index];
+  std::optional<double> joules;
+  if (in.energy_mj) {
+    // The counter starts at the driver's load; a first reading, or one that
+    // went back (the driver was reloaded), only sets the baseline.
+    if (g.last_energy_mj && *in.energy_mj >= *g.last_energy_mj) {
+      joules = static_cast<double>(*in.energy_mj - *g.last_energy_mj) / 1e3;
+    }
+    g.last_energy_mj = in.energy_mj;
+  } else if (in.power_mw) {
+    joules = static_cast<double>(*in.power_mw) / 1e3 * seconds;
+  }
+  if (!joules) return;
+  const double watts = *joules / seconds;
+  g.lowest_watts = std::min(g.lowest_watts.value_or(watts), watts);
+  if (busy == 0) g.idle_watts = std::min(g.idle_watts.value_or(watts), watts);
+  const double idle_watts = g.idle_watts.value_or(*g.lowest_watts);
+  const double idle = busy == 0 ? *joules : std::min(*joules, idle_watts * std::max(0.0, seconds - busy));
+  const double active = *joules - idle;
+  for (const auto& [vgpu, s] : in.gpu_seconds) {
+    if (busy > 0) totals_.joules[{in.gpu_index, vgpu}] += active * (s / busy);
+  }
+  totals_.idle_joules[in.gpu_index] += idle;
+  totals_.device_joules[in.gpu_index] += *joules;
+  totals_.idle_watts[in.gpu_index] = idle_watts;
+}
+
+GpuUsageMeter::Totals GpuUsageMeter::totals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return totals_;
+}
+
+}  // namespace gpuslice::daemon

@@ -1,0 +1,73 @@
+// gpu_usage_meter.h — measured GPU time and energy per vGPU, accumulated over
+// every measurement interval since the daemon started: nothing is sampled
+// and dropped.
+//
+// GPU time: each interval brings, per vGPU, the GPU-seconds its processes
+// ran in it. The sampler (utilization_sampler.h) integrates every NVML
+// per-process utilisation sample of the interval over the time it covers,
+// not only the newest (docs/design.md, "GPU time and energy", says how exact
+// that is).
+//
+// Energy: each interval's device energy (the change of NVML's cumulative
+// counter, or where there is none, power times time) is split in two:
+//   - idle: the GPU's idle power times the part of the interval in which
+//     nothing ran, its own line. The idle power is the lowest power of an
+//     interval in which nothing ran, learnt as the daemon goes (until one is
+//     seen, the lowest power of any interval: an upper bound);
+//   - the rest, split between the vGPUs by their GPU time in the interval
+//     (processes of no vGPU under the name ""). A vGPU that keeps the GPU
+//     busy pays for all of it, static power included: nobody else could
+//     have used it.
+// So the vGPUs' energy plus the idle energy is exactly the device's.
+//
+// Thread-safe: one writer (the housekeeping thread, Add) and readers (the
+// metrics collector, Totals) under one mutex. Allocates.
+#ifndef GPUSLICE_DAEMON_GPU_USAGE_METER_H_
+#define GPUSLICE_DAEMON_GPU_USAGE_METER_H_
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace gpuslice::daemon {
+
+class GpuUsageMeter {
+ public:
+  struct Interval {
+    uint32_t gpu_index = 0;
+    uint64_t start_us = 0;  // the interval, on NVML's clock (CPU time, µs)
+    uint64_t end_us = 0;
+    std::map<std::string, double> gpu_seconds;  // per vGPU ("" = processes of no vGPU)
+    // The device's cumulative energy counter at end_us, mJ (NVML's
+    // nvmlDeviceGetTotalEnergyConsumption), or else its power, mW.
+    std::optional<uint64_t> energy_mj;
+    std::optional<uint32_t> power_mw;
+  };
+  void Add(const Interval& interval);
+
+  struct Totals {
+    std::map<std::pair<uint32_t, std::string>, double> gpu_seconds;  // (GPU, vGPU)
+    std::map<std::pair<uint32_t, std::string>, double> joules;
+    std::map<uint32_t, double> idle_joules;    // per GPU
+    std::map<uint32_t, double> device_joules;  // per GPU: idle + every vGPU's
+    std::map<uint32_t, double> idle_watts;     // the idle power in use, per GPU
+  };
+  Totals totals() const;
+
+ private:
+  struct Gpu {
+    std::optional<uint64_t> last_energy_mj;
+    std::optional<double> idle_watts;    // lowest power of an interval with nothing running
+    std::optional<double> lowest_watts;  // lowest power of any interval
+  };
+  mutable std::mutex mu_;
+  std::map<uint32_t, Gpu> gpus_;  // guarded by mu_
+  Totals totals_;                 // guarded by mu_
+};
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_GPU_USAGE_METER_H_
