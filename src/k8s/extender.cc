@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "k8s/json_fields.h"
+#include "k8s/lc_slo.h"
 #include "k8s/names.h"
 #include "k8s/node_view.h"
 #include "k8s/pod_request.h"
@@ -81,6 +82,7 @@ struct NodeVerdict {
   bool unresolvable = false;
   std::string reason;
   double score = 0;
+  bool meets_lc_slo = true;  // where it would be placed (lc_slo.h)
 };
 
 }  // namespace
@@ -128,6 +130,7 @@ static std::vector<NodeVerdict> JudgeNodes(const ExtenderArgs& args, const PodRe
     }
     v.fits = true;
     v.score = placement->score;
+    v.meets_lc_slo = PlacementMeetsLcSlo(pod, view->gpus, *placement);
     verdicts.push_back(v);
   }
   return verdicts;
@@ -188,7 +191,10 @@ HttpReply Extender::Prioritize(std::string_view body) {
     return Reply(list);
   }
   for (const NodeVerdict& v : JudgeNodes(*args, *pod, api_, reservations_, now_(), config_.policy)) {
-    const int64_t score = v.fits ? std::llround(v.score * kMaxExtenderPriority) : 0;
+    // A node where the LC pod's predicted p99 breaks its SLO ranks last
+    // among those that fit; it is not filtered out (the prediction is a
+    // model's, docs/plan.md).
+    const int64_t score = v.fits && v.meets_lc_slo ? std::llround(v.score * kMaxExtenderPriority) : 0;
     list.push_back({{"Host", v.name}, {"Score", std::clamp<int64_t>(score, 0, kMaxExtenderPriority)}});
   }
   return Reply(list);

@@ -10,7 +10,8 @@
 //   filter      ExtenderArgs -> ExtenderFilterResult: nodes whose GPUs fit
 //               every gpuslice container of the pod.
 //   prioritize  ExtenderArgs -> HostPriorityList: 0..10, from the allocator's
-//               score (packing policy; for multi-GPU containers, the links).
+//               score (packing policy; for multi-GPU containers, the links);
+//               0 where an LC pod's declared p99 SLO would break (lc_slo.h).
 //   bind        ExtenderBindingArgs -> ExtenderBindingResult: chooses the
 //               GPUs, records them in the pod's gpuslice.io/gpus annotation
 //               (with gpuslice.io/node and gpuslice.io/bind-time), then

@@ -24,7 +24,12 @@ inline constexpr uint64_t kVmemoryUnitBytes = 256ull << 20;  // 256 MiB
 //   node       set by the extender's bind: the node the indices refer to
 //   bind-time  set by the extender's bind: nanoseconds since the epoch; orders
 //              pods waiting for Allocate on one node
+//   lc-slo-p99-us, lc-alone-p99-us  set by the user on an LC pod (below)
 inline constexpr char kPriorityAnnotation[] = "gpuslice.io/priority";
+// A latency-critical pod's p99 SLO and its p99 measured alone, in µs: the
+// extender's prioritize prefers nodes where the SLO holds (lc_slo.h).
+inline constexpr char kLcSloP99Annotation[] = "gpuslice.io/lc-slo-p99-us";
+inline constexpr char kLcAloneP99Annotation[] = "gpuslice.io/lc-alone-p99-us";
 inline constexpr char kGpusAnnotation[] = "gpuslice.io/gpus";
 inline constexpr char kBindNodeAnnotation[] = "gpuslice.io/node";
 inline constexpr char kBindTimeAnnotation[] = "gpuslice.io/bind-time";

@@ -147,6 +147,29 @@ StatusOr<PodRequest> ParsePodRequest(const json& pod) {
       return Status::Error(who_pod + ": annotation " + kPriorityAnnotation + " is \"" + priority +
                            "\"; set it to lc (latency-critical) or be (best effort)");
     }
+    const std::string slo = text(kLcSloP99Annotation);
+    const std::string alone = text(kLcAloneP99Annotation);
+    if (!slo.empty() || !alone.empty()) {
+      auto micros = [&](const char* key, const std::string& value, uint64_t* out) -> Status {
+        const char* end = value.data() + value.size();
+        auto [ptr, ec] = std::from_chars(value.data(), end, *out);
+        if (ec != std::errc() || ptr != end || *out == 0) {
+          return Status::Error(who_pod + ": annotation " + key + " is \"" + value +
+                               "\"; set it to a whole number of microseconds above 0, e.g. \"800\"");
+        }
+        return Status::Ok();
+      };
+      if (req.priority != core::Priority::kLatencyCritical) {
+        return Status::Error(who_pod + ": annotations " + kLcSloP99Annotation + " and " + kLcAloneP99Annotation +
+                             " are for latency-critical pods; add " + kPriorityAnnotation + ": lc or remove them");
+      }
+      if (slo.empty() || alone.empty()) {
+        return Status::Error(who_pod + ": an LC latency SLO needs both " + kLcSloP99Annotation + " and " +
+                             kLcAloneP99Annotation + " (the pod's p99 measured alone, in microseconds)");
+      }
+      if (Status s = micros(kLcSloP99Annotation, slo, &req.lc_slo_p99_us); !s.ok()) return s;
+      if (Status s = micros(kLcAloneP99Annotation, alone, &req.lc_alone_p99_us); !s.ok()) return s;
+    }
     if (const std::string gpus = text(kGpusAnnotation); !gpus.empty()) {
       auto parsed = ParseBoundGpus(gpus);
       if (!parsed.ok()) return Status::Error(who_pod + ": " + parsed.status().message());

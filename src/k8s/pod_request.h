@@ -1,6 +1,7 @@
 // pod_request.h — what a pod asks of gpuslice, read from its Kubernetes
 // object: each container's gpuslice.io/vcore and gpuslice.io/vmemory, the
-// priority annotation, and what the scheduler extender's bind recorded.
+// priority annotation (and an LC's latency SLO), and what the scheduler
+// extender's bind recorded.
 //
 // The rules (docs/kubernetes.md), checked here once for the extender and the
 // device plugin alike:
@@ -51,6 +52,9 @@ struct PodRequest {
   bool deleting = false;  // metadata.deletionTimestamp is set
   std::string creation_timestamp;
   core::Priority priority = core::Priority::kBestEffort;
+  // A latency-critical pod's p99 SLO and its p99 alone (µs); 0 = none.
+  uint64_t lc_slo_p99_us = 0;
+  uint64_t lc_alone_p99_us = 0;
   // Only containers that ask for a gpuslice resource, in admission order.
   std::vector<ContainerRequest> containers;
   // From the extender's bind; empty when the pod was not bound by it.
