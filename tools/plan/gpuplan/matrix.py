@@ -151,10 +151,14 @@ class Row:
     measured: float
     predicted: float
     unit: str  # "us" or "%"
+    note: str = ""  # why nothing was measured (measured is None)
 
     @property
     def error(self):
-        """Latencies: relative error (%). Fractions: percentage points."""
+        """Latencies: relative error (%). Fractions: percentage points.
+        None where the cell was not measured."""
+        if self.measured is None:
+            return None
         if self.unit == "us":
             return 100.0 * (self.predicted - self.measured) / self.measured
         return self.predicted - self.measured
@@ -190,20 +194,23 @@ def predict(d, label, policy, only_new=False, seconds=4.0, seed=1):
                 rows.append(Row(label, cell, setting, "BE kept", 100 * meas["be_kept"],
                                 100 * out.steps_per_s["be"] / alone_sim[be], "%"))
     for key, c in cells.items():
-        if not key.startswith("mix_") or not wanted(key):
+        if not key.startswith("mix_") or not isinstance(c, dict) or (only_new and "from_prior" in c):
             continue
-        setting = c["setting"]
+        # a mix that failed or was skipped is predicted all the same, and
+        # shown as not measured
+        note = "" if wanted(key) else ("failed" if c.get("error") else "not run: %s" % c.get("skipped", "?"))
+        kinds, targets, setting = _mix_of(key, c)
         pol = sc.STOCK if setting == "stock" else policy
-        tenants = [sc.Tenant("t%d-%s" % (i, k), bes[k], weight=w) for i, (k, w) in enumerate(zip(c["kinds"],
-                                                                                              c["targets"]))]
+        tenants = [sc.Tenant("t%d-%s" % (i, k), bes[k], weight=w) for i, (k, w) in enumerate(zip(kinds, targets))]
         out = sc.simulate(tenants, pol, gp, seconds=seconds, seed=seed)
-        cell = "+".join("%s:%d" % kw for kw in zip(c["kinds"], c["targets"]))
+        cell = "+".join("%s:%d" % kw for kw in zip(kinds, targets))
         total = 0.0
         for i, t in enumerate(tenants):
-            frac = 100 * out.steps_per_s[t.name] / alone_sim[c["kinds"][i]]
+            frac = 100 * out.steps_per_s[t.name] / alone_sim[kinds[i]]
             total += frac
-            rows.append(Row(label, cell, setting, "%s %% of alone" % c["kinds"][i], 100 * c["frac"][i], frac, "%"))
-        rows.append(Row(label, cell, setting, "total", 100 * c["total"], total, "%"))
+            meas = None if note else 100 * c["frac"][i]
+            rows.append(Row(label, cell, setting, "%s %% of alone" % kinds[i], meas, frac, "%", note))
+        rows.append(Row(label, cell, setting, "total", None if note else 100 * c["total"], total, "%", note))
     for key, c in cells.items():
         if not key.startswith("cap30_") or not wanted(key) or "achieved_pct" not in c:
             continue
@@ -239,6 +246,18 @@ def gpu_facts_rows(gp, seconds=VALIDATION_SECONDS, seed=1):
         rows.append(Row(GPU_FACTS_RUN, cell, "gpuslice", "BE kept", GPU_FACTS_BE_KEPT,
                         100 * out.steps_per_s["be"] / alone, "%"))
     return rows
+
+
+def _mix_of(key, cell):
+    """(kinds, targets, setting) of a mix cell; from its name
+    (mix_gpu30_mem70_gpuslice) when it failed before recording them."""
+    if "kinds" in cell and "targets" in cell and "setting" in cell:
+        return cell["kinds"], cell["targets"], cell["setting"]
+    parts = key.split("_")[1:]
+    setting = parts.pop()
+    kinds = [p.rstrip("0123456789") for p in parts]
+    targets = [int(p[len(k):]) for p, k in zip(parts, kinds)]
+    return kinds, targets, setting
 
 
 def all_rows(root, seconds=VALIDATION_SECONDS, seed=1):
@@ -290,10 +309,14 @@ def markdown(rows):
         for r in rows:
             if not keep(r):
                 continue
-            err = ("%+.0f%%" % r.error) if r.unit == "us" else ("%+.1f pp" % r.error)
             unit = " µs" if r.unit == "us" else "%"
-            out.append("| %s | %s | %s | %s%s | %s%s | %s |" % (r.run, r.cell, r.figure, _fmt(r.measured, r.unit),
-                                                              unit, _fmt(r.predicted, r.unit), unit, err))
+            if r.measured is None:
+                measured, err = "— (%s)" % r.note, "—"
+            else:
+                measured = _fmt(r.measured, r.unit) + unit
+                err = ("%+.0f%%" % r.error) if r.unit == "us" else ("%+.1f pp" % r.error)
+            out.append("| %s | %s | %s | %s | %s%s | %s |" % (r.run, r.cell, r.figure, measured,
+                                                            _fmt(r.predicted, r.unit), unit, err))
         out.append("")
     out.append(summary(rows))
     return "\n".join(out)
@@ -315,7 +338,7 @@ FAMILIES = [
 
 
 def _stats(values):
-    v = sorted(abs(x) for x in values)
+    v = sorted(abs(x) for x in values if x is not None)
     if not v:
         return "—"
     n = len(v)
@@ -333,7 +356,7 @@ def _run_to_run(rows, keep):
             by.setdefault((r.setting, r.cell, r.figure), {})[r.run] = r
     out = []
     for pair in by.values():
-        if first in pair and second in pair:
+        if first in pair and second in pair and None not in (pair[first].measured, pair[second].measured):
             a, b = pair[first].measured, pair[second].measured
             out.append(100.0 * (a - b) / b if pair[first].unit == "us" else a - b)
     return out
