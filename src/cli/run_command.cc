@@ -272,7 +272,11 @@ void AddRunCommand(CLI::App& app) {
   auto inject = std::make_shared<std::string>("preload");
   CLI::App* run = app.add_subcommand("run", "Run a command inside a vGPU (created, or joined by --name)");
   run->add_option("--memory", options->memory, "Device memory limit per GPU, e.g. 4GiB, 512MiB");
-  run->add_option("--gpu", options->gpus, "GPUs by index or UUID (default: all)")->delimiter(',');
+  // A string, split below: with a vector option there, CLI11 2.1 refused the
+  // command's own dash arguments after `--` ("-u not expected").
+  auto gpus = std::make_shared<std::string>();
+  run->add_option("--gpu", *gpus, "GPUs by index or UUID, comma-separated (default: all)")
+      ->multi_option_policy(CLI::MultiOptionPolicy::Join);
   run->add_option("--name", options->name, "vGPU name; processes run with the same name share one vGPU");
   run->add_option("--inject", *inject,
                   "How the library is loaded: preload (LD_PRELOAD) or libpath (libcuda.so.1 first on "
@@ -291,8 +295,18 @@ void AddRunCommand(CLI::App& app) {
                   "account (report, deny: SIGSTOP, kill; default kill), or off")
       ->check(CLI::IsMember({"report", "deny", "kill", "off"}));
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
-  run->callback([options, inject] {
+  run->callback([options, inject, gpus] {
     options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;
+    std::string gpu;
+    for (char c : *gpus + ",") {  // repeated --gpu are joined by newlines
+      if (c != ',' && c != '\n') {
+        gpu += c;
+      } else if (!gpu.empty()) {
+        options->gpus.push_back(gpu);
+        gpu.clear();
+      }
+    }
+    if (!gpus->empty() && options->gpus.empty()) options->gpus.push_back("");  // --gpu ",": refused by name
     ExitCode() = RunCommand(*options);
   });
 }

@@ -23,6 +23,14 @@ def test_unknown_gpu(world):
     one_line_error(world.gpuslice("run", "--gpu", "GPU-nope", "--", "true"), "no GPU 'GPU-nope'")
 
 
+def test_gpu_before_the_command_leaves_the_commands_own_flags_alone(world):
+    # --gpu was a list option: it made `env -u X` fail with "-u not expected".
+    r = world.gpuslice("run", "--gpu", "0", "--", "env", "-u", "NOTHING", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "GPU-face0000-0000-0000-0000-000000000000"
+    one_line_error(world.gpuslice("run", "--gpu", ",", "--", "true"), "no GPU ''")
+
+
 def test_missing_driver(world):
     r = world.gpuslice("run", "--", "true", env={"GPUSLICE_REAL_DRIVER": "/nonexistent/libcuda.so.1"})
     one_line_error(r, "no NVIDIA driver found", "GPUSLICE_REAL_DRIVER")
