@@ -161,7 +161,8 @@ def escape(action, hold_s):
     audit_lines = [l for l in err.splitlines() if "memory audit" in l]
     record("escape", action=action, allocated=allocated_at is not None, exit_code=rc,
            survived="survived" in out, seconds_from_alloc_to_exit=None if allocated_at is None
-           else round(ended_at - allocated_at, 2), audit_lines=audit_lines[:2])
+           else round(ended_at - allocated_at, 2), audit_lines=audit_lines[:2],
+           stderr_tail=None if audit_lines else err[-600:])
 
 
 def vmm():
