@@ -15,6 +15,7 @@ bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes) {
   // reservations the driver has since released, may be all that stands in
   // the way.
   runtime.ReapDeadProcesses(/*force=*/true);
+  if (!ledger.attached()) runtime.RetryJoin();  // no slot yet (the ledger was full)
   SettleAllPools(runtime);
   if (ledger.TryCharge(static_cast<uint32_t>(slot), bytes)) return true;
   ledger.CountDenial();

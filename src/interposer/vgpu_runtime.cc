@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,13 +25,14 @@ namespace {
 
 std::mutex g_create_mutex;   // process-local; first use only
 std::mutex g_devices_mutex;  // process-local; until devices are mapped
+std::mutex g_join_mutex;     // process-local; RetryJoin, a refused allocation's slow path
 
 // The mappings live as long as the process: hooks may run during exit.
 port::MappedFile* g_limits_file = nullptr;
 port::MappedFile* g_ledger_file = nullptr;
 
-// A ledger in this process's own memory, used when the shared one is
-// unusable: the limit still holds for this process alone.
+// A ledger in this process's own memory, never attached to, used when the
+// shared one is unusable: it keeps the lifetime counters somewhere.
 core::Ledger* PrivateLedger() {
   void* p = mmap(nullptr, sizeof(core::Ledger), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
@@ -63,13 +65,36 @@ VgpuRuntime* VgpuRuntime::Create() {
   return runtime;
 }
 
+namespace {
+
+// What a process of a vGPU whose limits cannot be trusted sees: no devices
+// (each CUDA device is then outside the vGPU, so its memory is refused).
+core::Limits* RefusingLimits(const std::string& dir) {
+  void* p = mmap(nullptr, sizeof(core::Limits), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* limits = static_cast<core::Limits*>(p);
+  limits->header = {core::kLimitsMagic, core::kLayoutVersion, sizeof(core::Limits)};
+  const size_t slash = dir.find_last_of('/');
+  snprintf(limits->name, sizeof limits->name, "%s", dir.substr(slash == std::string::npos ? 0 : slash + 1).c_str());
+  return limits;
+}
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
 bool VgpuRuntime::Attach(const char* dir) {
   for (int8_t& slot : device_slot_) slot = kUncapped;
   const std::string d(dir);
   auto limits = port::MappedFile::Open(d + "/limits", sizeof(core::Limits), port::MappedFile::Access::kReadOnly);
   Status valid = limits.ok() ? core::ValidateLimits(*static_cast<const core::Limits*>(limits->data()), d)
                              : limits.status();
-  if (!valid.ok()) {
+  if (!valid.ok() && !Exists(d + "/limits")) {
+    // FIXME(issue 11): a process pointed at no vGPU runs unlimited; the
+    // binding of a process to its vGPU is another part of the issue.
     port::Log(port::LogLevel::kError, "cannot read vGPU limits, so NO MEMORY LIMIT IS ENFORCED: %s",
               valid.message().c_str());
     return false;
@@ -78,33 +103,64 @@ bool VgpuRuntime::Attach(const char* dir) {
     port::Log(port::LogLevel::kError, "cannot map the allocation table, so NO MEMORY LIMIT IS ENFORCED");
     return false;
   }
+  if (!valid.ok()) {
+    // The vGPU exists but its limits are damaged (a flipped byte, a
+    // truncation): whatever limit it had cannot be known, so no device
+    // memory is granted. Everything else runs.
+    port::Log(port::LogLevel::kError,
+              "DEVICE MEMORY IS REFUSED: %s. Until it is made again, every device allocation of this process "
+              "fails with CUDA_ERROR_OUT_OF_MEMORY",
+              valid.message().c_str());
+    limits_ = RefusingLimits(d);
+    ledger_region_ = PrivateLedger();
+    if (limits_ == nullptr || ledger_region_ == nullptr) return false;
+    ledger_ = core::MemoryLedger(limits_, ledger_region_);  // never attached: every charge fails
+    memory_refused_ = true;
+    return true;
+  }
   g_limits_file = new port::MappedFile(std::move(limits.value()));
   limits_ = static_cast<const core::Limits*>(g_limits_file->data());
 
   auto ledger = port::MappedFile::Open(d + "/ledger", sizeof(core::Ledger), port::MappedFile::Access::kReadWrite);
   Status ledger_valid = ledger.ok() ? core::ValidateLedger(*static_cast<const core::Ledger*>(ledger->data()), d)
                                     : ledger.status();
-  if (ledger_valid.ok()) {
-    g_ledger_file = new port::MappedFile(std::move(ledger.value()));
-    ledger_region_ = static_cast<core::Ledger*>(g_ledger_file->data());
-  } else {
+  if (!ledger_valid.ok()) {
+    // A private ledger would let each process have the whole limit (one
+    // flipped byte gave 4 x 64 MiB in a 64 MiB vGPU): refuse instead.
     port::Log(port::LogLevel::kError,
-              "the vGPU's shared ledger is unusable (%s); this process enforces its limit on its own usage only",
+              "DEVICE MEMORY IS REFUSED: the vGPU's shared ledger is unusable (%s). Until it is made again, every "
+              "device allocation of this process fails with CUDA_ERROR_OUT_OF_MEMORY",
               ledger_valid.message().c_str());
-    ledger_region_ = PrivateLedger();
+    ledger_region_ = PrivateLedger();  // for the lifetime counters only
     if (ledger_region_ == nullptr) return false;
+    ledger_ = core::MemoryLedger(limits_, ledger_region_);  // never attached: every charge fails
+    return true;
   }
+  g_ledger_file = new port::MappedFile(std::move(ledger.value()));
+  ledger_region_ = static_cast<core::Ledger*>(g_ledger_file->data());
+  ledger_shared_ = true;
   ledger_ = core::MemoryLedger(limits_, ledger_region_);
   const port::ProcessProbe& probe = port::SystemProcessProbe();
   if (Status s = ledger_.Attach(probe.Self(), probe); !s.ok()) {
-    port::Log(port::LogLevel::kError, "%s; this process enforces its limit on its own usage only",
+    // Without a slot the process's usage would be invisible to the others.
+    // It keeps trying to join as it allocates (RetryJoin).
+    port::Log(port::LogLevel::kError,
+              "DEVICE MEMORY IS REFUSED until a slot frees up: %s. Device allocations of this process fail with "
+              "CUDA_ERROR_OUT_OF_MEMORY meanwhile",
               s.message().c_str());
-    ledger_region_ = PrivateLedger();
-    if (ledger_region_ == nullptr) return false;
-    ledger_ = core::MemoryLedger(limits_, ledger_region_);
-    if (!ledger_.Attach(probe.Self(), probe).ok()) return false;
+    return true;
   }
   port::Log(port::LogLevel::kInfo, "joined vGPU '%s' (%s)", limits_->name, dir);
+  return true;
+}
+
+bool VgpuRuntime::RetryJoin() {
+  if (!ledger_shared_) return false;
+  std::lock_guard<std::mutex> lock(g_join_mutex);
+  if (ledger_.attached()) return true;
+  const port::ProcessProbe& probe = port::SystemProcessProbe();
+  if (!ledger_.Attach(probe.Self(), probe).ok()) return false;
+  port::Log(port::LogLevel::kWarn, "joined vGPU '%s' at last: its device memory is no longer refused", limits_->name);
   return true;
 }
 
@@ -127,6 +183,11 @@ void VgpuRuntime::MapDevices() {
   // Before cuInit the driver answers CUDA_ERROR_NOT_INITIALIZED; try again on
   // a later call rather than caching a wrong answer.
   if (GPUSLICE_REAL(cuDeviceGetCount)(&count) != CUDA_SUCCESS) return;
+  if (memory_refused_) {  // said once, when the limits were read
+    for (CUdevice dev = 0; dev < count && dev < kMaxCudaDevices; ++dev) device_slot_[dev] = kOutside;
+    devices_mapped_.store(true, std::memory_order_release);
+    return;
+  }
   for (CUdevice dev = 0; dev < count && dev < kMaxCudaDevices; ++dev) {
     CUuuid uuid;
     if (GPUSLICE_REAL(cuDeviceGetUuid_v2)(&uuid, dev) != CUDA_SUCCESS) {
@@ -189,9 +250,14 @@ void VgpuRuntime::ForkChild() {
   r->ledger_.ForgetSlotAfterFork();
   r->allocations_.Clear();
   r->pools_.Clear();
+  if (!r->ledger_shared_) return;  // its memory stays refused, as the parent's
   const port::ProcessProbe& probe = port::SystemProcessProbe();
   if (!r->ledger_.Attach(probe.Self(), probe).ok()) {
-    port::Log(port::LogLevel::kError, "forked child could not join the vGPU ledger; its allocations will be refused");
+    port::Log(port::LogLevel::kError,
+              "DEVICE MEMORY IS REFUSED: this forked child could not join vGPU '%s', whose %u ledger slots are all "
+              "taken; its device allocations fail with CUDA_ERROR_OUT_OF_MEMORY until a slot frees up (split the "
+              "work across vGPUs)",
+              r->limits_->name, core::kMaxProcesses);
   }
 }
 

@@ -6,11 +6,14 @@
 // vGPU's device slots by UUID. A process with no GPUSLICE_VGPU_DIR is in no
 // vGPU: Get() returns nullptr and every hook passes straight through.
 //
-// Failure policy (docs/design.md, "failing open"): if the limits cannot be
-// read, the process runs unlimited and says so loudly on stderr; if only the
-// shared ledger is unusable, limits are still enforced against a private,
-// per-process ledger, so a process cannot lift its limit by corrupting the
-// shared ledger.
+// Failure policy (docs/design.md, "failing open", "failing closed for
+// memory"): with no limits file, the process runs unlimited and says so
+// loudly on stderr. A vGPU whose limits or shared ledger exist but cannot be
+// read (corrupt, truncated), or whose ledger has no free slot, gets a runtime
+// that refuses every device allocation (CUDA_ERROR_OUT_OF_MEMORY) and says
+// why once; everything else runs. A private ledger instead would give each
+// process the whole limit. A process refused for want of a slot joins when
+// one frees up (RetryJoin).
 //
 // Thread-safety: Get() is safe from any thread; after the first call it is a
 // single acquire load. DeviceSlot() is one array read once devices are mapped.
@@ -53,7 +56,8 @@ class VgpuRuntime {
   bool latency_critical() const {
     return core::LevelClass(core::LoadRelaxed(limits_->devices[0].priority)) == core::Priority::kLatencyCritical;
   }
-  // The ledger in use (shared, or private on failure), for lifetime counters.
+  // The ledger in use (shared, or private and never joined when the shared
+  // one is unusable), for lifetime counters.
   core::Ledger* ledger_region() { return ledger_region_; }
 
   // The vGPU device slot of a CUDA device ordinal, or kUncapped (devices
@@ -77,6 +81,10 @@ class VgpuRuntime {
   // Slow path: reclaim dead processes' usage; rate-limited to one scan per
   // 100 ms unless `force`.
   void ReapDeadProcesses(bool force);
+  // Slow path, for a process that holds no ledger slot: tries to claim one
+  // (a scan of the slots; a reap of the dead when all are taken, as the
+  // refused allocation's slow path does anyway). True when it holds one.
+  bool RetryJoin();
 
  private:
   VgpuRuntime() = default;
@@ -97,6 +105,8 @@ class VgpuRuntime {
   std::atomic<bool> devices_mapped_{false};
   int8_t device_slot_[kMaxCudaDevices] = {};
   std::atomic<uint64_t> last_reap_ns_{0};
+  bool ledger_shared_ = false;   // ledger_region_ is the vGPU's (else private, never joined)
+  bool memory_refused_ = false;  // the limits are unreadable: every device is outside the vGPU
 };
 
 }  // namespace gpuslice::interposer
