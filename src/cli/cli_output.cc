@@ -99,6 +99,8 @@ Json DevicesJson(const pb::GetDevicesResponse& devices) {
 Json VgpuJson(const pb::Vgpu& v) {
   Json out;
   out["name"] = v.name();
+  out["state"] = v.state().empty() ? "ok" : v.state();  // "" from an older daemon
+  if (!v.state_detail().empty()) out["state_detail"] = v.state_detail();
   out["priority"] = PriorityText(v.priority());
   out["persistent"] = v.persistent();
   out["has_members"] = v.has_members();
@@ -195,6 +197,10 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
   for (const auto& v : vgpus) {
     std::string pids;
     for (const auto& p : v.processes()) pids += (pids.empty() ? "" : ",") + std::to_string(p.pid());
+    if (v.state() == "corrupt") {  // nothing else of it can be read; `ls --json` says why
+      rows.push_back({v.name() + " (corrupt)", "-", "-", "-", "-", "-", "-", "-", "-", "-"});
+      continue;
+    }
     for (int i = 0; i < v.devices_size(); ++i) {
       const auto& d = v.devices(i);
       std::string compute = std::to_string(d.compute_share_pct()) + "%";

@@ -245,7 +245,7 @@ StatusOr<int> VgpuStore::HoldMembership(const std::string& name) {
   return lock->release();
 }
 
-StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name) {
+StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name, bool force) {
   auto store_lock = FileLock::Acquire(root_ + "/.lock", LOCK_EX);
   if (!store_lock.ok()) return store_lock.status();
   const std::string dir = DirOf(name);
@@ -256,6 +256,8 @@ StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name) {
     MemoryLedger ledger(&handle->limits(), &handle->ledger());
     ledger.ReapDeadProcesses(port::SystemProcessProbe());
     if (ledger.LiveProcessCount() > 0) return false;
+  } else if (!force) {
+    return false;  // processes may use it still; a flipped byte must not delete a vGPU in use
   }
   const std::string trash = root_ + "/vgpus/.old-" + name + "-" + std::to_string(getpid());
   if (rename(dir.c_str(), trash.c_str()) != 0) return Status::Error(Errno("cannot remove " + dir));

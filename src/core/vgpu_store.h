@@ -80,8 +80,9 @@ class VgpuStore {
   StatusOr<int> HoldMembership(const std::string& name);
 
   // Removes the vGPU if no member holds it and no live process uses it.
-  // Returns true when it was removed.
-  StatusOr<bool> RemoveIfUnused(const std::string& name);
+  // Returns true when it was removed. A vGPU whose state cannot be read
+  // (corrupt) cannot be told unused, so it is kept unless `force`.
+  StatusOr<bool> RemoveIfUnused(const std::string& name, bool force = false);
 
   std::vector<std::string> List() const;
 

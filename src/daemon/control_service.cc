@@ -45,6 +45,8 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
   out->set_persistent(view.persistent);
   out->set_generation(view.generation);
   out->set_has_members(view.has_members);
+  out->set_state(view.corrupt.empty() ? "ok" : "corrupt");
+  out->set_state_detail(view.corrupt);
   for (const auto& d : view.devices) {
     pb::VgpuDevice* pd = out->add_devices();
     if (d.gpu_index) pd->set_gpu_index(*d.gpu_index);

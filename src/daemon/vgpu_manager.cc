@@ -103,6 +103,7 @@ Status VgpuManager::AdoptLocked(const std::string& name) {
 void VgpuManager::RefreshLocked() {
   const std::vector<std::string> names = store_.List();
   std::map<std::string, std::shared_ptr<Managed>> kept;
+  std::map<std::string, std::string> corrupt;
   for (const std::string& name : names) {
     auto it = vgpus_.find(name);
     if (it != vgpus_.end() && it->second->limits_inode == InodeOf(store_.DirOf(name) + "/limits")) {
@@ -113,12 +114,14 @@ void VgpuManager::RefreshLocked() {
     // or replaced under the same name.
     vgpus_.erase(name);
     if (Status s = AdoptLocked(name); !s.ok()) {
-      spdlog::warn("skipping vGPU '{}': {}", name, s.message());
+      if (!corrupt_.contains(name)) spdlog::warn("vGPU '{}' is corrupt: {}", name, s.message());
+      corrupt[name] = s.message();
       continue;
     }
     kept[name] = vgpus_[name];
   }
   vgpus_ = std::move(kept);
+  corrupt_ = std::move(corrupt);
 }
 
 void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
@@ -261,6 +264,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   std::unique_lock<std::mutex> lock(mu_);
   RefreshLocked();
   auto it = vgpus_.find(o.name);
+  if (auto bad = corrupt_.find(o.name); bad != corrupt_.end()) return {ApiCode::kFailedPrecondition, bad->second};
   if (it == vgpus_.end()) {
     return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
   }
@@ -325,6 +329,9 @@ ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t 
   auto it = vgpus_.find(name);
   if (it == vgpus_.end()) {
     if (if_unused) return ApiStatus::Ok();
+    // A corrupt vGPU's processes cannot be counted, so it is never deleted
+    // from here: only by hand, once they are stopped.
+    if (auto bad = corrupt_.find(name); bad != corrupt_.end()) return {ApiCode::kFailedPrecondition, bad->second};
     return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
   }
   Managed& m = *it->second;
@@ -383,6 +390,9 @@ ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* view
   RefreshLocked();
   for (const auto& [n, m] : vgpus_) {
     if (name.empty() || n == name) views->push_back(ViewLocked(n, *m));
+  }
+  for (const auto& [n, why] : corrupt_) {
+    if (name.empty() || n == name) views->push_back(VgpuView{.name = n, .dir = store_.DirOf(n), .corrupt = why});
   }
   if (!name.empty() && views->empty()) {
     return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};

@@ -172,6 +172,9 @@ class VgpuManager {
   const ManagerOptions options_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Managed>> vgpus_;  // guarded by mu_
+  // vGPUs whose state cannot be read, and why: listed as corrupt, never
+  // removed while their processes cannot be counted. Guarded by mu_.
+  std::map<std::string, std::string> corrupt_;
 };
 
 // The name of the file that marks a vGPU persistent.

@@ -220,6 +220,53 @@ TEST_F(VgpuManagerTest, DeleteRefusesAVgpuInUse) {
   EXPECT_TRUE(deleted);
 }
 
+// One flipped header byte: the vGPU is listed as corrupt, `set` says so,
+// and nothing deletes it while its processes cannot be counted.
+TEST_F(VgpuManagerTest, ACorruptVgpuIsListedAsCorruptAndNeverRemoved) {
+  CreateResult r;
+  ASSERT_TRUE(Manager()->Create(Create("bad"), &r).ok());
+  {
+    auto ledger = port::MappedFile::Open(r.dir + "/ledger", sizeof(core::Ledger), port::MappedFile::Access::kReadWrite);
+    ASSERT_TRUE(ledger.ok());
+    static_cast<uint8_t*>(ledger->data())[3] ^= 1;  // the magic
+  }
+  auto m = Manager();  // a daemon (re)started after the damage
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m->List("", &views).ok());
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].name, "bad");
+  EXPECT_NE(views[0].corrupt.find("corrupted (ledger: bad magic)"), std::string::npos) << views[0].corrupt;
+  control::v1::Vgpu proto;
+  ToProto(views[0], &proto);
+  EXPECT_EQ(proto.state(), "corrupt");
+  ASSERT_TRUE(m->List("bad", &views).ok());
+
+  ResizeOptions resize;
+  resize.name = "bad";
+  resize.memory_limit_bytes = 32 * kMiB;
+  VgpuView after;
+  ApiStatus s = m->Resize(resize, &after);
+  EXPECT_EQ(s.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("corrupted"), std::string::npos) << s.message();
+
+  EXPECT_TRUE(m->CollectGarbage().removed.empty());
+  bool deleted = true;
+  ASSERT_TRUE(m->Delete("bad", /*if_unused=*/true, 0, &deleted).ok());
+  EXPECT_FALSE(deleted);
+  EXPECT_EQ(m->Delete("bad", false, 0, &deleted).code(), ApiCode::kFailedPrecondition);
+  EXPECT_FALSE(deleted);
+  EXPECT_TRUE(Exists("bad"));
+  core::VgpuStore store(root_);
+  auto removed = store.RemoveIfUnused("bad");
+  ASSERT_TRUE(removed.ok());
+  EXPECT_FALSE(removed.value());
+  EXPECT_TRUE(Exists("bad"));
+  removed = store.RemoveIfUnused("bad", /*force=*/true);
+  ASSERT_TRUE(removed.ok());
+  EXPECT_TRUE(removed.value());
+  EXPECT_FALSE(Exists("bad"));
+}
+
 TEST_F(VgpuManagerTest, AConfiguredGroupMayReachAndUseNewVgpus) {
   ManagerOptions o;
   o.grace = std::chrono::milliseconds(0);

@@ -78,6 +78,7 @@ struct VgpuView {
   uint64_t timeslice_failures = 0;
   uint64_t gate_waits = 0;
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
+  std::string corrupt;       // why its state cannot be read ("": it can); then only name and dir are set
 };
 
 VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& devices);
