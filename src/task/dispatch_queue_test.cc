@@ -73,7 +73,7 @@ TEST_F(DispatchQueueTest, BestEffortNeverTakesTheLastFreeWorker) {
 }
 
 TEST_F(DispatchQueueTest, ALevelUnderPressureHoldsLowerLevelsWhileItHasWork) {
-  DispatchQueue q(table_, 4);
+  DispatchQueue q(table_, 8);  // workers to spare: only the pressure holds
   q.SetPressure(Level("high"), true);
   Push(q, "high");
   EXPECT_EQ(Pop(q), "high");
@@ -83,6 +83,10 @@ TEST_F(DispatchQueueTest, ALevelUnderPressureHoldsLowerLevelsWhileItHasWork) {
   EXPECT_EQ(Pop(q), "critical") << "a higher level is never held";
   EXPECT_EQ(Pop(q), "lc");
   EXPECT_EQ(Pop(q), "") << "`normal` waits while `high` is under pressure and running";
+  Push(q, "high");
+  q.Finished(Level("high"));
+  EXPECT_EQ(Pop(q), "high");
+  EXPECT_EQ(Pop(q), "") << "`high` has work again";
   q.Finished(Level("high"));
   EXPECT_EQ(Pop(q), "normal");
 }
