@@ -35,7 +35,7 @@ pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(FAKE_DIR, "libcu
                                 reason="the fake driver is not built")
 
 
-def run_in_vgpu(tmp_path, priority):
+def fake_driver_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "CUDA_VISIBLE_DEVICES") and
            not k.startswith("GPUSLICE_")}
     env.update({
@@ -46,6 +46,11 @@ def run_in_vgpu(tmp_path, priority):
         "FAKE_GPU_MEMORY": str(1 << 30),
         "PYTHONPATH": os.path.join(BUILD, "python"),
     })
+    return env
+
+
+def run_in_vgpu(tmp_path, priority):
+    env = fake_driver_env(tmp_path)
     ready, release = tmp_path / "ready", tmp_path / "release"
     p = subprocess.Popen([GPUSLICE, "run", "--name", "svc", "--priority", priority, "--", sys.executable, "-c",
                           SCRIPT, str(ready), str(release)], env=env, stdout=subprocess.PIPE,
@@ -80,3 +85,22 @@ def test_in_a_best_effort_vgpu_spans_only_time_and_it_is_said_once(tmp_path):
     assert "request 2" in out, out  # GPUSLICE_NOT_LATENCY_CRITICAL
     assert view["lc_latency"]["requests"] == 4, view
     assert err.count("vGPU is best-effort") == 1, err
+
+
+def test_the_torch_service_example_runs_as_two_vgpus(tmp_path):
+    # Its structure, with the pure-Python stand-in for PyTorch.
+    env = fake_driver_env(tmp_path)
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "python", "torch_service.py")
+    common = ["--backend", "python", "--seconds", "0.3", "--warmup", "1"]
+    train = subprocess.Popen([GPUSLICE, "run", "--name", "train", "--priority", "be", "--", sys.executable, example,
+                              "--mode", "train", *common], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    serve = subprocess.run([GPUSLICE, "run", "--name", "infer", "--priority", "lc", "--", sys.executable, example,
+                            "--mode", "serve", "--rate", "50", *common], env=env, capture_output=True, text=True,
+                           timeout=120)
+    out, err = train.communicate(timeout=120)
+    assert serve.returncode == 0 and train.returncode == 0, serve.stderr + err
+    served, trained = json.loads(serve.stdout), json.loads(out)
+    assert served["in_vgpu_library"] and trained["in_vgpu_library"]
+    assert served["requests"] >= 10 and served["failed"] == 0 and served["p99_ms"] > 0, served
+    assert trained["train_steps"] > 0, trained
