@@ -30,10 +30,12 @@ AllocationRecord Unpack(uint64_t v) {
 
 }  // namespace
 
-bool AllocationTable::Init() {
-  const size_t bytes = sizeof(Entry) << kCapacityLog2;
+bool AllocationTable::Init(uint32_t capacity_log2) {
+  if (capacity_log2 > kCapacityLog2) capacity_log2 = kCapacityLog2;
+  const size_t bytes = sizeof(Entry) << capacity_log2;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return false;
+  mask_ = (1ull << capacity_log2) - 1;
   entries_ = static_cast<Entry*>(p);  // zero-filled: every entry is empty
   return true;
 }
@@ -48,8 +50,9 @@ uint64_t AllocationTable::TaggedKey(uint64_t key, AllocationKind kind) {
 bool AllocationTable::Insert(uint64_t key, AllocationKind kind, const AllocationRecord& record) {
   if (entries_ == nullptr || record.bytes >= (1ull << 48)) return false;
   const uint64_t k = TaggedKey(key, kind);
-  uint64_t i = Mix(k) & kMask;
-  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+  const uint32_t probes = Probes();
+  uint64_t i = Mix(k) & mask_;
+  for (uint32_t probe = 0; probe < probes; ++probe, i = (i + 1) & mask_) {
     Entry& e = entries_[i];
     uint64_t cur = e.key.load(std::memory_order_acquire);
     if (cur != 0 && cur != kTombstone) continue;
@@ -66,8 +69,9 @@ bool AllocationTable::Insert(uint64_t key, AllocationKind kind, const Allocation
 bool AllocationTable::Erase(uint64_t key, AllocationKind kind, AllocationRecord* record) {
   if (entries_ == nullptr) return false;
   const uint64_t k = TaggedKey(key, kind);
-  uint64_t i = Mix(k) & kMask;
-  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+  const uint32_t probes = Probes();
+  uint64_t i = Mix(k) & mask_;
+  for (uint32_t probe = 0; probe < probes; ++probe, i = (i + 1) & mask_) {
     Entry& e = entries_[i];
     uint64_t cur = e.key.load(std::memory_order_acquire);
     if (cur == 0) return false;
@@ -87,8 +91,9 @@ bool AllocationTable::Erase(uint64_t key, AllocationKind kind, AllocationRecord*
 AllocationTable::Entry* AllocationTable::FindEntry(uint64_t key, AllocationKind kind) const {
   if (entries_ == nullptr) return nullptr;
   const uint64_t k = TaggedKey(key, kind);
-  uint64_t i = Mix(k) & kMask;
-  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & kMask) {
+  const uint32_t probes = Probes();
+  uint64_t i = Mix(k) & mask_;
+  for (uint32_t probe = 0; probe < probes; ++probe, i = (i + 1) & mask_) {
     Entry& e = entries_[i];
     const uint64_t cur = e.key.load(std::memory_order_acquire);
     if (cur == 0) return nullptr;
@@ -124,7 +129,7 @@ bool AllocationTable::AdjustCounter(uint64_t key, AllocationKind kind, int field
 void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(const AllocationRecord&, void*),
                                void* arg) {
   if (entries_ == nullptr) return;
-  for (uint64_t i = 0; i <= kMask; ++i) {
+  for (uint64_t i = 0; i <= mask_; ++i) {
     Entry& e = entries_[i];
     uint64_t cur = e.key.load(std::memory_order_acquire);
     if (cur == 0 || cur == kTombstone || (cur >> 56) != static_cast<uint64_t>(kind)) continue;
@@ -140,7 +145,7 @@ void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux, void (*erased)
 void AllocationTable::Clear() {
   // Dropping private anonymous pages zero-fills them on next touch, without
   // making the whole table resident as a memset would.
-  if (entries_ != nullptr) madvise(entries_, sizeof(Entry) << kCapacityLog2, MADV_DONTNEED);
+  if (entries_ != nullptr) madvise(entries_, sizeof(Entry) * (mask_ + 1), MADV_DONTNEED);
 }
 
 }  // namespace gpuslice::interposer

@@ -15,8 +15,10 @@
 // tombstones that later inserts reuse.
 //
 // Capacity: 2^20 entries (24 MiB of address space, touched only as used). A
-// full table makes Insert return false; the caller then refuses the
-// allocation rather than lose track of memory.
+// full table makes Insert return false; every caller then refuses the
+// allocation (frees what it made, uncharges, returns
+// CUDA_ERROR_OUT_OF_MEMORY) rather than lose track of memory. Tests make
+// the table smaller (Init's argument) to reach that path.
 #ifndef GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_
 #define GPUSLICE_INTERPOSER_ALLOCATION_TABLE_H_
 
@@ -47,8 +49,9 @@ class AllocationTable {
  public:
   static constexpr uint32_t kCapacityLog2 = 20;
 
-  // Maps the storage. Returns false (and the table stays unusable) on failure.
-  bool Init();
+  // Maps the storage: 2^capacity_log2 entries (at most kCapacityLog2).
+  // Returns false (and the table stays unusable) on failure.
+  bool Init(uint32_t capacity_log2 = kCapacityLog2);
 
   bool Insert(uint64_t key, AllocationKind kind, const AllocationRecord& record);
   // Removes and returns the record; false when the key is unknown to us.
@@ -73,12 +76,13 @@ class AllocationTable {
     std::atomic<uint64_t> aux;
   };
   static constexpr uint64_t kTombstone = ~0ull;
-  static constexpr uint64_t kMask = (1ull << kCapacityLog2) - 1;
   static constexpr uint32_t kMaxProbe = 4096;
 
   static uint64_t TaggedKey(uint64_t key, AllocationKind kind);
   Entry* FindEntry(uint64_t key, AllocationKind kind) const;
+  uint32_t Probes() const { return mask_ < kMaxProbe ? static_cast<uint32_t>(mask_ + 1) : kMaxProbe; }
   Entry* entries_ = nullptr;
+  uint64_t mask_ = 0;  // capacity - 1
 };
 
 }  // namespace gpuslice::interposer

@@ -32,6 +32,18 @@ TEST(AllocationTableTest, TombstonesAreReusedSoChurnNeverFillsTheTable) {
   }
 }
 
+TEST(AllocationTableTest, AFullTableRefusesUntilAnEntryIsFreed) {
+  AllocationTable t;
+  ASSERT_TRUE(t.Init(2));  // four entries
+  for (uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(t.Insert(0x1000 + i * 512, AllocationKind::kDevice, {512, 0, 0})) << i;
+  EXPECT_FALSE(t.Insert(0x9000, AllocationKind::kDevice, {512, 0, 0}));
+  AllocationRecord r;
+  EXPECT_FALSE(t.Find(0x9000, AllocationKind::kDevice, &r));
+  ASSERT_TRUE(t.Erase(0x1200, AllocationKind::kDevice, &r));
+  EXPECT_TRUE(t.Insert(0x9000, AllocationKind::kDevice, {512, 0, 0}));
+  EXPECT_TRUE(t.Find(0x9000, AllocationKind::kDevice, &r));
+}
+
 TEST(AllocationTableTest, ClearForgetsEverything) {
   AllocationTable t;
   ASSERT_TRUE(t.Init());

@@ -23,6 +23,7 @@
 #include "interposer/export.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
+#include "port/log.h"
 
 // cuda.h declares the per-thread-stream variants only when
 // CUDA_API_PER_THREAD_DEFAULT_STREAM renames the plain ones, and the legacy
@@ -68,16 +69,26 @@ uint64_t GraphAllocationBytes(CUgraph graph, CUdevice* device) {
   return bytes;
 }
 
-void RememberExec(CUgraphExec exec, CUgraph graph) {
+// False when the exec allocates memory but cannot be recorded (the table
+// is full): its launches would then go uncharged, so the caller destroys it
+// and refuses the instantiation.
+bool RememberExec(CUgraphExec exec, CUgraph graph) {
   VgpuRuntime* rt = VgpuRuntime::Get();
-  if (rt == nullptr) return;
+  if (rt == nullptr) return true;
   CUdevice dev = 0;
   const uint64_t bytes = GraphAllocationBytes(graph, &dev);
-  if (bytes == 0) return;
+  if (bytes == 0) return true;
   // The device rides in `device` (the ledger slot is derived at launch).
-  rt->allocations().Insert(reinterpret_cast<uint64_t>(exec), AllocationKind::kGraphExec,
-                           AllocationRecord{bytes, static_cast<uint32_t>(dev), 0});
+  if (!rt->allocations().Insert(reinterpret_cast<uint64_t>(exec), AllocationKind::kGraphExec,
+                                AllocationRecord{bytes, static_cast<uint32_t>(dev), 0})) {
+    port::Log(port::LogLevel::kWarn,
+              "refused a graph instantiation that allocates %llu bytes: this process's allocation table is full "
+              "(too many live objects for gpuslice to track); free some first",
+              static_cast<unsigned long long>(bytes));
+    return false;
+  }
   g_graphs_allocate.store(true, std::memory_order_release);
+  return true;
 }
 
 template <typename RealLaunch>
@@ -91,8 +102,9 @@ CUresult LaunchCharged(CUgraphExec exec, CUstream stream, RealLaunch launch) {
   const int device = static_cast<int>(rec.device);
   const int slot = rt->MemorySlot(device);
   if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
-  PoolAccount* account = slot == VgpuRuntime::kUncapped ? nullptr : rt->pools().FindOrAdd(GraphPoolKey(device), slot);
-  if (account == nullptr) return launch(exec, stream);
+  if (slot == VgpuRuntime::kUncapped) return launch(exec, stream);
+  PoolAccount* account = rt->pools().FindOrAdd(GraphPoolKey(device), slot);
+  if (account == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;  // every pool account taken: untracked would escape
   // What the pool holds but does not use may serve this launch (a graph that
   // frees its memory leaves it reserved for the next launch): charge only
   // what the pool may have to grow by.
@@ -110,7 +122,11 @@ CUresult LaunchCharged(CUgraphExec exec, CUstream stream, RealLaunch launch) {
 template <typename RealInstantiate, typename... Args>
 CUresult InstantiateRemembered(CUgraphExec* exec, CUgraph graph, RealInstantiate instantiate, Args... args) {
   const CUresult r = instantiate(exec, graph, args...);
-  if (r == CUDA_SUCCESS && exec != nullptr) RememberExec(*exec, graph);
+  if (r == CUDA_SUCCESS && exec != nullptr && !RememberExec(*exec, graph)) {
+    GPUSLICE_REAL(cuGraphExecDestroy)(*exec);
+    *exec = nullptr;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   return r;
 }
 

@@ -26,6 +26,7 @@
 #include "interposer/holder.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
+#include "port/log.h"
 
 // Legacy names that cuda.h declares only under __CUDA_API_VERSION_INTERNAL
 // (it maps them to their _v2); the driver still exports them.
@@ -52,22 +53,39 @@ bool ChargeCurrentDevice(VgpuRuntime& rt, uint64_t bytes, int* slot) {
 }
 
 // Records a charge with the context that owns the memory (the current one),
-// so that the context's teardown can give it back (charge.h).
-void Remember(VgpuRuntime& rt, uint64_t key, Kind kind, int slot, uint64_t bytes) {
+// so that the context's teardown can give it back (charge.h). False when the
+// table is full (2^20 live objects): the caller must then undo the
+// allocation and refuse it, since memory it cannot find at its free would
+// stay charged, or worse, a later object's record could not be found.
+bool Remember(VgpuRuntime& rt, uint64_t key, Kind kind, int slot, uint64_t bytes) {
   CUcontext owner = nullptr;
   GPUSLICE_REAL(cuCtxGetCurrent)(&owner);
-  // A full table (2^20 live objects) keeps the charge: the memory is then
-  // held until the process exits, never lost from the account.
-  rt.allocations().Insert(key, kind,
-                          AllocationRecord{bytes, static_cast<uint32_t>(slot), 0, reinterpret_cast<uint64_t>(owner)});
+  return rt.allocations().Insert(
+      key, kind, AllocationRecord{bytes, static_cast<uint32_t>(slot), 0, reinterpret_cast<uint64_t>(owner)});
+}
+
+// The refusal of an allocation that was made but cannot be recorded: the
+// driver's object is freed with `undo`, the charge given back.
+CUresult RefuseUnrecorded(VgpuRuntime& rt, int slot, uint64_t bytes, CUresult undo) {
+  (void)undo;
+  rt.ledger().Uncharge(static_cast<uint32_t>(slot), bytes);
+  rt.ledger().CountDenial();
+  port::Log(port::LogLevel::kWarn,
+            "refused an allocation of %llu bytes: this process's allocation table is full (too many live objects "
+            "for gpuslice to track); free some first",
+            static_cast<unsigned long long>(bytes));
+  return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 bool Forget(VgpuRuntime& rt, uint64_t key, Kind kind, AllocationRecord* record) {
   return rt.allocations().Erase(key, kind, record);
 }
 
+// Puts back a record taken out for a free the driver then refused. The
+// entry just freed makes a full table unlikely; should it happen, the charge
+// stays until the process exits (never given back twice).
 void Restore(VgpuRuntime& rt, uint64_t key, Kind kind, const AllocationRecord& record) {
-  rt.allocations().Insert(key, kind, record);
+  (void)rt.allocations().Insert(key, kind, record);
 }
 
 // The allocation-table key of a pointer-like or integer handle.
@@ -190,9 +208,9 @@ bool HoldsMemory(const CUDA_ARRAY3D_DESCRIPTOR& desc) {
   return (desc.Flags & (CUDA_ARRAY3D_DEFERRED_MAPPING | CUDA_ARRAY3D_SPARSE)) == 0;
 }
 
-template <typename Handle, typename Create>
+template <typename Handle, typename Create, typename Destroy>
 CUresult CreateArrayCharged(Handle* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned int levels, Kind kind,
-                            Create create) {
+                            Create create, Destroy destroy) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || !HoldsMemory(desc)) return create();
   const int slot = rt->CurrentMemorySlot();
@@ -205,7 +223,7 @@ CUresult CreateArrayCharged(Handle* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc,
     rt->ledger().Uncharge(slot, bytes);
     return r;
   }
-  Remember(*rt, KeyOf(*handle), kind, slot, bytes);
+  if (!Remember(*rt, KeyOf(*handle), kind, slot, bytes)) return RefuseUnrecorded(*rt, slot, bytes, destroy(*handle));
   return r;
 }
 
@@ -241,7 +259,9 @@ GPUSLICE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     rt->ledger().Uncharge(slot, charge);
     return r;
   }
-  gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, charge);
+  if (!gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, charge)) {
+    return gi::RefuseUnrecorded(*rt, slot, charge, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
+  }
   return r;
 }
 
@@ -266,7 +286,9 @@ GPUSLICE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
     rt->ledger().Uncharge(slot, estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, actual);
+  if (!gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, actual)) {
+    return gi::RefuseUnrecorded(*rt, slot, actual, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
+  }
   return r;
 }
 
@@ -284,7 +306,9 @@ GPUSLICE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, u
     rt->ledger().Uncharge(slot, charge);
     return r;
   }
-  gi::Remember(*rt, *dptr, AllocationKind::kManaged, slot, charge);
+  if (!gi::Remember(*rt, *dptr, AllocationKind::kManaged, slot, charge)) {
+    return gi::RefuseUnrecorded(*rt, slot, charge, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
+  }
   return r;
 }
 
@@ -330,8 +354,10 @@ GPUSLICE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     rt->ledger().Uncharge(slot, size);
     return r;
   }
-  rt->allocations().Insert(*handle, AllocationKind::kVmmHandle,
-                           AllocationRecord{size, static_cast<uint32_t>(slot), 0, gi::kVmmOneReference});
+  if (!rt->allocations().Insert(*handle, AllocationKind::kVmmHandle,
+                                AllocationRecord{size, static_cast<uint32_t>(slot), 0, gi::kVmmOneReference})) {
+    return gi::RefuseUnrecorded(*rt, slot, size, GPUSLICE_REAL(cuMemRelease)(*handle));
+  }
   return r;
 }
 
@@ -374,7 +400,20 @@ GPUSLICE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
   // mapping cannot be found at cuMemUnmap, and the memory then stays charged
   // until the process exits instead of being uncharged while still mapped.
   if (!gi::CountVmmUse(*rt, handle, gi::VmmUse::kMapping, +1)) return r;  // not a handle we charged
-  rt->allocations().Insert(ptr, AllocationKind::kVmmMapping, AllocationRecord{size, 0, 0, handle});
+  if (!rt->allocations().Insert(ptr, AllocationKind::kVmmMapping, AllocationRecord{size, 0, 0, handle})) {
+    // Unfindable at cuMemUnmap, the mapping could keep the memory alive
+    // after its handle's last release uncharged it: refuse the mapping.
+    GPUSLICE_REAL(cuMemUnmap)(ptr, size);
+    AllocationRecord last;
+    if (gi::DropVmmUse(*rt, handle, gi::VmmUse::kMapping, &last) == gi::VmmDrop::kLast) {
+      rt->ledger().Uncharge(last.device, last.bytes);
+    }
+    gpuslice::port::Log(gpuslice::port::LogLevel::kWarn,
+              "refused a mapping of %llu bytes: this process's allocation table is full (too many live objects for "
+              "gpuslice to track); free some first",
+              static_cast<unsigned long long>(size));
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   return r;
 }
 
@@ -397,20 +436,23 @@ GPUSLICE_EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESC
   d3.Format = desc->Format;
   d3.NumChannels = desc->NumChannels;
   return gi::CreateArrayCharged(handle, d3, 0, AllocationKind::kArray,
-                                [&] { return GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc); });
+                                [&] { return GPUSLICE_REAL(cuArrayCreate_v2)(handle, desc); },
+                                [](CUarray a) { return GPUSLICE_REAL(cuArrayDestroy)(a); });
 }
 
 GPUSLICE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   if (desc == nullptr) return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc);
   return gi::CreateArrayCharged(handle, *desc, 0, AllocationKind::kArray,
-                                [&] { return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc); });
+                                [&] { return GPUSLICE_REAL(cuArray3DCreate_v2)(handle, desc); },
+                                [](CUarray a) { return GPUSLICE_REAL(cuArrayDestroy)(a); });
 }
 
 GPUSLICE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                                 unsigned int levels) {
   if (desc == nullptr || levels == 0) return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels);
   return gi::CreateArrayCharged(handle, *desc, levels, AllocationKind::kMipmappedArray,
-                                [&] { return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels); });
+                                [&] { return GPUSLICE_REAL(cuMipmappedArrayCreate)(handle, desc, levels); },
+                                [](CUmipmappedArray m) { return GPUSLICE_REAL(cuMipmappedArrayDestroy)(m); });
 }
 
 GPUSLICE_EXPORT CUresult cuArrayDestroy(CUarray handle) {

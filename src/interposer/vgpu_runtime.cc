@@ -79,6 +79,16 @@ core::Limits* RefusingLimits(const std::string& dir) {
   return limits;
 }
 
+// A test seam: GPUSLICE_TEST_ALLOCATION_TABLE_LOG2 makes this process's
+// allocation table smaller (never larger), so that tests can fill it. A
+// process that sets it only has its own allocations refused sooner.
+uint32_t AllocationTableLog2() {
+  const char* v = getenv("GPUSLICE_TEST_ALLOCATION_TABLE_LOG2");
+  const long n = v != nullptr ? strtol(v, nullptr, 10) : 0;
+  return n >= 1 && n < static_cast<long>(AllocationTable::kCapacityLog2) ? static_cast<uint32_t>(n)
+                                                                          : AllocationTable::kCapacityLog2;
+}
+
 bool Exists(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0;
@@ -99,7 +109,7 @@ bool VgpuRuntime::Attach(const char* dir) {
               valid.message().c_str());
     return false;
   }
-  if (!allocations_.Init()) {
+  if (!allocations_.Init(AllocationTableLog2())) {
     port::Log(port::LogLevel::kError, "cannot map the allocation table, so NO MEMORY LIMIT IS ENFORCED");
     return false;
   }
