@@ -29,7 +29,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import threading
 import weakref
 from typing import Any, Callable, Generic, Iterator, Optional, ParamSpec, TypeVar, Union
 
@@ -106,8 +105,6 @@ class Scheduler:
 
     def __init__(self, config: Union[str, os.PathLike[str], None] = None, *, workers: int = 4) -> None:
         self._core = _gpuslice._Scheduler(os.fspath(config) if config is not None else None, workers)
-        self._closed = False
-        self._lock = threading.Lock()
         _live.add(self)
 
     # --- task classes ---------------------------------------------------------
@@ -161,11 +158,9 @@ class Scheduler:
     # --- lifetime ---------------------------------------------------------------
 
     def close(self) -> None:
-        """Stops the scheduler: waits for running tasks, cancels queued ones."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+        """Stops the scheduler: waits for running tasks, cancels queued ones.
+        Closing again does nothing; closing from one of its own tasks raises
+        RuntimeError (the task would wait for itself)."""
         self._core.close()  # releases the GIL while it waits
 
     def __enter__(self) -> "Scheduler":

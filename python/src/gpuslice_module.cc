@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "gpuslice/scheduler.h"
 #include "task/scheduler_core.h"
@@ -134,7 +135,21 @@ class PyScheduler {
 
   ~PyScheduler() {
     py::gil_scoped_release release;
+    // The last reference may go in one of the scheduler's own tasks (Python
+    // frees what a task captured when its worker drops it): then another
+    // thread stops it, since a worker cannot wait for itself.
+    if (core_->OnWorkerThread()) {
+      std::thread([core = std::move(core_)]() mutable { core.reset(); }).detach();
+      return;
+    }
     core_.reset();
+  }
+
+  void Close() {  // called without the GIL
+    if (core_->OnWorkerThread()) {
+      throw std::logic_error("close() from one of the scheduler's own tasks; close it from another thread");
+    }
+    core_->Stop();
   }
 
   // Raises ValueError naming the problem; `latency_critical`: None, any class.
@@ -178,7 +193,6 @@ class PyScheduler {
     return out;
   }
 
-  void Close() { core_->Stop(); }  // called without the GIL
 
  private:
   task::ResolvedClass Resolve(const std::string& level, double slo_ms, std::optional<bool> lc) const {

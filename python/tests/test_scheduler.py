@@ -154,6 +154,33 @@ def test_close_waits_for_running_tasks_and_cancels_queued_ones():
         sched.submit(print)
 
 
+def test_a_task_cannot_close_its_own_scheduler(sched):
+    f = sched.submit(sched.close)
+    with pytest.raises(RuntimeError, match="own tasks"):
+        f.result(timeout=60)
+    assert sched.submit(lambda: 1).result(timeout=60) == 1, "the scheduler still runs"
+
+
+def test_a_scheduler_whose_last_reference_goes_in_its_own_task_stops_cleanly():
+    script = """
+import threading, gpuslice
+def orphan():
+    s = gpuslice.Scheduler(workers=1)
+    box, gate = [s], threading.Event()
+    def task():
+        assert gate.wait(60)
+        box.pop()  # the scheduler's last reference goes here, on its worker
+        return "done"
+    return s.submit(task), gate
+f, gate = orphan()
+gate.set()
+print(f.result(60))
+"""
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": os.path.join(BUILD, "python")})
+    assert p.returncode == 0 and p.stdout.strip() == "done", p.stderr
+
+
 def test_slo_misses_count_against_each_tasks_slo(sched):
     gate = threading.Event()
 

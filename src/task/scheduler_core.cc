@@ -146,6 +146,13 @@ std::vector<LevelMetrics> SchedulerCore::Metrics() const {
   return all;
 }
 
+bool SchedulerCore::OnWorkerThread() const {
+  for (const std::thread& worker : workers_) {
+    if (worker.get_id() == std::this_thread::get_id()) return true;
+  }
+  return false;
+}
+
 void SchedulerCore::Stop() {
   std::vector<QueuedTask> abandoned;
   {

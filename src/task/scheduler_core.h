@@ -64,8 +64,12 @@ class SchedulerCore {
   std::vector<LevelMetrics> Metrics() const;
 
   // Stops taking tasks, abandons the queued ones (their Jobs are destroyed
-  // unrun) and waits for the running ones. Idempotent.
+  // unrun) and waits for the running ones. Idempotent. Not from a task of
+  // this scheduler (it would wait for itself): see OnWorkerThread().
   void Stop();
+
+  // Whether the calling thread is one of this scheduler's workers.
+  bool OnWorkerThread() const;
 
  private:
   void WorkerLoop();
