@@ -37,8 +37,9 @@
 // once. submit() takes a short lock and allocates; it never waits for other
 // tasks. metrics() copies the recent latencies (allocates). The destructor
 // waits for the tasks running now; tasks still queued are abandoned, and
-// their futures throw std::future_error (broken_promise). A task must not
-// destroy its own scheduler.
+// their futures throw std::future_error (broken_promise). A scheduler
+// destroyed by one of its own tasks is stopped by another thread once that
+// task is over.
 //
 // Names follow the shape (submit, metrics), the same as the Python
 // package's, so that one guide serves both.

@@ -4,6 +4,7 @@
 #include "gpuslice/scheduler.h"
 
 #include <stdexcept>
+#include <thread>
 
 #include "task/scheduler_core.h"
 
@@ -40,7 +41,13 @@ Scheduler::Scheduler(SchedulerOptions options) {
   core_ = std::make_unique<task::SchedulerCore>(LoadLevels(options.config_path), core);
 }
 
-Scheduler::~Scheduler() = default;
+Scheduler::~Scheduler() {
+  // Destroyed by one of its own tasks: a worker cannot wait for itself, so
+  // another thread stops it, once that task is over.
+  if (core_->OnWorkerThread()) {
+    std::thread([core = std::move(core_)]() mutable { core.reset(); }).detach();
+  }
+}
 
 TaskClass Scheduler::latency_critical(const std::string& level, std::chrono::microseconds slo) const {
   return Resolved(*core_, TaskClass{level, slo}, true);

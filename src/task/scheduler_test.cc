@@ -63,6 +63,19 @@ TEST(SchedulerTest, LevelsComeFromTheConfig) {
   EXPECT_THROW(sched.latency_critical("high"), std::invalid_argument) << "no default levels beside a config's";
 }
 
+TEST(SchedulerTest, ATaskMayDestroyItsOwnScheduler) {
+  auto sched = std::make_unique<Scheduler>(SchedulerOptions{.workers = 1});
+  Scheduler* raw = sched.get();
+  std::promise<void> destroyed;
+  auto f = raw->submit(raw->best_effort(), [&sched, &destroyed] {
+    sched.reset();  // joining itself would throw std::system_error and end the process
+    destroyed.set_value();
+    return 1;
+  });
+  destroyed.get_future().wait();
+  EXPECT_EQ(f.get(), 1);
+}
+
 TEST(SchedulerTest, SpansAndHintsOutsideGpusliceSayNotInVgpu) {
   RequestSpan span;
   EXPECT_EQ(span.status(), GPUSLICE_NOT_IN_VGPU);
