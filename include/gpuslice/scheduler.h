@@ -29,7 +29,7 @@
 // task that took longer than its SLO is an SLO miss. When the recent p99 of a
 // level's latency over SLO reaches 80%, the level is under pressure until it
 // falls below 60%: lower levels' tasks do not start while it has work queued
-// or running, and each of its tasks gives gpuslice a pre-preemption hint at
+// or running (a task that has waited 1 s still does), and each of its tasks gives gpuslice a pre-preemption hint at
 // submit (gpuslice_hint), so other vGPUs' best-effort work drains while the
 // task waits for a worker.
 //
@@ -41,7 +41,7 @@
 // destroyed by one of its own tasks is stopped by another thread once that
 // task is over.
 //
-// Names follow the issue's shape (submit, metrics), the same as the Python
+// Names follow issue 12's shape (submit, metrics), the same as the Python
 // package's, so that one guide serves both.
 #ifndef GPUSLICE_SCHEDULER_H_
 #define GPUSLICE_SCHEDULER_H_
