@@ -46,6 +46,9 @@
 //   nvml                -> "nvml TOTAL USED" (nvmlDeviceGetMemoryInfo of GPU 0)
 //   ready PATH          write our pid to PATH (tells the test we got here)
 //   await PATH          wait until PATH exists
+//   forkidle N          fork N idle children, blocked until releaseforks (each
+//                       joins the vGPU's ledger as it is forked) -> "forkidle N"
+//   releaseforks        lets them exit, and waits until they have -> "releaseforks N"
 //   hold                wait forever (to be killed)
 //   span_begin | span_end | hint_begin | hint_end
 //                       the task API (gpuslice.h) via dlsym -> "span_begin STATUS"
@@ -75,9 +78,11 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,6 +111,7 @@ CUresult CUDAAPI cuGraphInstantiate_v2(CUgraphExec* exec, CUgraph graph, CUgraph
 namespace {
 
 std::string g_lookup = "dlsym";
+int g_idle_pipe[2] = {-1, -1};  // forkidle's children block on its read end
 
 #ifdef CUDA_APP_LINKED
 template <typename Fn>
@@ -625,6 +631,32 @@ int main(int argc, char** argv) {
     } else if (cmd == "await") {
       Await(arg(1));
       ++i;
+    } else if (cmd == "forkidle") {
+      // Blocked in read() rather than polling: a thousand pollers would
+      // starve a small machine. The pipe's end of file releases them.
+      const int n = atoi(arg(1));
+      int forked = 0;
+      if (g_idle_pipe[1] >= 0 || pipe(g_idle_pipe) == 0) {
+        for (; forked < n; ++forked) {
+          const pid_t child = fork();
+          if (child < 0) break;
+          if (child == 0) {
+            close(g_idle_pipe[1]);
+            char c;
+            while (read(g_idle_pipe[0], &c, 1) < 0 && errno == EINTR) {
+            }
+            _exit(0);
+          }
+        }
+      }
+      printf("forkidle %d\n", forked);
+      ++i;
+    } else if (cmd == "releaseforks") {
+      if (g_idle_pipe[1] >= 0) close(g_idle_pipe[1]);
+      g_idle_pipe[1] = -1;
+      int reaped = 0;
+      while (wait(nullptr) > 0) ++reaped;
+      printf("releaseforks %d\n", reaped);
     } else if (cmd == "spin") {
       // Launches a kernel back to back for SECONDS and writes each run of
       // launches (no gap over 100 µs) to FILE as "start_ns end_ns count":

@@ -73,6 +73,33 @@ def test_a_process_finding_every_ledger_slot_taken_is_refused_device_memory_unti
     assert "1024 live processes" in err and "split the work across vGPUs" in err, err
 
 
+def test_1030_idle_forked_children_fill_the_ledger_and_the_next_process_is_refused(world):
+    """The issue's reproduction, with real processes: a process of the vGPU
+    forks 1030 idle children; each joins the ledger as it is forked."""
+    ready, release, released, done = (world.path(n) for n in ("ready", "release", "released", "done"))
+    holder = world.start("run", "--name", "forks", "--memory", "64MiB", "--", CUDA_APP, "init", "alloc", "8M",
+                         "forkidle", "1030", "ready", ready, "await", release, "releaseforks", "ready", released,
+                         "await", done)
+    world.wait_for_file(ready, timeout=60)
+    late_ready, go = world.path("late-ready"), world.path("go")
+    late = world.start("run", "--name", "forks", "--", CUDA_APP, "init", "alloc", "1M", "ready", late_ready,
+                       "await", go, "alloc", "1M")
+    world.wait_for_file(late_ready)
+    open(release, "w").close()
+    world.wait_for_file(released, timeout=60)  # every child has exited and been waited for
+    open(go, "w").close()
+    out, err = late.communicate(timeout=60)
+    open(done, "w").close()
+    holder_out, holder_err = holder.communicate(timeout=60)
+    assert "forkidle 1030" in holder_out and "releaseforks 1030" in holder_out, holder_out + holder_err
+    # The children that found no slot were told so, not given a private ledger.
+    assert holder_err.count("this forked child could not join") == 1030 - 1023, holder_err[-2000:]
+    assert late.returncode == 0, err
+    # Refused while the ledger was full; joined once the children were gone.
+    assert [l.split()[1] for l in out.splitlines() if l.startswith("alloc")] == ["oom", "ok"], out + err
+    assert err.count("DEVICE MEMORY IS REFUSED") == 1, err
+
+
 def corrupt(path, offset=0):
     """Flips one byte of a file the tenant can write (the ledger), or that
     its owner can make writable (the limits)."""
@@ -106,6 +133,7 @@ def test_a_corrupt_ledger_refuses_device_memory_and_shows_as_corrupt(world):
     holder, done = start_vgpu(world, "bad")
     member_ready, member_done = world.path("member-ready"), world.path("member-done")
     member = raw_app(world, "bad", ["init", "alloc", "4M", "ready", member_ready, "await", member_done])
+    world.started.append(member)  # ended by the fixture should the test fail
     world.wait_for_file(member_ready)
     corrupt(os.path.join(vgpu_dir(world, "bad"), "ledger"), offset=3)  # the magic
 
