@@ -26,9 +26,9 @@
 
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
-#include "daemon/schedule_worker.h"
-#include "daemon/vgpu_manager.h"
-#include "daemon/vgpu_view.h"
+#include "node/schedule_worker.h"
+#include "node/vgpu_manager.h"
+#include "node/vgpu_view.h"
 #include "fuzz_target.h"
 
 namespace {
@@ -38,10 +38,10 @@ using gpuslice::daemon::ControlService;
 
 struct World {
   std::string root;
-  gpuslice::daemon::NodeDevices devices;
+  gpuslice::node::NodeDevices devices;
   gpuslice::daemon::DaemonIdentity identity;
-  std::unique_ptr<gpuslice::daemon::ScheduleWorker> schedule;
-  std::unique_ptr<gpuslice::daemon::VgpuManager> manager;
+  std::unique_ptr<gpuslice::node::ScheduleWorker> schedule;
+  std::unique_ptr<gpuslice::node::VgpuManager> manager;
   std::unique_ptr<ControlService> service;
 
   World() {
@@ -54,15 +54,15 @@ struct World {
       g.index = i;
       g.uuid[0] = 0xfa;
       g.uuid[15] = static_cast<uint8_t>(i);
-      g.uuid_text = gpuslice::daemon::FormatGpuUuid(g.uuid.data());
+      g.uuid_text = gpuslice::node::FormatGpuUuid(g.uuid.data());
       g.name = "Fuzz GPU";
       g.memory_total_bytes = 1ull << 30;
       devices.gpus.push_back(g);
     }
-    schedule = std::make_unique<gpuslice::daemon::ScheduleWorker>(nullptr);
-    gpuslice::daemon::ManagerOptions options;
+    schedule = std::make_unique<gpuslice::node::ScheduleWorker>(nullptr);
+    gpuslice::node::ManagerOptions options;
     options.grace = std::chrono::milliseconds(0);
-    manager = std::make_unique<gpuslice::daemon::VgpuManager>(gpuslice::core::VgpuStore(root), &devices, schedule.get(),
+    manager = std::make_unique<gpuslice::node::VgpuManager>(gpuslice::core::VgpuStore(root), &devices, schedule.get(),
                                                               options);
     service = std::make_unique<ControlService>(manager.get(), &devices, &identity);
     atexit([] { std::filesystem::remove_all(Get().root); });

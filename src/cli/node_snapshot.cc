@@ -5,8 +5,8 @@
 
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
-#include "daemon/node_devices.h"
-#include "daemon/vgpu_manager.h"
+#include "node/node_devices.h"
+#include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::cli {
@@ -40,10 +40,10 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   }();
   (void)logger_set;
   NodeSnapshot snapshot;
-  daemon::NodeDevices devices;
+  node::NodeDevices devices;
   auto nvml = port::NvmlLibrary::Open();
   auto discovered =
-      nvml.ok() ? daemon::DiscoverNodeDevices(*nvml.value()) : StatusOr<daemon::NodeDevices>(nvml.status());
+      nvml.ok() ? node::DiscoverNodeDevices(*nvml.value()) : StatusOr<node::NodeDevices>(nvml.status());
   if (discovered.ok()) {
     devices = std::move(discovered.value());
   } else if (!with_vgpus) {
@@ -53,10 +53,10 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   daemon::ToProto(devices, &snapshot.devices);
   if (!with_vgpus) return snapshot;
   // The manager without a schedule only reads: List adopts read-only.
-  daemon::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir), &devices,
+  node::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir), &devices,
                               nullptr, {});
-  std::vector<daemon::VgpuView> views;
-  if (daemon::ApiStatus s = manager.List(name, &views); !s.ok()) return Status::Error(s.message());
+  std::vector<node::VgpuView> views;
+  if (node::ApiStatus s = manager.List(name, &views); !s.ok()) return Status::Error(s.message());
   for (const auto& v : views) daemon::ToProto(v, &snapshot.vgpus.emplace_back());
   return snapshot;
 }

@@ -19,7 +19,7 @@
 #include "daemon/control_socket.h"
 #include "daemon/daemon_client.h"
 #include "daemon/socket_path.h"
-#include "policy/node_schedule.h"
+#include "node/node_schedule.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
@@ -133,7 +133,7 @@ StatusOr<uint32_t> ParsePercent(const std::string& flag, const std::string& text
 // whenever this run changes that set. A failure leaves the previous slices
 // in place (the command still runs), so it is a warning, not an error.
 void Reschedule(const core::VgpuStore& store) {
-  if (Status s = policy::ApplyNodeSchedule(store); !s.ok()) {
+  if (Status s = node::ApplyNodeSchedule(store); !s.ok()) {
     std::cerr << "gpuslice: warning: compute shares not updated: " << s.message() << "\n";
   }
 }

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/child_process.h"
-#include "cli/cli_flags.h"
+#include "node/flag_values.h"
 #include "cli/session_audit.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
@@ -40,17 +40,17 @@ StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::str
     request.set_memory_limit_bytes(bytes.value());
   }
   if (!o.compute.empty()) {
-    auto pct = ParsePercentFlag("--compute", o.compute);
+    auto pct = node::ParsePercentFlag("--compute", o.compute);
     if (!pct.ok()) return pct.status();
     request.set_compute_share_pct(pct.value());
   }
   if (!o.compute_cap.empty()) {
-    auto pct = ParsePercentFlag("--compute-cap", o.compute_cap);
+    auto pct = node::ParsePercentFlag("--compute-cap", o.compute_cap);
     if (!pct.ok()) return pct.status();
     request.set_compute_cap_pct(pct.value());
   }
   if (!o.priority.empty()) {
-    auto p = ParsePriorityFlag("--priority", o.priority);
+    auto p = node::ParsePriorityFlag("--priority", o.priority);
     if (!p.ok()) return p.status();
     request.set_priority(p.value() == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL
                                                                        : pb::PRIORITY_BEST_EFFORT);

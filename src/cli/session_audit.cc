@@ -6,7 +6,7 @@
 #include <iostream>
 
 #include "daemon/audit_inputs.h"
-#include "daemon/vgpu_view.h"
+#include "node/vgpu_view.h"
 #include "port/clock.h"
 
 namespace gpuslice::cli {
@@ -53,7 +53,7 @@ void SessionAudit::Tick() {
     devices_.gpus = gpus.value();
     nvml_ = std::move(nvml.value());
   }
-  const daemon::VgpuView view = daemon::ReadVgpuView(*handle_, devices_);
+  const node::VgpuView view = node::ReadVgpuView(*handle_, devices_);
   std::vector<uint32_t> gpus;
   for (const auto& d : view.devices) {
     if (d.gpu_index) gpus.push_back(*d.gpu_index);

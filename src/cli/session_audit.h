@@ -20,7 +20,7 @@
 
 #include "audit/memory_audit.h"
 #include "core/vgpu_store.h"
-#include "daemon/node_devices.h"
+#include "node/node_devices.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::cli {
@@ -43,7 +43,7 @@ class SessionAudit {
   const core::VgpuHandle* const handle_;
   std::optional<audit::MemoryAudit> audit_;
   std::unique_ptr<port::NvmlLibrary> nvml_;
-  daemon::NodeDevices devices_;
+  node::NodeDevices devices_;
   uint64_t next_ns_ = 0;
   bool failed_ = false;
 };

@@ -10,17 +10,15 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/cli_flags.h"
+#include "node/flag_values.h"
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "daemon/daemon_client.h"
-#include "daemon/schedule_worker.h"
 #include "daemon/socket_path.h"
-#include "daemon/vgpu_manager.h"
-#include "policy/node_schedule.h"
-#include "port/nvml_library.h"
+#include "node/standalone_node.h"
+#include "node/vgpu_manager.h"
 
 namespace gpuslice::cli {
 namespace {
@@ -44,43 +42,37 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-StatusOr<pb::Vgpu> ResizeStandalone(const std::string& state_dir, const daemon::ResizeOptions& resize) {
-  // NVML only names the GPUs in messages; without it, a resize still works.
-  daemon::NodeDevices devices;
-  if (auto nvml = port::NvmlLibrary::Open(); nvml.ok()) {
-    if (auto found = daemon::DiscoverNodeDevices(*nvml.value()); found.ok()) devices = std::move(found.value());
-  }
-  core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
-  daemon::ScheduleWorker schedule([store] { return policy::ApplyNodeSchedule(store); });
-  daemon::VgpuManager manager(store, &devices, &schedule, {});
-  daemon::VgpuView after;
-  if (daemon::ApiStatus s = manager.Resize(resize, &after); !s.ok()) return Status::Error(s.message());
+StatusOr<pb::Vgpu> ResizeStandalone(const std::string& state_dir, const node::ResizeOptions& resize) {
+  auto node = node::StandaloneNode::Open(state_dir);
+  if (!node.ok()) return node.status();
+  node::VgpuView after;
+  if (node::ApiStatus s = node.value()->manager().Resize(resize, &after); !s.ok()) return Status::Error(s.message());
   pb::Vgpu out;
   daemon::ToProto(after, &out);
   return out;
 }
 
 int RunSet(const SetOptions& o) {
-  daemon::ResizeOptions resize;
+  node::ResizeOptions resize;
   resize.name = o.name;
   resize.force = o.force;
   if (!o.memory.empty()) {
-    auto bytes = ParseMemoryFlag("--memory", o.memory);
+    auto bytes = node::ParseMemoryFlag("--memory", o.memory);
     if (!bytes.ok()) return Fail(bytes.status().message());
     resize.memory_limit_bytes = bytes.value();
   }
   if (!o.compute.empty()) {
-    auto pct = ParsePercentFlag("--compute", o.compute);
+    auto pct = node::ParsePercentFlag("--compute", o.compute);
     if (!pct.ok()) return Fail(pct.status().message());
     resize.compute_share_pct = pct.value();
   }
   if (!o.compute_cap.empty()) {
-    auto pct = ParsePercentFlag("--compute-cap", o.compute_cap);
+    auto pct = node::ParsePercentFlag("--compute-cap", o.compute_cap);
     if (!pct.ok()) return Fail(pct.status().message());
     resize.compute_cap_pct = pct.value();
   }
   if (!o.priority.empty()) {
-    auto p = ParsePriorityFlag("--priority", o.priority);
+    auto p = node::ParsePriorityFlag("--priority", o.priority);
     if (!p.ok()) return Fail(p.status().message());
     resize.priority = p.value();
   }

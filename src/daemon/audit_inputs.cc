@@ -7,20 +7,20 @@
 
 namespace gpuslice::daemon {
 
-std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<VgpuView>& views,
+std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<node::VgpuView>& views,
                                                const std::vector<audit::GpuProcess>& processes,
                                                const audit::ProcessTable& table) {
   std::vector<audit::AuditedVgpu> out(views.size());
   // (pid namespace, pid there) of every ledger slot -> (vGPU, slot).
-  std::map<std::pair<uint64_t, uint32_t>, std::pair<size_t, const VgpuProcessView*>> slots;
+  std::map<std::pair<uint64_t, uint32_t>, std::pair<size_t, const node::VgpuProcessView*>> slots;
   for (size_t i = 0; i < views.size(); ++i) {
     out[i].name = views[i].name;
-    for (const VgpuDeviceView& d : views[i].devices) {
+    for (const node::VgpuDeviceView& d : views[i].devices) {
       if (d.gpu_index && d.memory_limit_bytes != core::kUnlimited) {
         out[i].limit_bytes[*d.gpu_index] = d.memory_limit_bytes;
       }
     }
-    for (const VgpuProcessView& p : views[i].processes) slots[{p.pid_namespace, p.pid}] = {i, &p};
+    for (const node::VgpuProcessView& p : views[i].processes) slots[{p.pid_namespace, p.pid}] = {i, &p};
   }
   std::set<uint32_t> seen;
   for (const audit::GpuProcess& gp : processes) {

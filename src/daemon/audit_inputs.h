@@ -12,7 +12,7 @@
 
 #include "audit/memory_audit.h"
 #include "core/status.h"
-#include "daemon/vgpu_view.h"
+#include "node/vgpu_view.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::daemon {
@@ -22,7 +22,7 @@ namespace gpuslice::daemon {
 // namespace and pid there; it is matched to the GPU process that has both
 // (ProcessTable::InNamespace), so processes of containers are matched too.
 // `session_roots` are left to the caller.
-std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<VgpuView>& views,
+std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<node::VgpuView>& views,
                                                const std::vector<audit::GpuProcess>& processes,
                                                const audit::ProcessTable& table);
 

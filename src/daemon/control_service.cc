@@ -5,14 +5,14 @@ namespace {
 
 namespace pb = control::v1;
 
-grpc::Status ToGrpc(const ApiStatus& s) {
+grpc::Status ToGrpc(const node::ApiStatus& s) {
   switch (s.code()) {
-    case ApiCode::kOk: return grpc::Status::OK;
-    case ApiCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
-    case ApiCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, s.message()};
-    case ApiCode::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, s.message()};
-    case ApiCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
-    case ApiCode::kInternal: break;
+    case node::ApiCode::kOk: return grpc::Status::OK;
+    case node::ApiCode::kInvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, s.message()};
+    case node::ApiCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, s.message()};
+    case node::ApiCode::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, s.message()};
+    case node::ApiCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
+    case node::ApiCode::kInternal: break;
   }
   return {grpc::StatusCode::INTERNAL, s.message()};
 }
@@ -38,7 +38,7 @@ constexpr char kBadPriority[] =
 
 }  // namespace
 
-void ToProto(const VgpuView& view, pb::Vgpu* out) {
+void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_name(view.name);
   out->set_dir(view.dir);
   out->set_priority(ToProto(view.priority));
@@ -74,7 +74,7 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
   out->set_timeslice_applications(view.timeslice_applications);
   out->set_timeslice_failures(view.timeslice_failures);
   out->set_gate_waits(view.gate_waits);
-  const LcLatencyView& lc = view.lc_latency;
+  const node::LcLatencyView& lc = view.lc_latency;
   pb::LcLatency* pl = out->mutable_lc_latency();
   pl->set_requests(lc.lifetime.count);
   pl->set_sum_seconds(static_cast<double>(lc.lifetime.sum_ns) / 1e9);
@@ -85,7 +85,7 @@ void ToProto(const VgpuView& view, pb::Vgpu* out) {
   pl->set_window_requests(lc.window_requests);
 }
 
-void ToProto(const NodeDevices& devices, pb::GetDevicesResponse* response) {
+void ToProto(const node::NodeDevices& devices, pb::GetDevicesResponse* response) {
   response->set_node(devices.node);
   response->set_driver_version(devices.driver_version);
   for (const auto& g : devices.gpus) {
@@ -113,7 +113,7 @@ grpc::Status ControlService::GetDevices(grpc::ServerContext*, const pb::GetDevic
 
 grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVgpuRequest* request,
                                         pb::CreateVgpuResponse* response) {
-  CreateOptions o;
+  node::CreateOptions o;
   o.name = request->name();
   o.gpus.assign(request->gpus().begin(), request->gpus().end());
   if (request->has_memory_limit_bytes()) o.memory_limit_bytes = request->memory_limit_bytes();
@@ -123,8 +123,8 @@ grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVg
   o.join_existing = request->join_existing();
   o.persistent = request->persistent();
   o.client_pid = request->client_pid();
-  CreateResult result;
-  if (ApiStatus s = manager_->Create(o, &result); !s.ok()) return ToGrpc(s);
+  node::CreateResult result;
+  if (node::ApiStatus s = manager_->Create(o, &result); !s.ok()) return ToGrpc(s);
   response->set_name(result.name);
   response->set_dir(result.dir);
   response->set_created(result.created);
@@ -134,15 +134,15 @@ grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVg
 
 grpc::Status ControlService::ListVgpus(grpc::ServerContext*, const pb::ListVgpusRequest* request,
                                        pb::ListVgpusResponse* response) {
-  std::vector<VgpuView> views;
-  if (ApiStatus s = manager_->List(request->name(), &views); !s.ok()) return ToGrpc(s);
+  std::vector<node::VgpuView> views;
+  if (node::ApiStatus s = manager_->List(request->name(), &views); !s.ok()) return ToGrpc(s);
   for (const auto& v : views) ToProto(v, response->add_vgpus());
   return grpc::Status::OK;
 }
 
 grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVgpuRequest* request,
                                         pb::ResizeVgpuResponse* response) {
-  ResizeOptions o;
+  node::ResizeOptions o;
   o.name = request->name();
   if (request->memory_unlimited() && request->has_memory_limit_bytes()) {
     return Invalid("memory_limit_bytes and memory_unlimited contradict each other; give one");
@@ -153,8 +153,8 @@ grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVg
   if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
   if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
   o.force = request->force();
-  VgpuView after;
-  if (ApiStatus s = manager_->Resize(o, &after); !s.ok()) return ToGrpc(s);
+  node::VgpuView after;
+  if (node::ApiStatus s = manager_->Resize(o, &after); !s.ok()) return ToGrpc(s);
   ToProto(after, response->mutable_vgpu());
   return grpc::Status::OK;
 }
@@ -162,7 +162,7 @@ grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVg
 grpc::Status ControlService::DeleteVgpu(grpc::ServerContext*, const pb::DeleteVgpuRequest* request,
                                         pb::DeleteVgpuResponse* response) {
   bool deleted = false;
-  if (ApiStatus s = manager_->Delete(request->name(), request->if_unused(), request->client_pid(), &deleted); !s.ok()) {
+  if (node::ApiStatus s = manager_->Delete(request->name(), request->if_unused(), request->client_pid(), &deleted); !s.ok()) {
     return ToGrpc(s);
   }
   response->set_deleted(deleted);

@@ -1,5 +1,5 @@
 // control_service.h — the gRPC face of the daemon: proto/gpuslice/control.proto
-// translated to and from VgpuManager and NodeDevices.
+// translated to and from node::VgpuManager and node::NodeDevices.
 //
 // Every request is checked here or in the manager before it touches state;
 // bad input answers INVALID_ARGUMENT with a message naming the field and the
@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <string>
 
-#include "daemon/node_devices.h"
-#include "daemon/vgpu_manager.h"
+#include "node/node_devices.h"
+#include "node/vgpu_manager.h"
 #include "gpuslice/control.grpc.pb.h"
 
 namespace gpuslice::daemon {
@@ -31,7 +31,7 @@ struct DaemonIdentity {
 class ControlService final : public control::v1::Control::Service {
  public:
   // All three must outlive the service.
-  ControlService(VgpuManager* manager, const NodeDevices* devices, const DaemonIdentity* identity)
+  ControlService(node::VgpuManager* manager, const node::NodeDevices* devices, const DaemonIdentity* identity)
       : manager_(manager), devices_(devices), identity_(identity) {}
 
   grpc::Status GetDevices(grpc::ServerContext*, const control::v1::GetDevicesRequest*,
@@ -48,14 +48,14 @@ class ControlService final : public control::v1::Control::Service {
                          control::v1::GetStatusResponse*) override;
 
  private:
-  VgpuManager* const manager_;
-  const NodeDevices* const devices_;
+  node::VgpuManager* const manager_;
+  const node::NodeDevices* const devices_;
   const DaemonIdentity* const identity_;
 };
 
 // Exposed for the CLI's standalone views and for tests.
-void ToProto(const VgpuView& view, control::v1::Vgpu* out);
-void ToProto(const NodeDevices& devices, control::v1::GetDevicesResponse* out);
+void ToProto(const node::VgpuView& view, control::v1::Vgpu* out);
+void ToProto(const node::NodeDevices& devices, control::v1::GetDevicesResponse* out);
 
 }  // namespace gpuslice::daemon
 

@@ -22,14 +22,15 @@
 #include "daemon/instance_lock.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
-#include "daemon/node_devices.h"
-#include "daemon/schedule_worker.h"
+#include "node/node_devices.h"
+#include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
-#include "policy/node_schedule.h"
+#include "node/node_schedule.h"
+#include "node/policy_file.h"
 #include "port/clock.h"
 #include "port/nvml_library.h"
 
@@ -48,7 +49,7 @@ int Fail(const std::string& message) {
 // sampling every second. Stops (and joins) on destruction.
 class Housekeeper {
  public:
-  Housekeeper(VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
+  Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
               std::chrono::milliseconds interval)
       : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval) {
     thread_ = std::thread([this] { Loop(); });
@@ -68,7 +69,7 @@ class Housekeeper {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
-      const GcResult gc = manager_->CollectGarbage();
+      const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
@@ -81,7 +82,7 @@ class Housekeeper {
     }
   }
 
-  VgpuManager* const manager_;
+  node::VgpuManager* const manager_;
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   MetricsExporter* const exporter_;
@@ -144,7 +145,7 @@ int RunDaemon(const config::DaemonConfig& config) {
 
   auto nvml = port::NvmlLibrary::Open();
   if (!nvml.ok()) return Fail(nvml.status().message());
-  auto devices = DiscoverNodeDevices(*nvml.value());
+  auto devices = node::DiscoverNodeDevices(*nvml.value());
   if (!devices.ok()) return Fail(devices.status().message());
   for (const auto& g : devices->gpus) {
     spdlog::info("GPU {}: {} {} ({} MiB, {})", g.index, g.name, g.uuid_text, g.memory_total_bytes >> 20,
@@ -153,13 +154,17 @@ int RunDaemon(const config::DaemonConfig& config) {
 
   core::VgpuStore store(state_dir);
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
-  ScheduleWorker schedule([store, timeslices] { return policy::ApplyNodeSchedule(store, timeslices); });
-  ManagerOptions options;
+  // Standalone commands (no daemon answering) schedule with these constants.
+  if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
+  node::ScheduleWorker schedule([store, timeslices](const std::string& also_bump) {
+    return node::ApplyNodeSchedule(store, timeslices, nullptr, also_bump);
+  });
+  node::ManagerOptions options;
   options.default_memory_bytes = config.defaults.memory_bytes;
   options.default_compute_pct = config.defaults.compute_pct;
   options.default_priority = config.defaults.priority;
   options.group = group;
-  VgpuManager manager(store, &devices.value(), &schedule, options);
+  node::VgpuManager manager(store, &devices.value(), &schedule, options);
   const size_t adopted = manager.Adopt();
 
   DaemonIdentity identity;

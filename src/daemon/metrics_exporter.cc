@@ -6,8 +6,8 @@
 
 namespace gpuslice::daemon {
 
-void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices,
-                     const std::vector<VgpuView>& views) {
+void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices& devices,
+                     const std::vector<node::VgpuView>& views) {
   // vGPUs come and go: start every per-vGPU family afresh.
   m.vgpu_memory_used_bytes->Clear();
   m.vgpu_memory_limit_bytes->Clear();
@@ -67,7 +67,7 @@ void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::To
   }
 }
 
-StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, VgpuManager* manager,
+StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, node::VgpuManager* manager,
                                                   int64_t start_time_unix_seconds, const GpuUsageMeter* meter) {
   auto m = metrics::RegisterGpusliceMetrics(*registry);
   if (!m.ok()) return m.status();
@@ -76,7 +76,7 @@ StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, V
   families.daemon_start_time_seconds->WithLabels({}).Set(static_cast<double>(start_time_unix_seconds));
   families.daemon_reaped_processes_total->WithLabels({});  // exported as 0 from the start
   registry->AddCollector([families, manager, meter] {
-    std::vector<VgpuView> views;
+    std::vector<node::VgpuView> views;
     if (manager->List("", &views).ok()) FillVgpuMetrics(families, manager->devices(), views);
     if (meter != nullptr) FillUsageMetrics(families, meter->totals());
   });

@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "daemon/gpu_usage_meter.h"
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 #include "metrics/gpuslice_metrics.h"
 #include "metrics/registry.h"
 
@@ -24,7 +24,7 @@ class MetricsExporter {
  public:
   // Registers the families and the collector. `manager` must outlive the
   // registry's last Render().
-  static StatusOr<MetricsExporter> Create(metrics::Registry* registry, VgpuManager* manager,
+  static StatusOr<MetricsExporter> Create(metrics::Registry* registry, node::VgpuManager* manager,
                                           int64_t start_time_unix_seconds, const GpuUsageMeter* meter = nullptr);
 
   // Dead processes reclaimed by this daemon.
@@ -40,7 +40,7 @@ class MetricsExporter {
 };
 
 // One collection pass, exposed for tests: sets every series from `views`.
-void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const NodeDevices& devices, const std::vector<VgpuView>& views);
+void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices& devices, const std::vector<node::VgpuView>& views);
 // ... and the GPU time and energy series from the meter's totals.
 void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::Totals& totals);
 

@@ -28,8 +28,8 @@ std::vector<std::string> SeriesLines(const std::string& text, const std::string&
   return out;
 }
 
-VgpuView View(const std::string& name, core::Priority priority) {
-  VgpuView v;
+node::VgpuView View(const std::string& name, core::Priority priority) {
+  node::VgpuView v;
   v.name = name;
   v.priority = priority;
   return v;
@@ -42,14 +42,14 @@ TEST(MetricsExporterTest, TheLedgersLcLatencyBecomesAPrometheusHistogram) {
   auto ledger = std::make_unique<core::Ledger>();
   for (int i = 0; i < 990; ++i) core::RecordLcLatency(ledger.get(), 80 * kUs);
   for (int i = 0; i < 10; ++i) core::RecordLcLatency(ledger.get(), 6000 * kUs);
-  VgpuView lat = View("lat", core::Priority::kLatencyCritical);
+  node::VgpuView lat = View("lat", core::Priority::kLatencyCritical);
   lat.lc_latency.lifetime = core::TakeLcLatencySnapshot(*ledger);
   // A BE vGPU that recorded once (it was LC before a resize) keeps its series.
-  VgpuView was_lc = View("was-lc", core::Priority::kBestEffort);
+  node::VgpuView was_lc = View("was-lc", core::Priority::kBestEffort);
   was_lc.lc_latency.lifetime.buckets[0] = was_lc.lc_latency.lifetime.count = 1;
-  const std::vector<VgpuView> views = {lat, View("idle-lc", core::Priority::kLatencyCritical),
+  const std::vector<node::VgpuView> views = {lat, View("idle-lc", core::Priority::kLatencyCritical),
                                        View("quiet", core::Priority::kBestEffort), was_lc};
-  FillVgpuMetrics(*m, NodeDevices{}, views);
+  FillVgpuMetrics(*m, node::NodeDevices{}, views);
   const std::string text = registry.Render();
   const std::string family = "gpuslice_vgpu_lc_latency_seconds";
 
@@ -80,7 +80,7 @@ TEST(MetricsExporterTest, TheLedgersLcLatencyBecomesAPrometheusHistogram) {
   EXPECT_EQ(SeriesLines(text, family, "was-lc").back(), family + "_count{vgpu=\"was-lc\"} 1");
 
   // A vGPU gone is a series gone.
-  FillVgpuMetrics(*m, NodeDevices{}, {views[1]});
+  FillVgpuMetrics(*m, node::NodeDevices{}, {views[1]});
   const std::string after = registry.Render();
   EXPECT_TRUE(SeriesLines(after, family, "lat").empty()) << after;
   EXPECT_FALSE(SeriesLines(after, family, "idle-lc").empty()) << after;

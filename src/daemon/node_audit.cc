@@ -6,7 +6,7 @@
 
 namespace gpuslice::daemon {
 
-NodeAudit::NodeAudit(const audit::AuditConfig& config, port::NvmlLibrary* nvml, VgpuManager* manager,
+NodeAudit::NodeAudit(const audit::AuditConfig& config, port::NvmlLibrary* nvml, node::VgpuManager* manager,
                      const audit::ProcessTable* table, audit::ProcessActions* actions, OnViolation on_violation)
     : audit_(config, table, actions),
       nvml_(nvml),
@@ -23,7 +23,7 @@ void NodeAudit::Pass(uint64_t now_ns) {
     warned_ = true;
     return;
   }
-  std::vector<VgpuView> views;
+  std::vector<node::VgpuView> views;
   if (!manager_->List("", &views).ok()) return;
   const std::vector<audit::AuditedVgpu> vgpus = AuditedVgpusOf(views, processes.value(), *table_);
   for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns)) {

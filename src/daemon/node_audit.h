@@ -20,7 +20,7 @@
 #include <string>
 
 #include "audit/memory_audit.h"
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::daemon {
@@ -30,14 +30,14 @@ class NodeAudit {
   // Called for each violation acted on (the metrics' counter).
   using OnViolation = std::function<void(const audit::Violation&)>;
   // All must outlive the audit.
-  NodeAudit(const audit::AuditConfig& config, port::NvmlLibrary* nvml, VgpuManager* manager,
+  NodeAudit(const audit::AuditConfig& config, port::NvmlLibrary* nvml, node::VgpuManager* manager,
             const audit::ProcessTable* table, audit::ProcessActions* actions, OnViolation on_violation);
   void Pass(uint64_t now_ns);
 
  private:
   audit::MemoryAudit audit_;
   port::NvmlLibrary* const nvml_;
-  VgpuManager* const manager_;
+  node::VgpuManager* const manager_;
   const audit::ProcessTable* const table_;
   OnViolation on_violation_;
   bool warned_ = false;

@@ -28,7 +28,7 @@ void UtilizationSampler::Sample() {
     by_gpu[view_pid.gpu_index][view_pid.pid] = {view_pid.vgpu, view_pid.device};
   }
   std::map<std::string, std::vector<std::optional<double>>> ratios;
-  std::vector<VgpuView> views;
+  std::vector<node::VgpuView> views;
   if (manager_->List("", &views).ok()) {
     for (const auto& v : views) ratios[v.name].assign(v.devices.size(), std::nullopt);
   }

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "daemon/gpu_usage_meter.h"
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::daemon {
@@ -34,7 +34,7 @@ namespace gpuslice::daemon {
 class UtilizationSampler {
  public:
   // All must outlive the sampler; `meter` may be null.
-  UtilizationSampler(port::NvmlLibrary* nvml, VgpuManager* manager, GpuUsageMeter* meter = nullptr)
+  UtilizationSampler(port::NvmlLibrary* nvml, node::VgpuManager* manager, GpuUsageMeter* meter = nullptr)
       : nvml_(nvml), manager_(manager), meter_(meter) {}
 
   // One pass: sample every GPU, store the ratios in the manager, add the
@@ -45,7 +45,7 @@ class UtilizationSampler {
   // One GPU's pass: GPU-seconds per (vGPU, device index) since the last pass.
   struct GpuPass;
   port::NvmlLibrary* const nvml_;
-  VgpuManager* const manager_;
+  node::VgpuManager* const manager_;
   GpuUsageMeter* const meter_;
   std::map<uint32_t, uint64_t> last_seen_us_;  // per GPU index: newest sample so far
   std::map<uint32_t, uint64_t> last_pass_us_;  // per GPU index: when the last pass read it

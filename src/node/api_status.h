@@ -5,13 +5,13 @@
 // The daemon's logic (VgpuManager) returns these so that it stays free of
 // gRPC; control_service.cc translates. Value type; thread-compatible; an OK
 // status does not allocate.
-#ifndef GPUSLICE_DAEMON_API_STATUS_H_
-#define GPUSLICE_DAEMON_API_STATUS_H_
+#ifndef GPUSLICE_NODE_API_STATUS_H_
+#define GPUSLICE_NODE_API_STATUS_H_
 
 #include <string>
 #include <utility>
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 enum class ApiCode {
   kOk,
@@ -37,6 +37,6 @@ class [[nodiscard]] ApiStatus {
   std::string message_;
 };
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_API_STATUS_H_
+#endif  // GPUSLICE_NODE_API_STATUS_H_

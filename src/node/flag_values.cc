@@ -1,8 +1,8 @@
-#include "cli/cli_flags.h"
+#include "node/flag_values.h"
 
 #include "core/byte_size.h"
 
-namespace gpuslice::cli {
+namespace gpuslice::node {
 
 StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text) {
   uint32_t value = 0;
@@ -35,4 +35,4 @@ StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& t
   return bytes.value();
 }
 
-}  // namespace gpuslice::cli
+}  // namespace gpuslice::node

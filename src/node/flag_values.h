@@ -3,8 +3,8 @@
 //
 // Each error is one line naming the flag, what was typed and how to write
 // it. Pure functions; thread-safe; allocate only for errors.
-#ifndef GPUSLICE_CLI_CLI_FLAGS_H_
-#define GPUSLICE_CLI_CLI_FLAGS_H_
+#ifndef GPUSLICE_NODE_FLAG_VALUES_H_
+#define GPUSLICE_NODE_FLAG_VALUES_H_
 
 #include <cstdint>
 #include <string>
@@ -12,7 +12,7 @@
 #include "core/status.h"
 #include "core/vgpu_layout.h"
 
-namespace gpuslice::cli {
+namespace gpuslice::node {
 
 // A whole percentage, 1..100.
 StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text);
@@ -21,6 +21,6 @@ StatusOr<core::Priority> ParsePriorityFlag(const std::string& flag, const std::s
 // A byte size, or "unlimited" (core::kUnlimited).
 StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text);
 
-}  // namespace gpuslice::cli
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_CLI_CLI_FLAGS_H_
+#endif  // GPUSLICE_NODE_FLAG_VALUES_H_

@@ -1,10 +1,10 @@
-#include "daemon/node_devices.h"
+#include "node/node_devices.h"
 
 #include <unistd.h>
 
 #include <cstring>
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 // A GPU name from a request, safe to echo on one line.
@@ -58,4 +58,4 @@ StatusOr<NodeDevices> DiscoverNodeDevices(port::NvmlLibrary& nvml) {
   return devices;
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -5,8 +5,8 @@
 // value built once by DiscoverNodeDevices() (main thread, at start) and then
 // only read, from any thread, without locking. Tests and the fuzz target
 // build one by hand.
-#ifndef GPUSLICE_DAEMON_NODE_DEVICES_H_
-#define GPUSLICE_DAEMON_NODE_DEVICES_H_
+#ifndef GPUSLICE_NODE_NODE_DEVICES_H_
+#define GPUSLICE_NODE_NODE_DEVICES_H_
 
 #include <array>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include "core/status.h"
 #include "port/nvml_library.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 struct NodeDevices {
   std::string node;            // hostname
@@ -34,6 +34,6 @@ struct NodeDevices {
 // Blocks in NVML (tens of milliseconds). Errors name the fix.
 StatusOr<NodeDevices> DiscoverNodeDevices(port::NvmlLibrary& nvml);
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_NODE_DEVICES_H_
+#endif  // GPUSLICE_NODE_NODE_DEVICES_H_

@@ -1,10 +1,10 @@
-#include "daemon/node_devices.h"
+#include "node/node_devices.h"
 
 #include <gtest/gtest.h>
 
-#include "daemon/vgpu_view.h"
+#include "node/vgpu_view.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 NodeDevices TwoGpus() {
@@ -48,4 +48,4 @@ TEST(NodeDevicesTest, FormatsUuidsAsNvmlDoes) {
 }
 
 }  // namespace
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -1,4 +1,4 @@
-#include "policy/node_schedule.h"
+#include "node/node_schedule.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -12,7 +12,9 @@
 #include <map>
 #include <memory>
 
-namespace gpuslice::policy {
+#include "node/limits_writer.h"
+
+namespace gpuslice::node {
 namespace {
 
 using Uuid = std::array<uint8_t, 16>;
@@ -26,28 +28,6 @@ struct OpenVgpu {
 
 uint64_t LoadAcquire(const uint64_t& word) {
   return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_acquire);
-}
-
-// The limits file is 0444 so that no application can open it for writing.
-// Its owner (the user running `gpuslice run` or the daemon) may still lift
-// that bit for the instant it takes to open a writable mapping; root needs
-// no such step.
-StatusOr<port::MappedFile> OpenLimitsForWrite(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/limits";
-  auto file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
-  if (file.ok()) return file;
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0 || chmod(path.c_str(), 0600) != 0) {
-    return Status::Error("cannot write the limits of vGPU '" + name + "' (" + file.status().message() +
-                         "); run gpuslice as the user who owns the state directory");
-  }
-  file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
-  chmod(path.c_str(), st.st_mode & 07777);
-  if (!file.ok()) {
-    return Status::Error("cannot write the limits of vGPU '" + name + "' (" + file.status().message() +
-                         "); run gpuslice as the user who owns the state directory");
-  }
-  return file;
 }
 
 // flock on <root>/.schedule.lock; released when destroyed or its holder dies.
@@ -73,8 +53,8 @@ class ScheduleLock {
 
 }  // namespace
 
-Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConfig& config,
-                         NodeScheduleResult* result) {
+Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config,
+                         NodeScheduleResult* result, const std::string& also_bump) {
   struct stat st;
   if (stat((store.root() + "/vgpus").c_str(), &st) != 0) return Status::Ok();  // no vGPU ever made here
   ScheduleLock lock(store.root());
@@ -108,13 +88,13 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
     }
   }
   for (const auto& [uuid, members] : by_gpu) {
-    std::vector<VgpuOnGpu> inputs;
+    std::vector<policy::VgpuOnGpu> inputs;
     for (const auto& [v, i] : members) {
       const core::DeviceLimit& d = v->handle.limits().devices[i];
       inputs.push_back({v->name, core::LevelClass(d.priority), d.compute_share_pct, core::LevelRank(d.priority)});
     }
-    const std::vector<uint64_t> slices = ComputeTimeslices(inputs, config);
-    const std::vector<uint64_t> beside_lc = ComputeTimeslicesBesideLc(inputs, config);
+    const std::vector<uint64_t> slices = policy::ComputeTimeslices(inputs, config);
+    const std::vector<uint64_t> beside_lc = policy::ComputeTimeslicesBesideLc(inputs, config);
     for (size_t k = 0; k < members.size(); ++k) {
       members[k].first->wanted[members[k].second] = slices[k];
       members[k].first->beside_lc[members[k].second] = beside_lc[k];
@@ -130,8 +110,8 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
         changed = true;
       }
     }
-    if (!changed) continue;
-    auto writable = OpenLimitsForWrite(v->handle.dir(), v->name);
+    if (!changed && v->name != also_bump) continue;
+    auto writable = OpenLimitsForWrite(v->handle.dir());
     if (!writable.ok()) {
       if (first_error.ok()) first_error = writable.status();
       continue;
@@ -149,4 +129,4 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConf
   return first_error;
 }
 
-}  // namespace gpuslice::policy
+}  // namespace gpuslice::node

@@ -15,8 +15,8 @@
 // stale schedule behind. Blocks on that lock (held only for the computation,
 // a few ms); allocates; makes syscalls. Call from any thread of the CLI or
 // daemon, never from the interposer.
-#ifndef GPUSLICE_POLICY_NODE_SCHEDULE_H_
-#define GPUSLICE_POLICY_NODE_SCHEDULE_H_
+#ifndef GPUSLICE_NODE_NODE_SCHEDULE_H_
+#define GPUSLICE_NODE_NODE_SCHEDULE_H_
 
 #include <string>
 #include <vector>
@@ -25,22 +25,26 @@
 #include "core/vgpu_store.h"
 #include "policy/timeslice_policy.h"
 
-namespace gpuslice::policy {
+namespace gpuslice::node {
 
 struct NodeScheduleResult {
   std::vector<std::string> changed;  // vGPUs whose limits were rewritten (generation bumped)
 };
 
 // For every GPU (by UUID), gathers the vGPUs in `store` that include it,
-// computes their slices with ComputeTimeslices, and stores each vGPU's slice
+// computes their slices with policy::ComputeTimeslices, and stores each vGPU's slice
 // into its limits' DeviceLimit::timeslice_us, bumping `generation` once per
 // vGPU and only when one of its slices changed. vGPUs that cannot be opened
 // (being removed, corrupted) are left out of the computation; the first such
 // problem, or a limits file that cannot be written, is returned after every
 // other vGPU has been scheduled.
-Status ApplyNodeSchedule(const core::VgpuStore& store, const TimeslicePolicyConfig& config = {},
-                         NodeScheduleResult* result = nullptr);
+//
+// `also_bump`: a vGPU whose limits the caller has just changed without
+// bumping their generation (VgpuManager::Resize); its generation is bumped
+// here even if its slices stay the same, so that one change is one bump.
+Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config = {},
+                         NodeScheduleResult* result = nullptr, const std::string& also_bump = "");
 
-}  // namespace gpuslice::policy
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_POLICY_NODE_SCHEDULE_H_
+#endif  // GPUSLICE_NODE_NODE_SCHEDULE_H_

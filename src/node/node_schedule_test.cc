@@ -1,4 +1,4 @@
-#include "policy/node_schedule.h"
+#include "node/node_schedule.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <thread>
 
-namespace gpuslice::policy {
+namespace gpuslice::node {
 namespace {
 
 using core::Priority;
@@ -131,4 +131,4 @@ TEST_F(NodeScheduleTest, CorruptedVgpuIsReportedAndOthersStillScheduled) {
 }
 
 }  // namespace
-}  // namespace gpuslice::policy
+}  // namespace gpuslice::node

@@ -1,11 +1,11 @@
-#include "daemon/schedule_worker.h"
+#include "node/schedule_worker.h"
 
 #include <spdlog/spdlog.h>
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
-ScheduleWorker::ScheduleWorker(std::function<Status()> apply) : apply_(std::move(apply)) {
-  thread_ = std::thread([this] { Loop(); });
+ScheduleWorker::ScheduleWorker(ApplyFn apply, Passes passes) : apply_(std::move(apply)) {
+  if (passes == Passes::kBackground) thread_ = std::thread([this] { Loop(); });
 }
 
 ScheduleWorker::~ScheduleWorker() {
@@ -14,10 +14,14 @@ ScheduleWorker::~ScheduleWorker() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void ScheduleWorker::Request() {
+  if (!thread_.joinable()) {
+    (void)RunPass("");
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     pending_ = true;
@@ -25,18 +29,21 @@ void ScheduleWorker::Request() {
   cv_.notify_one();
 }
 
-Status ScheduleWorker::ApplyNow() { return RunPass(); }
+Status ScheduleWorker::ApplyNow(const std::string& also_bump, const std::function<void()>& first) {
+  return RunPass(also_bump, first);
+}
 
 uint64_t ScheduleWorker::passes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return passes_;
 }
 
-Status ScheduleWorker::RunPass() {
+Status ScheduleWorker::RunPass(const std::string& also_bump, const std::function<void()>& first) {
   Status s;
   {
     std::lock_guard<std::mutex> apply_lock(apply_mu_);
-    if (apply_) s = apply_();
+    if (first) first();
+    if (apply_) s = apply_(also_bump);
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++passes_;
@@ -51,9 +58,9 @@ void ScheduleWorker::Loop() {
     if (stop_) return;
     pending_ = false;
     lock.unlock();
-    (void)RunPass();
+    (void)RunPass("");
     lock.lock();
   }
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

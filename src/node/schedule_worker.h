@@ -7,50 +7,62 @@
 // the latest set of vGPUs, so the last change is always scheduled. Resize
 // needs its effect before it answers, so it calls ApplyNow().
 //
+// A short-lived process (a standalone `gpuslice set` or `run`) has nothing
+// to coalesce and would exit before a background pass ran, so it asks for
+// inline passes: Request() then runs the pass on the caller's thread.
+//
 // Thread-safe: Request() and ApplyNow() from any thread; Request() never
-// blocks. The worker thread starts in the constructor and is joined by the
-// destructor (after a pass in progress ends).
-#ifndef GPUSLICE_DAEMON_SCHEDULE_WORKER_H_
-#define GPUSLICE_DAEMON_SCHEDULE_WORKER_H_
+// blocks in background mode. The worker thread (background mode) starts in
+// the constructor and is joined by the destructor (after a pass in progress
+// ends).
+#ifndef GPUSLICE_NODE_SCHEDULE_WORKER_H_
+#define GPUSLICE_NODE_SCHEDULE_WORKER_H_
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/status.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 class ScheduleWorker {
  public:
-  // `apply` computes and writes the schedule; null: nothing to do (no
-  // policy wired in). Its errors are logged, and kept for last_error().
-  explicit ScheduleWorker(std::function<Status()> apply);
+  // `apply` computes and writes the schedule, bumping `also_bump`'s
+  // generation even if its slices stay (node_schedule.h); null: nothing to
+  // do (no policy wired in). Its errors are logged.
+  using ApplyFn = std::function<Status(const std::string& also_bump)>;
+  enum class Passes { kBackground, kInline };
+  explicit ScheduleWorker(ApplyFn apply, Passes passes = Passes::kBackground);
   ~ScheduleWorker();
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;
 
   void Request();
   // Runs a pass now, on the caller's thread, serialised with the worker's.
-  Status ApplyNow();
+  // `first`, if given, runs just before, under the same serialisation: a
+  // change written there cannot be scheduled by a pass of the worker in
+  // between, so it is bumped once (VgpuManager::Resize).
+  Status ApplyNow(const std::string& also_bump = "", const std::function<void()>& first = nullptr);
   uint64_t passes() const;
 
  private:
   void Loop();
-  Status RunPass();
+  Status RunPass(const std::string& also_bump, const std::function<void()>& first = nullptr);
 
-  const std::function<Status()> apply_;
+  const ApplyFn apply_;
   std::mutex apply_mu_;  // one pass at a time
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool pending_ = false;  // guarded by mu_
   bool stop_ = false;     // guarded by mu_
   uint64_t passes_ = 0;   // guarded by mu_
-  std::thread thread_;
+  std::thread thread_;  // not started for Passes::kInline
 };
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_SCHEDULE_WORKER_H_
+#endif  // GPUSLICE_NODE_SCHEDULE_WORKER_H_

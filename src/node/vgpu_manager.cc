@@ -1,4 +1,4 @@
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -10,10 +10,10 @@
 
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
-#include "daemon/limits_writer.h"
+#include "node/limits_writer.h"
 #include "port/process.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 template <typename T>
@@ -289,34 +289,48 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   auto writable = OpenLimitsForWrite(m.handle.dir());
   if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
   auto* w = static_cast<core::Limits*>(writable->data());
-  bool compute_changed = false;
-  for (uint32_t i = 0; i < device_count; ++i) {
-    core::DeviceLimit& d = w->devices[i];
-    // Every process reads the limit with an atomic load at its next
-    // allocation (and in cuMemGetInfo), so this store is the resize.
-    if (o.memory_limit_bytes) Store(d.memory_limit_bytes, *o.memory_limit_bytes);
-    if (o.compute_share_pct) Store(d.compute_share_pct, *o.compute_share_pct);
-    if (o.compute_cap_pct) Store(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
-    if (o.priority) Store(d.priority, static_cast<uint32_t>(*o.priority));
-  }
-  compute_changed = o.compute_share_pct || o.compute_cap_pct || o.priority;
-  // Release: whoever sees the new generation sees the new values.
-  std::atomic_ref<uint64_t>(w->generation).fetch_add(1, std::memory_order_release);
+  auto keep = it->second;  // `it` may not outlive an unlock
+  auto write = [&] {
+    for (uint32_t i = 0; i < device_count; ++i) {
+      core::DeviceLimit& d = w->devices[i];
+      // Every process reads the limit with an atomic load at its next
+      // allocation (and in cuMemGetInfo), so this store is the resize.
+      if (o.memory_limit_bytes) Store(d.memory_limit_bytes, *o.memory_limit_bytes);
+      if (o.compute_share_pct) Store(d.compute_share_pct, *o.compute_share_pct);
+      if (o.compute_cap_pct) Store(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
+      if (o.priority) Store(d.priority, static_cast<uint32_t>(*o.priority));
+    }
+  };
+  const auto bump = [w] {
+    // Release: whoever sees the new generation sees the new values.
+    std::atomic_ref<uint64_t>(w->generation).fetch_add(1, std::memory_order_release);
+  };
   spdlog::info("resized vGPU '{}'{}{}{}{}", o.name,
                o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",
                o.compute_share_pct ? " compute " + std::to_string(*o.compute_share_pct) + "%" : "",
                o.compute_cap_pct ? " cap " + std::to_string(*o.compute_cap_pct) + "%" : "",
                o.priority ? std::string(" priority ") + PriorityName(static_cast<uint32_t>(*o.priority)) : "");
-  auto keep = it->second;
-  lock.unlock();
-  // Shares and priority become timeslices through the node schedule; apply
-  // it before answering so that the change is in force when `set` returns.
-  if (compute_changed && schedule_ != nullptr) {
-    if (Status s = schedule_->ApplyNow(); !s.ok()) {
+  // One change, one generation bump. Shares and priority become timeslices
+  // through the node schedule, which writes them and bumps once for both:
+  // the values are written inside its pass (no other pass in between) and
+  // the pass runs before answering, so the change is in force when `set`
+  // returns. Anything else is written and bumped here.
+  if (!(o.compute_share_pct || o.compute_cap_pct || o.priority) || schedule_ == nullptr) {
+    write();
+    bump();
+  } else {
+    lock.unlock();
+    bool written = false;
+    Status s = schedule_->ApplyNow(o.name, [&] {
+      write();
+      written = true;
+    });
+    lock.lock();
+    if (!s.ok()) {
+      if (written) bump();  // the new values must still reach the processes
       return {ApiCode::kInternal, "the limits changed, but the compute schedule was not updated: " + s.message()};
     }
   }
-  lock.lock();
   *after = ViewLocked(o.name, *keep);
   return ApiStatus::Ok();
 }
@@ -494,4 +508,4 @@ std::vector<VgpuManager::ProcessOnGpu> VgpuManager::ProcessesInDaemonNamespace()
   return out;
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -20,8 +20,8 @@
 // handlers, the housekeeping thread); they serialise on one mutex, held for
 // file-system work of about a millisecond. Ledger reaping runs outside it.
 // Methods allocate and make syscalls.
-#ifndef GPUSLICE_DAEMON_VGPU_MANAGER_H_
-#define GPUSLICE_DAEMON_VGPU_MANAGER_H_
+#ifndef GPUSLICE_NODE_VGPU_MANAGER_H_
+#define GPUSLICE_NODE_VGPU_MANAGER_H_
 
 #include <sys/types.h>
 
@@ -37,12 +37,12 @@
 
 #include "core/lc_latency.h"
 #include "core/vgpu_store.h"
-#include "daemon/api_status.h"
-#include "daemon/node_devices.h"
-#include "daemon/schedule_worker.h"
-#include "daemon/vgpu_view.h"
+#include "node/api_status.h"
+#include "node/node_devices.h"
+#include "node/schedule_worker.h"
+#include "node/vgpu_view.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 struct ManagerOptions {
   // Applied to creates that leave a value out (the config's `defaults`).
@@ -180,6 +180,6 @@ class VgpuManager {
 // The name of the file that marks a vGPU persistent.
 inline constexpr char kPersistentMarker[] = "persistent";
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_VGPU_MANAGER_H_
+#endif  // GPUSLICE_NODE_VGPU_MANAGER_H_

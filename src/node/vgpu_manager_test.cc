@@ -1,4 +1,4 @@
-#include "daemon/vgpu_manager.h"
+#include "node/vgpu_manager.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,9 +12,10 @@
 #include "core/lc_latency.h"
 #include "core/memory_ledger.h"
 #include "daemon/control_service.h"
-#include "daemon/vgpu_view.h"
+#include "node/node_schedule.h"
+#include "node/vgpu_view.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
@@ -55,10 +56,12 @@ class VgpuManagerTest : public ::testing::Test {
   std::string root_;
   NodeDevices devices_;
   std::atomic<int> schedules_{0};
-  ScheduleWorker schedule_{[this] {
+  // The real node schedule, counted (resize's one-bump rule spans both).
+  ScheduleWorker schedule_{[this](const std::string& also_bump) {
     ++schedules_;
-    return Status::Ok();
-  }};
+    return ApplyNodeSchedule(core::VgpuStore(root_), {}, nullptr, also_bump);
+  },
+                           ScheduleWorker::Passes::kInline};  // deterministic, and nothing left to run at TearDown
 };
 
 TEST_F(VgpuManagerTest, CreatesJoinsAndRefusesConflictingJoins) {
@@ -150,6 +153,7 @@ TEST_F(VgpuManagerTest, ComputeResizeBumpsGenerationAndReschedulesBeforeAnswerin
   auto m = Manager();
   CreateResult r;
   ASSERT_TRUE(m->Create(Create("a"), &r).ok());
+  ASSERT_TRUE(schedule_.ApplyNow().ok());  // the create's own pass, settled
   std::vector<VgpuView> views;
   ASSERT_TRUE(m->List("a", &views).ok());
   const uint64_t generation = views[0].generation;
@@ -160,10 +164,34 @@ TEST_F(VgpuManagerTest, ComputeResizeBumpsGenerationAndReschedulesBeforeAnswerin
   resize.priority = core::Priority::kLatencyCritical;
   VgpuView after;
   ASSERT_TRUE(m->Resize(resize, &after).ok());
-  EXPECT_GT(after.generation, generation);
+  // One change, one bump, though both the share and the slices changed
+  // (the slice written by the node schedule: LC alone gets lc_slice_us).
+  EXPECT_EQ(after.generation, generation + 1);
+  EXPECT_EQ(after.devices[0].timeslice_us, policy::TimeslicePolicyConfig{}.lc_slice_us);
   EXPECT_EQ(after.devices[0].compute_share_pct, 30u);
   EXPECT_EQ(after.priority, core::Priority::kLatencyCritical);
   EXPECT_GT(schedule_.passes(), passes);  // ApplyNow ran on the caller's thread
+}
+
+TEST_F(VgpuManagerTest, EveryResizeBumpsTheGenerationOnce) {
+  auto m = Manager();
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("a"), &r).ok());
+  ASSERT_TRUE(schedule_.ApplyNow().ok());
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m->List("a", &views).ok());
+  uint64_t generation = views[0].generation;
+  ResizeOptions resize;
+  resize.name = "a";
+  resize.memory_limit_bytes = 32 * kMiB;  // no slice changes
+  VgpuView after;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(after.generation, ++generation);
+  resize.memory_limit_bytes.reset();
+  resize.compute_cap_pct = 50;  // the slices stay: the schedule bumps anyway
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(after.generation, ++generation);
+  EXPECT_EQ(after.devices[0].compute_cap_pct, 50u);
 }
 
 TEST_F(VgpuManagerTest, GcRemovesUnusedEphemeralVgpusOnly) {
@@ -237,7 +265,7 @@ TEST_F(VgpuManagerTest, ACorruptVgpuIsListedAsCorruptAndNeverRemoved) {
   EXPECT_EQ(views[0].name, "bad");
   EXPECT_NE(views[0].corrupt.find("corrupted (ledger: bad magic)"), std::string::npos) << views[0].corrupt;
   control::v1::Vgpu proto;
-  ToProto(views[0], &proto);
+  daemon::ToProto(views[0], &proto);
   EXPECT_EQ(proto.state(), "corrupt");
   ASSERT_TRUE(m->List("bad", &views).ok());
 
@@ -393,7 +421,7 @@ TEST_F(LcLatencyTest, QuantilesAreOverTheRequestsSinceTheLastSampleElseTheLifeti
   std::vector<VgpuView> views;
   ASSERT_TRUE(m->List("lat", &views).ok());
   control::v1::Vgpu pb;
-  ToProto(views[0], &pb);
+  daemon::ToProto(views[0], &pb);
   EXPECT_EQ(pb.lc_latency().requests(), 150u);
   EXPECT_NEAR(pb.lc_latency().sum_seconds(), 0.204, 1e-12);
   ASSERT_EQ(pb.lc_latency().bucket_counts_size(), static_cast<int>(core::kLcLatencyBuckets));
@@ -437,4 +465,4 @@ TEST_F(LcLatencyTest, AFreshManagerWithoutSamplesReportsTheLifetime) {
 }
 
 }  // namespace
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -1,4 +1,4 @@
-#include "daemon/vgpu_view.h"
+#include "node/vgpu_view.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,7 +8,7 @@
 
 #include "core/memory_ledger.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 template <typename T>
@@ -118,4 +118,4 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   return view;
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

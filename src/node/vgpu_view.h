@@ -7,8 +7,8 @@
 // them to a recent window from its own samples. Called
 // by VgpuManager under its lock, from gRPC and housekeeping threads.
 // Allocates; makes one flock probe (HasMembers) per call.
-#ifndef GPUSLICE_DAEMON_VGPU_VIEW_H_
-#define GPUSLICE_DAEMON_VGPU_VIEW_H_
+#ifndef GPUSLICE_NODE_VGPU_VIEW_H_
+#define GPUSLICE_NODE_VGPU_VIEW_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,9 +18,9 @@
 #include "core/lc_latency.h"
 #include "core/vgpu_layout.h"
 #include "core/vgpu_store.h"
-#include "daemon/node_devices.h"
+#include "node/node_devices.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 struct VgpuDeviceView {
   std::optional<uint32_t> gpu_index;  // absent: a GPU this node does not have (any more)
@@ -90,6 +90,6 @@ bool HasMembers(const std::string& dir);
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", NVML's spelling.
 std::string FormatGpuUuid(const uint8_t uuid[16]);
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_VGPU_VIEW_H_
+#endif  // GPUSLICE_NODE_VGPU_VIEW_H_

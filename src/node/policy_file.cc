@@ -1,0 +1,90 @@
+#include "node/policy_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+namespace gpuslice::node {
+namespace {
+
+// Every constant, by the name the daemon config gives it.
+std::vector<std::pair<const char*, uint64_t policy::TimeslicePolicyConfig::*>> Fields() {
+  using C = policy::TimeslicePolicyConfig;
+  return {{"be_period_us", &C::be_period_us},
+          {"be_min_slice_us", &C::be_min_slice_us},
+          {"be_slice_beside_lc_us", &C::be_slice_beside_lc_us},
+          {"be_period_with_lc_us", &C::be_period_with_lc_us},
+          {"be_min_slice_with_lc_us", &C::be_min_slice_with_lc_us},
+          {"lc_slice_us", &C::lc_slice_us},
+          {"lc_shared_slice_us", &C::lc_shared_slice_us}};
+}
+
+std::string PathOf(const std::string& root) { return root + "/" + kPolicyFileName; }
+
+}  // namespace
+
+Status StorePolicyConfig(const std::string& state_root, const policy::TimeslicePolicyConfig& config) {
+  std::string text;
+  for (const auto& [key, field] : Fields()) text += std::string(key) + " " + std::to_string(config.*field) + "\n";
+  const std::string path = PathOf(state_root);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::Error("cannot write " + tmp + ": " + strerror(errno) + "; make the state directory writable");
+  }
+  fchmod(fd, 0644);  // whatever the umask
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = strerror(errno);
+    unlink(tmp.c_str());
+    return Status::Error("cannot write " + path + ": " + why + "; make the state directory writable");
+  }
+  return Status::Ok();
+}
+
+StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& state_root) {
+  policy::TimeslicePolicyConfig config;
+  const std::string path = PathOf(state_root);
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return config;  // no daemon ever ran here
+    return Status::Error("cannot read " + path + ": " + strerror(errno) +
+                         "; run gpuslice as the user who owns the state directory");
+  }
+  const auto fields = Fields();
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    std::string key, rest;
+    uint64_t value = 0;
+    bool known = false;
+    if (words >> key >> value && !(words >> rest)) {
+      for (const auto& [name, field] : fields) {
+        if (key == name) {
+          config.*field = value;
+          known = true;
+        }
+      }
+    }
+    if (!known) {
+      return Status::Error(path + ":" + std::to_string(line_no) + ": '" + line.substr(0, 64) +
+                           "' is not a policy setting; restart the daemon to rewrite the file, or delete it to use "
+                           "the defaults");
+    }
+  }
+  return config;
+}
+
+}  // namespace gpuslice::node

@@ -1,0 +1,37 @@
+// policy_file.h — the node's scheduling policy (the daemon config's
+// `timeslices`), stored in the state directory.
+//
+// Why: a `gpuslice set` or `run` made while no daemon answers recomputes
+// every vGPU's slices on the node. With the daemon's constants in the state
+// directory, it computes the same slices the daemon would, instead of
+// silently rewriting them with the built-in defaults. The daemon stores its
+// config at start; every standalone writer loads it (StandaloneNode).
+//
+// The file is `<state root>/policy`, one `key value` line per constant,
+// written whole (temporary file + rename), mode 0644: no secret, and group
+// members' standalone commands must read it. Unknown keys are refused, so a
+// newer daemon's file is not half-read by an older CLI.
+//
+// Thread-compatible free functions; make syscalls; allocate.
+#ifndef GPUSLICE_NODE_POLICY_FILE_H_
+#define GPUSLICE_NODE_POLICY_FILE_H_
+
+#include <string>
+
+#include "core/status.h"
+#include "policy/timeslice_policy.h"
+
+namespace gpuslice::node {
+
+inline constexpr char kPolicyFileName[] = "policy";
+
+// Writes `config` to `<state_root>/policy`, replacing what was there.
+Status StorePolicyConfig(const std::string& state_root, const policy::TimeslicePolicyConfig& config);
+
+// The stored config, or the built-in defaults when none was ever stored.
+// A file that cannot be read or parsed is an error naming the file and fix.
+StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& state_root);
+
+}  // namespace gpuslice::node
+
+#endif  // GPUSLICE_NODE_POLICY_FILE_H_

@@ -1,0 +1,29 @@
+#include "node/standalone_node.h"
+
+#include "node/node_schedule.h"
+#include "node/policy_file.h"
+#include "port/nvml_library.h"
+
+namespace gpuslice::node {
+
+StatusOr<std::unique_ptr<StandaloneNode>> StandaloneNode::Open(const std::string& state_dir) {
+  core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
+  auto config = LoadPolicyConfig(store.root());
+  if (!config.ok()) return config.status();
+  std::unique_ptr<StandaloneNode> node(new StandaloneNode());
+  // NVML names the GPUs; without it, everything but create still works.
+  if (auto nvml = port::NvmlLibrary::Open(); nvml.ok()) {
+    if (auto found = DiscoverNodeDevices(*nvml.value()); found.ok()) node->devices_ = std::move(found.value());
+  }
+  node->schedule_ = std::make_unique<ScheduleWorker>(
+      [store, timeslices = config.value()](const std::string& also_bump) {
+        return ApplyNodeSchedule(store, timeslices, nullptr, also_bump);
+      },
+      ScheduleWorker::Passes::kInline);
+  ManagerOptions options;
+  options.grace = std::chrono::milliseconds(0);
+  node->manager_ = std::make_unique<VgpuManager>(store, &node->devices_, node->schedule_.get(), options);
+  return node;
+}
+
+}  // namespace gpuslice::node

@@ -1,0 +1,45 @@
+// standalone_node.h — the node's state opened by a command that runs while
+// no daemon answers (`gpuslice set`, `run`, `ls`): the same VgpuManager the
+// daemon serves, with the node's stored policy (policy_file.h), so that a
+// change made standalone writes exactly what the daemon would have.
+//
+// What differs from the daemon is only what a short-lived process needs:
+// schedule passes run inline (ScheduleWorker::Passes::kInline) rather than
+// on a worker the process would exit before, and no grace period is kept
+// for clients on their way in (there is no later GC pass to honour it).
+//
+// Owned by one thread of the CLI; the manager inside is thread-safe.
+#ifndef GPUSLICE_NODE_STANDALONE_NODE_H_
+#define GPUSLICE_NODE_STANDALONE_NODE_H_
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "node/node_devices.h"
+#include "node/schedule_worker.h"
+#include "node/vgpu_manager.h"
+
+namespace gpuslice::node {
+
+class StandaloneNode {
+ public:
+  // `state_dir` "" = the default root. Without NVML, `devices` is empty:
+  // resize and delete still work (GPUs are then named by UUID); create
+  // fails with Select()'s error, which names the fix.
+  static StatusOr<std::unique_ptr<StandaloneNode>> Open(const std::string& state_dir);
+
+  VgpuManager& manager() { return *manager_; }
+  const NodeDevices& devices() const { return devices_; }
+  const core::VgpuStore& store() const { return manager_->store(); }
+
+ private:
+  StandaloneNode() = default;
+  NodeDevices devices_;
+  std::unique_ptr<ScheduleWorker> schedule_;
+  std::unique_ptr<VgpuManager> manager_;
+};
+
+}  // namespace gpuslice::node
+
+#endif  // GPUSLICE_NODE_STANDALONE_NODE_H_
