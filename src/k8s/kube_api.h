@@ -33,6 +33,19 @@ class KubeApi {
   // Creates the pod's Binding to `node` (what kube-scheduler's own bind does).
   virtual Status BindPod(const std::string& namespace_name, const std::string& name, const std::string& uid,
                          const std::string& node) = 0;
+
+  // resource.k8s.io/v1, for the DRA driver (src/k8s/dra). They default to an
+  // error so that implementations serving only pods and nodes need not
+  // define them.
+  virtual StatusOr<nlohmann::json> GetResourceClaim(const std::string& namespace_name, const std::string& name) {
+    return Status::Error("kube API: ResourceClaims (" + namespace_name + "/" + name + ") are not served by this client");
+  }
+  // Creates the cluster-scoped ResourceSlice metadata.name, or replaces the
+  // existing one (carrying over its resourceVersion). Returns the stored object.
+  virtual StatusOr<nlohmann::json> ApplyResourceSlice(const nlohmann::json& slice) {
+    (void)slice;
+    return Status::Error("kube API: ResourceSlices are not served by this client");
+  }
 };
 
 }  // namespace gpuslice::k8s

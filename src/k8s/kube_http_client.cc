@@ -69,7 +69,30 @@ class KubeHttpClient final : public KubeApi {
     return r.ok() ? Status::Ok() : r.status();
   }
 
+  StatusOr<json> GetResourceClaim(const std::string& ns, const std::string& name) override {
+    return Call("GET", std::string(kResourceApi) + "/namespaces/" + ns + "/resourceclaims/" + name, "", "");
+  }
+
+  // GET, then POST (absent) or PUT with the stored resourceVersion: the API
+  // server refuses a PUT that creates a ResourceSlice, and a PUT without
+  // resourceVersion would overwrite a concurrent writer blindly.
+  StatusOr<json> ApplyResourceSlice(const json& slice) override {
+    const std::string name = slice.value("/metadata/name"_json_pointer, std::string());
+    const std::string collection = std::string(kResourceApi) + "/resourceslices";
+    auto existing = Call("GET", collection + "/" + name, "", "");
+    if (!existing.ok()) {
+      if (existing.status().message().find("HTTP 404") == std::string::npos) return existing.status();
+      return Call("POST", collection, slice.dump(), "application/json");
+    }
+    json replacement = slice;
+    replacement["metadata"]["resourceVersion"] =
+        existing->value("/metadata/resourceVersion"_json_pointer, std::string());
+    return Call("PUT", collection + "/" + name, replacement.dump(), "application/json");
+  }
+
  private:
+  static constexpr char kResourceApi[] = "/apis/resource.k8s.io/v1";
+
   StatusOr<json> Call(const std::string& method, const std::string& path, const std::string& body,
                       const std::string& content_type) {
     const std::string what = "kube API " + method + " " + path.substr(0, path.find('?'));
@@ -95,6 +118,7 @@ class KubeHttpClient final : public KubeApi {
     httplib::Headers headers = {{"Accept", "application/json"}, {"User-Agent", "gpuslice"}};
     httplib::Result result = method == "GET"     ? client.Get(path, headers)
                              : method == "PATCH" ? client.Patch(path, headers, body, content_type)
+                             : method == "PUT"   ? client.Put(path, headers, body, content_type)
                                                  : client.Post(path, headers, body, content_type);
     if (!result) {
       return Status::Error(what + ": no answer from " + config_.server + " (" + httplib::to_string(result.error()) +
