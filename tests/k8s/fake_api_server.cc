@@ -124,6 +124,54 @@ FakeApiServer::FakeApiServer(Options options) : options_(std::move(options)) {
            Send(res, 201, StatusObject(201, "", "Success"));
          });
 
+  s.Get(R"(/apis/resource.k8s.io/v1/namespaces/([^/]+)/resourceclaims/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          std::lock_guard<std::mutex> lock(mu_);
+          const auto it = claims_.find(req.matches[1].str() + "/" + req.matches[2].str());
+          if (it == claims_.end()) {
+            return Send(res, 404,
+                        StatusObject(404, "NotFound", "resourceclaims \"" + req.matches[2].str() + "\" not found"));
+          }
+          Send(res, 200, it->second);
+        });
+  s.Get(R"(/apis/resource.k8s.io/v1/resourceslices/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          std::lock_guard<std::mutex> lock(mu_);
+          const auto it = slices_.find(req.matches[1].str());
+          if (it == slices_.end()) {
+            return Send(res, 404,
+                        StatusObject(404, "NotFound", "resourceslices \"" + req.matches[1].str() + "\" not found"));
+          }
+          Send(res, 200, it->second);
+        });
+  auto store_slice = [this](const std::string& name, bool create, const httplib::Request& req,
+                            httplib::Response& res) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || body.value("kind", "") != "ResourceSlice" || !body.contains("spec")) {
+      return Send(res, 400, StatusObject(400, "BadRequest", "not a ResourceSlice"));
+    }
+    const std::string body_name = body["metadata"].value("name", "");
+    if (!create && body_name != name) return Send(res, 400, StatusObject(400, "BadRequest", "name mismatch"));
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = slices_.find(body_name);
+    if (create && it != slices_.end()) return Send(res, 409, StatusObject(409, "AlreadyExists", "exists"));
+    if (!create) {
+      if (it == slices_.end()) return Send(res, 404, StatusObject(404, "NotFound", "resourceslices not found"));
+      if (body["metadata"].value("resourceVersion", "") != it->second["metadata"].value("resourceVersion", "")) {
+        return Send(res, 409, StatusObject(409, "Conflict", "the object has been modified"));
+      }
+    }
+    body["metadata"]["resourceVersion"] = std::to_string(++resource_version_);
+    slices_[body_name] = body;
+    Send(res, create ? 201 : 200, body);
+  };
+  s.Post("/apis/resource.k8s.io/v1/resourceslices",
+         [store_slice](const httplib::Request& req, httplib::Response& res) { store_slice("", true, req, res); });
+  s.Put(R"(/apis/resource.k8s.io/v1/resourceslices/([^/]+))",
+        [store_slice](const httplib::Request& req, httplib::Response& res) {
+          store_slice(req.matches[1].str(), false, req, res);
+        });
+
   const int port = s.bind_to_any_port("127.0.0.1");
   url_ = std::string(options_.tls ? "https" : "http") + "://127.0.0.1:" + std::to_string(port);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -150,6 +198,17 @@ void FakeApiServer::PutNode(const json& node) {
 void FakeApiServer::DeletePod(const std::string& ns, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   pods_.erase(ns + "/" + name);
+}
+
+void FakeApiServer::PutResourceClaim(const json& claim) {
+  std::lock_guard<std::mutex> lock(mu_);
+  claims_[claim["metadata"].value("namespace", "default") + "/" + claim["metadata"]["name"].get<std::string>()] = claim;
+}
+
+json FakeApiServer::ResourceSlice(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = slices_.find(name);
+  return it == slices_.end() ? json() : it->second;
 }
 
 json FakeApiServer::Pod(const std::string& ns, const std::string& name) const {

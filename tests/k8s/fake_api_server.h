@@ -5,6 +5,9 @@
 //   GET   /api/v1/nodes/NAME
 //   PATCH /api/v1/namespaces/NS/pods/NAME, /api/v1/nodes/NAME  (merge patches only)
 //   POST  /api/v1/namespaces/NS/pods/NAME/binding
+//   GET   /apis/resource.k8s.io/v1/namespaces/NS/resourceclaims/NAME
+//   GET   /apis/resource.k8s.io/v1/resourceslices/NAME, POST .../resourceslices,
+//   PUT   .../resourceslices/NAME (resourceVersion must match: 409 otherwise)
 // With a token set, requests without "Authorization: Bearer <token>" get 401.
 // Errors are v1 Status objects, as the real server sends.
 //
@@ -42,6 +45,8 @@ class FakeApiServer {
   void PutPod(const nlohmann::json& pod);
   void PutNode(const nlohmann::json& node);
   void DeletePod(const std::string& ns, const std::string& name);
+  void PutResourceClaim(const nlohmann::json& claim);
+  nlohmann::json ResourceSlice(const std::string& name) const;  // null when absent
   nlohmann::json Pod(const std::string& ns, const std::string& name) const;           // null when absent
   nlohmann::json Node(const std::string& name) const;                                 // null when absent
   std::string NodeAnnotation(const std::string& node, const std::string& key) const;  // "" when absent
@@ -59,6 +64,9 @@ class FakeApiServer {
   mutable std::mutex mu_;
   std::map<std::string, nlohmann::json> pods_;  // "ns/name"
   std::map<std::string, nlohmann::json> nodes_;
+  std::map<std::string, nlohmann::json> claims_;  // "ns/name"
+  std::map<std::string, nlohmann::json> slices_;
+  int64_t resource_version_ = 0;
   std::vector<std::string> requests_;
   std::map<std::string, int> fail_next_;
 };
