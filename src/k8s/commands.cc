@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "core/vgpu_store.h"
 #include "k8s/device_plugin.h"
+#include "k8s/dra/dra_plugin.h"
 #include "k8s/extender_server.h"
 #include "k8s/kube_http_client.h"
 #include "k8s/names.h"
@@ -227,10 +228,86 @@ void AddSchedulerExtenderCommand(CLI::App& app) {
   });
 }
 
+void AddDraPluginCommand(CLI::App& app) {
+  struct Flags {
+    dra::DraPluginOptions options;
+    KubeFlags kube;
+    std::string gpuslice_exe;
+    int health_interval_s = 10;
+    bool no_nvidia_visible_devices = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand("dra-plugin",
+                                     "Serve the kubelet's Dynamic Resource Allocation API for driver gpu.gpuslice.io: "
+                                     "ResourceSlices, vGPUs per claim, CDI specs (see docs/kubernetes.md)");
+  cmd->add_option("--node-name", f->options.node_name, "This node's Kubernetes name (default: $NODE_NAME)")
+      ->envname("NODE_NAME");
+  cmd->add_option("--driver", f->options.driver, "The DRA driver name")->capture_default_str();
+  cmd->add_option("--registry-dir", f->options.registry_dir, "The kubelet's plugin registration directory")
+      ->capture_default_str();
+  cmd->add_option("--plugins-dir", f->options.plugins_dir, "The kubelet's plugins directory (socket in <dir>/<driver>)")
+      ->capture_default_str();
+  cmd->add_option("--cdi-dir", f->options.cdi_dir, "Where CDI specs are written")->capture_default_str();
+  cmd->add_option("--state-dir", f->options.state_dir,
+                  "vGPU state directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)");
+  cmd->add_option("--library-dir", f->options.container.library_dir,
+                  "Host directory holding libgpuslice-cuda.so (default: ../lib beside this binary)");
+  cmd->add_option("--container-driver-path", f->options.container.container_driver_path,
+                  "GPUSLICE_REAL_DRIVER inside containers (empty: let the library search)")
+      ->capture_default_str();
+  cmd->add_flag("--no-nvidia-visible-devices", f->no_nvidia_visible_devices,
+                "Do not set NVIDIA_VISIBLE_DEVICES (when the NVIDIA container runtime is not used)");
+  cmd->add_option("--dev-root", f->options.container.dev_root, "Where the host's NVIDIA device nodes are")
+      ->capture_default_str();
+  cmd->add_option("--proc-root", f->options.container.proc_root, "The host's /proc (needs hostPID)")
+      ->capture_default_str();
+  cmd->add_option("--health-interval", f->health_interval_s, "Seconds between GPU health checks")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--gpuslice", f->gpuslice_exe,
+                  "The gpuslice binary whose `devices --json` describes the GPUs (default: this one)");
+  AddKubeFlags(cmd, &f->kube);
+
+  cmd->callback([f] {
+    const char* name = "dra-plugin";
+    dra::DraPluginOptions options = f->options;
+    if (options.state_dir.empty()) {
+      const char* env = getenv("GPUSLICE_STATE_DIR");
+      options.state_dir = env != nullptr && *env != '\0' ? env : "/run/gpuslice";
+    }
+    if (options.container.library_dir.empty()) options.container.library_dir = DefaultLibraryDir();
+    options.container.set_nvidia_visible_devices = !f->no_nvidia_visible_devices;
+    options.health_interval = std::chrono::seconds(f->health_interval_s);
+
+    dra::DraPluginParts parts;
+    parts.discovery = NewGpuDiscovery(f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe, options.node_name,
+                                      options.state_dir);
+    parts.health = NewNvmlHealthSource();
+    auto api = MakeKubeApi(f->kube);
+    if (!api.ok()) {
+      cli::ExitCode() = Fail(name, api.status().message());
+      return;
+    }
+    parts.api = std::move(*api);
+    parts.provisioner = NewStoreProvisioner(options.state_dir);
+
+    const sigset_t signals = BlockTerminationSignals();
+    auto plugin = dra::DraPlugin::Start(options, std::move(parts));
+    if (!plugin.ok()) {
+      cli::ExitCode() = Fail(name, plugin.status().message());
+      return;
+    }
+    WaitForTermination(signals);
+    (*plugin)->Stop();
+    cli::ExitCode() = 0;
+  });
+}
+
 }  // namespace
 
 void AddCommands(CLI::App& app) {
   AddDevicePluginCommand(app);
+  AddDraPluginCommand(app);
   AddSchedulerExtenderCommand(app);
 }
 

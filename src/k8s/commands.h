@@ -1,6 +1,7 @@
 // commands.h — the Kubernetes subcommands of `gpuslice`:
 //   gpuslice device-plugin       (DaemonSet on GPU nodes; device_plugin.h)
 //   gpuslice scheduler-extender  (beside kube-scheduler; extender_server.h)
+//   gpuslice dra-plugin          (DaemonSet on GPU nodes, DRA mode; dra/dra_plugin.h)
 // Flags are parsed here and nothing else: the logic lives in the modules.
 //
 // AddCommands is called from main() only. Each command blocks until SIGINT
