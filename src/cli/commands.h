@@ -12,10 +12,31 @@
 
 #include <CLI/CLI.hpp>
 
+#include <initializer_list>
+#include <string>
+
 namespace gpuslice::cli {
 
 // The exit code the chosen command returned; main() returns it.
 int& ExitCode();
+
+// The first of `flags` given on `cmd` with an empty value (`--memory ""`),
+// or "". A command refuses it rather than read it as "not given": an empty
+// --memory must not make an unlimited vGPU.
+inline std::string FlagGivenEmpty(CLI::App& cmd, std::initializer_list<const char*> flags) {
+  for (const char* flag : flags) {
+    const CLI::Option* option = cmd.get_option_no_throw(flag);
+    if (option == nullptr || option->count() == 0) continue;
+    for (const std::string& value : option->results()) {
+      if (value.empty()) return flag;
+    }
+  }
+  return "";
+}
+// FlagGivenEmpty's one-line error.
+inline std::string EmptyFlagMessage(const std::string& flag) {
+  return flag + " was given an empty value; give a value (see --help) or leave " + flag + " out";
+}
 
 void AddRunCommand(CLI::App& app);
 void AddDaemonCommand(CLI::App& app);   // daemon_command.cc

@@ -19,7 +19,10 @@
 #include "daemon/control_socket.h"
 #include "daemon/daemon_client.h"
 #include "daemon/socket_path.h"
+#include "node/flag_values.h"
+#include "node/node_devices.h"
 #include "node/node_schedule.h"
+#include "node/policy_file.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
@@ -53,30 +56,6 @@ std::string LibraryDir() {
 bool IsFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-StatusOr<std::vector<port::GpuInfo>> SelectGpus(const std::vector<port::GpuInfo>& all,
-                                                const std::vector<std::string>& wanted) {
-  if (all.empty()) return Status::Error("the NVIDIA driver reports no GPUs; check nvidia-smi");
-  if (wanted.empty()) return all;
-  std::string have;
-  for (const auto& g : all) have += (have.empty() ? "" : ", ") + std::to_string(g.index);
-  std::vector<port::GpuInfo> chosen;
-  for (const std::string& w : wanted) {
-    std::optional<port::GpuInfo> match;
-    for (const auto& g : all) {
-      if (w == std::to_string(g.index) || w == g.uuid_text) match = g;
-    }
-    if (!match) {
-      return Status::Error("no GPU '" + w + "' on this machine (it has " + have +
-                           "); pass --gpu with one of those indices or a GPU UUID");
-    }
-    for (const auto& c : chosen) {
-      if (c.index == match->index) return Status::Error("GPU '" + w + "' is listed twice in --gpu");
-    }
-    chosen.push_back(*match);
-  }
-  return chosen;
 }
 
 // The child's environment: ours, with the vGPU and the library added.
@@ -114,26 +93,14 @@ std::vector<std::string> ChildEnvironment(const RunOptions& options, const std::
   return env;
 }
 
-// A whole percentage from 1 to 100, for --compute and --compute-cap.
-StatusOr<uint32_t> ParsePercent(const std::string& flag, const std::string& text) {
-  uint32_t value = 0;
-  bool ok = !text.empty() && text.size() <= 3;
-  for (char c : text) {
-    if (c < '0' || c > '9') ok = false;
-    else value = value * 10 + static_cast<uint32_t>(c - '0');
-  }
-  if (!ok || value < 1 || value > 100) {
-    return Status::Error(flag + ": '" + text + "' is not a whole percentage from 1 to 100; write e.g. " + flag +
-                         " 30");
-  }
-  return value;
-}
-
 // The vGPU's timeslices depend on every vGPU on its GPUs: recompute them
 // whenever this run changes that set. A failure leaves the previous slices
 // in place (the command still runs), so it is a warning, not an error.
 void Reschedule(const core::VgpuStore& store) {
-  if (Status s = node::ApplyNodeSchedule(store); !s.ok()) {
+  // With the node's stored policy: the daemon's constants (policy_file.h).
+  auto config = node::LoadPolicyConfig(store.root());
+  Status s = config.ok() ? node::ApplyNodeSchedule(store, config.value()) : config.status();
+  if (!s.ok()) {
     std::cerr << "gpuslice: warning: compute shares not updated: " << s.message() << "\n";
   }
 }
@@ -144,30 +111,29 @@ int RunCommand(const RunOptions& options) {
   if (options.command.empty()) {
     return Fail("no command given; write it after --, e.g. gpuslice run --memory 4GiB -- python3 train.py");
   }
+  // The same parsers as `set` and the daemon path (node/flag_values.h).
   uint64_t memory_limit = core::kUnlimited;
   if (!options.memory.empty()) {
-    auto parsed = core::ParseByteSize(options.memory);
-    if (!parsed.ok()) return Fail("--memory: " + parsed.status().message());
+    auto parsed = node::ParseMemoryFlag("--memory", options.memory);
+    if (!parsed.ok()) return Fail(parsed.status().message());
     memory_limit = parsed.value();
   }
   uint32_t compute_share = 100, compute_cap = 0;
   core::Priority priority = core::Priority::kBestEffort;
   if (!options.compute.empty()) {
-    auto pct = ParsePercent("--compute", options.compute);
+    auto pct = node::ParsePercentFlag("--compute", options.compute);
     if (!pct.ok()) return Fail(pct.status().message());
     compute_share = pct.value();
   }
   if (!options.compute_cap.empty()) {
-    auto pct = ParsePercent("--compute-cap", options.compute_cap);
+    auto pct = node::ParsePercentFlag("--compute-cap", options.compute_cap);
     if (!pct.ok()) return Fail(pct.status().message());
     compute_cap = pct.value() == 100 ? 0 : pct.value();
   }
   if (!options.priority.empty()) {
-    if (options.priority == "lc") priority = core::Priority::kLatencyCritical;
-    else if (options.priority != "be") {
-      return Fail("--priority: '" + options.priority + "' is not a priority; write --priority lc (latency-critical) "
-                  "or --priority be (best-effort)");
-    }
+    auto p = node::ParsePriorityFlag("--priority", options.priority);
+    if (!p.ok()) return Fail(p.status().message());
+    priority = p.value();
   }
   const std::string name = options.name.empty() ? "run-" + std::to_string(getpid()) : options.name;
   if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return Fail("--name: " + s.message());
@@ -200,7 +166,9 @@ int RunCommand(const RunOptions& options) {
   if (!nvml.ok()) return Fail(nvml.status().message());
   auto all_gpus = nvml.value()->ListGpus();
   if (!all_gpus.ok()) return Fail(all_gpus.status().message());
-  auto gpus = SelectGpus(all_gpus.value(), options.gpus);
+  node::NodeDevices devices;
+  devices.gpus = std::move(all_gpus.value());
+  auto gpus = devices.Select(options.gpus);
   if (!gpus.ok()) return Fail(gpus.status().message());
 
   core::VgpuSpec spec;
@@ -295,7 +263,12 @@ void AddRunCommand(CLI::App& app) {
                   "account (report, deny: SIGSTOP, kill; default kill), or off")
       ->check(CLI::IsMember({"report", "deny", "kill", "off"}));
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
-  run->callback([options, inject, gpus] {
+  run->callback([run, options, inject, gpus] {
+    if (std::string flag = FlagGivenEmpty(*run, {"--memory", "--compute", "--compute-cap", "--priority", "--name"});
+        !flag.empty()) {
+      ExitCode() = Fail(EmptyFlagMessage(flag));
+      return;
+    }
     options->inject = *inject == "libpath" ? InjectMode::kLibraryPath : InjectMode::kPreload;
     std::string gpu;
     for (char c : *gpus + ",") {  // repeated --gpu are joined by newlines

@@ -35,8 +35,8 @@ StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::str
   request.set_name(name);
   for (const auto& g : o.gpus) request.add_gpus(g);
   if (!o.memory.empty()) {
-    auto bytes = core::ParseByteSize(o.memory);
-    if (!bytes.ok()) return Status::Error("--memory: " + bytes.status().message());
+    auto bytes = node::ParseMemoryFlag("--memory", o.memory);
+    if (!bytes.ok()) return bytes.status();
     request.set_memory_limit_bytes(bytes.value());
   }
   if (!o.compute.empty()) {

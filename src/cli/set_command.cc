@@ -139,7 +139,14 @@ void AddSetCommand(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the vGPU after the change as JSON");
   cmd->add_option("--state-dir", o->state_dir, "State directory (default: as for run)");
   cmd->add_option("--socket", o->socket, "The daemon's socket (default: $GPUSLICE_SOCKET, <state-dir>/gpuslice.sock)");
-  cmd->callback([o] { ExitCode() = RunSet(*o); });
+  cmd->callback([cmd, o] {
+    if (std::string flag = FlagGivenEmpty(*cmd, {"--memory", "--compute", "--compute-cap", "--priority"});
+        !flag.empty()) {
+      ExitCode() = Fail(EmptyFlagMessage(flag));
+      return;
+    }
+    ExitCode() = RunSet(*o);
+  });
 }
 
 }  // namespace gpuslice::cli

@@ -30,9 +30,15 @@ StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& t
   if (text == "unlimited") return core::kUnlimited;
   auto bytes = core::ParseByteSize(text);
   if (!bytes.ok()) return Status::Error(flag + ": " + bytes.status().message());
-  if (bytes.value() == 0)
-    return Status::Error(flag + ": a limit of 0 bytes allows nothing; write e.g. " + flag + " 4GiB");
+  if (std::string why = MemoryLimitProblem(bytes.value()); !why.empty()) {
+    return Status::Error(flag + ": " + why + ", for example 4GiB");
+  }
   return bytes.value();
+}
+
+std::string MemoryLimitProblem(uint64_t bytes) {
+  if (bytes == core::kUnlimited || bytes >= kMinMemoryLimitBytes) return "";
+  return "a memory limit of " + std::to_string(bytes) + " bytes is too small to run anything; give at least 1 MiB";
 }
 
 }  // namespace gpuslice::node

@@ -1,5 +1,6 @@
-// cli_flags.h — parsing the values users type for vGPU settings, shared by
-// `gpuslice set` and the daemon path of `gpuslice run`.
+// flag_values.h — parsing the values users type for vGPU settings, the one
+// parser for `gpuslice set` and both paths of `gpuslice run`; and the
+// smallest memory limit, which the control API enforces too.
 //
 // Each error is one line naming the flag, what was typed and how to write
 // it. Pure functions; thread-safe; allocate only for errors.
@@ -18,7 +19,13 @@ namespace gpuslice::node {
 StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text);
 // "be" / "best_effort", "lc" / "latency_critical".
 StatusOr<core::Priority> ParsePriorityFlag(const std::string& flag, const std::string& text);
-// A byte size, or "unlimited" (core::kUnlimited).
+// Below this a limit holds not even a CUDA context's bookkeeping; the
+// control API and the CLI refuse it with the same words.
+inline constexpr uint64_t kMinMemoryLimitBytes = 1ull << 20;
+// "" when `bytes` is a usable limit, else the one-line reason and fix.
+std::string MemoryLimitProblem(uint64_t bytes);
+
+// A byte size of at least 1 MiB, or "unlimited" (core::kUnlimited).
 StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text);
 
 }  // namespace gpuslice::node

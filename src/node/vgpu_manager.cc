@@ -10,6 +10,7 @@
 
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
+#include "node/flag_values.h"
 #include "node/limits_writer.h"
 #include "port/process.h"
 
@@ -67,6 +68,22 @@ ApiStatus CheckName(const std::string& name) {
                                            " letters, digits, '-', '_' and '.'"};
   }
   if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return {ApiCode::kInvalidArgument, s.message()};
+  return ApiStatus::Ok();
+}
+
+// A client pid keeps an ephemeral vGPU for as long as that process lives.
+// init lives as long as the node, so naming it would keep the vGPU forever:
+// refused. A pid that does not exist (or lives in another pid namespace) is
+// not refused, but it keeps nothing: Create falls back to the grace period.
+// (The control API cannot see its caller's pid on this socket, so a client
+// naming another live process is not caught here; the socket is the
+// daemon's user's only, or its group's.)
+ApiStatus CheckClientPid(uint32_t pid) {
+  if (pid == 1) {
+    return {ApiCode::kInvalidArgument,
+            "client_pid 1 is init, which never exits, so the vGPU would be kept forever; give the pid of the "
+            "process that will hold the vGPU, or 0"};
+  }
   return ApiStatus::Ok();
 }
 
@@ -149,9 +166,12 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   }
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
-  if (o.memory_limit_bytes && *o.memory_limit_bytes == 0) {
-    return {ApiCode::kInvalidArgument, "a memory limit of 0 bytes allows nothing; give at least 1 MiB"};
+  if (o.memory_limit_bytes) {
+    if (std::string why = MemoryLimitProblem(*o.memory_limit_bytes); !why.empty()) {
+      return {ApiCode::kInvalidArgument, why};
+    }
   }
+  if (ApiStatus s = CheckClientPid(o.client_pid); !s.ok()) return s;
   auto gpus = devices_->Select(o.gpus);
   if (!gpus.ok()) return {ApiCode::kInvalidArgument, gpus.status().message()};
 
@@ -255,8 +275,10 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   if (ApiStatus s = CheckName(o.name); !s.ok()) return s;
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
-  if (o.memory_limit_bytes && *o.memory_limit_bytes == 0) {
-    return {ApiCode::kInvalidArgument, "a memory limit of 0 bytes allows nothing; give at least 1 MiB"};
+  if (o.memory_limit_bytes) {
+    if (std::string why = MemoryLimitProblem(*o.memory_limit_bytes); !why.empty()) {
+      return {ApiCode::kInvalidArgument, why};
+    }
   }
   if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !o.priority) {
     return {ApiCode::kInvalidArgument, "nothing to change; give --memory, --compute, --compute-cap or --priority"};

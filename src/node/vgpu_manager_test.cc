@@ -101,7 +101,14 @@ TEST_F(VgpuManagerTest, BadRequestsAreInvalidArguments) {
   o.gpus = {"9"};
   EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
   o = Create("b", 0);
-  EXPECT_EQ(m->Create(o, &r).code(), ApiCode::kInvalidArgument);
+  ApiStatus zero = m->Create(o, &r);
+  EXPECT_EQ(zero.code(), ApiCode::kInvalidArgument);
+  // Below 1 MiB is refused like 0, with the same words (it passed before).
+  o = Create("b", 1);
+  ApiStatus one_byte = m->Create(o, &r);
+  EXPECT_EQ(one_byte.code(), ApiCode::kInvalidArgument);
+  EXPECT_NE(one_byte.message().find("give at least 1 MiB"), std::string::npos) << one_byte.message();
+  EXPECT_NE(zero.message().find("give at least 1 MiB"), std::string::npos) << zero.message();
   EXPECT_FALSE(Exists("b"));
   ResizeOptions resize;
   resize.name = "nope";
@@ -219,6 +226,28 @@ TEST_F(VgpuManagerTest, GcRemovesUnusedEphemeralVgpusOnly) {
   ASSERT_TRUE(m->Delete("kept", /*if_unused=*/false, 0, &deleted).ok());
   EXPECT_TRUE(deleted);
   EXPECT_EQ(m->Delete("kept", false, 0, &deleted).code(), ApiCode::kNotFound);
+}
+
+TEST_F(VgpuManagerTest, AClientPidThatNeverExitsKeepsNothing) {
+  auto m = Manager();
+  CreateResult r;
+  // init would have kept an ephemeral vGPU for as long as the node runs.
+  CreateOptions o = Create("init");
+  o.client_pid = 1;
+  ApiStatus s = m->Create(o, &r);
+  EXPECT_EQ(s.code(), ApiCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("client_pid 1"), std::string::npos) << s.message();
+  EXPECT_FALSE(Exists("init"));
+  // A pid that does not exist keeps it only for the grace (0 here).
+  o = Create("ghost");
+  o.client_pid = 4194304 + 7;  // above pid_max's ceiling: never a process
+  ASSERT_TRUE(m->Create(o, &r).ok());
+  EXPECT_EQ(m->CollectGarbage().removed, std::vector<std::string>{"ghost"});
+  ResizeOptions resize;
+  resize.name = "x";
+  resize.memory_limit_bytes = 1;
+  VgpuView v;
+  EXPECT_EQ(m->Resize(resize, &v).code(), ApiCode::kInvalidArgument);
 }
 
 TEST_F(VgpuManagerTest, GraceKeepsAJustHandedOutVgpu) {

@@ -90,3 +90,31 @@ def test_the_library_fails_open_loudly_on_unreadable_limits(world, tmp_path):
 def test_unwritable_state_directory(world):
     r = world.gpuslice("run", "--", "true", env={"GPUSLICE_STATE_DIR": "/proc/gpuslice-state"})
     one_line_error(r, "cannot create state directory /proc/gpuslice-state", "set GPUSLICE_STATE_DIR")
+
+
+def test_empty_values_are_refused_not_read_as_absent(world):
+    """`--memory ""` made an unlimited vGPU; empty compute flags passed (issue 11)."""
+    for flag in ("--memory", "--compute", "--compute-cap", "--priority"):
+        r = world.gpuslice("run", flag, "", "--", "true")
+        one_line_error(r, flag + " was given an empty value", "leave " + flag + " out")
+    ready, done = world.path("ready"), world.path("done")
+    holder = world.start("run", "--name", "e", "--memory", "64MiB", "--", CUDA_APP, "ready", ready, "await", done)
+    world.wait_for_file(ready)
+    try:
+        for flag in ("--memory", "--compute", "--compute-cap", "--priority"):
+            other = ["--compute", "50"] if flag == "--memory" else ["--memory", "32MiB"]
+            r = world.gpuslice("set", "e", flag, "", *other)
+            one_line_error(r, flag + " was given an empty value")
+    finally:
+        open(done, "w").close()
+        holder.communicate(timeout=30)
+
+
+def test_a_limit_below_one_mib_is_refused_like_zero(world):
+    for bad in ("1", "1023KiB"):
+        one_line_error(world.gpuslice("run", "--memory", bad, "--", "true"), "give at least 1 MiB")
+
+
+def test_run_takes_every_priority_spelling_that_set_takes(world):
+    r = world.gpuslice("run", "--priority", "latency_critical", "--", "true")
+    assert r.returncode == 0, r.stderr
