@@ -156,9 +156,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
   // Standalone commands (no daemon answering) schedule with these constants.
   if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
-  node::ScheduleWorker schedule([store, timeslices](const std::string& also_bump) {
-    return node::ApplyNodeSchedule(store, timeslices, nullptr, also_bump);
-  });
+  node::ScheduleWorker schedule(node::ScheduleWorker::NodeSchedule(store, timeslices));
   node::ManagerOptions options;
   options.default_memory_bytes = config.defaults.memory_bytes;
   options.default_compute_pct = config.defaults.compute_pct;

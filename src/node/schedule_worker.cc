@@ -2,7 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include "node/node_schedule.h"
+
 namespace gpuslice::node {
+
+ScheduleWorker::ApplyFn ScheduleWorker::NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config) {
+  return [store = std::move(store), config](const std::string& also_bump) {
+    return ApplyNodeSchedule(store, config, nullptr, also_bump);
+  };
+}
 
 ScheduleWorker::ScheduleWorker(ApplyFn apply, Passes passes) : apply_(std::move(apply)) {
   if (passes == Passes::kBackground) thread_ = std::thread([this] { Loop(); });

@@ -26,6 +26,8 @@
 #include <thread>
 
 #include "core/status.h"
+#include "core/vgpu_store.h"
+#include "policy/timeslice_policy.h"
 
 namespace gpuslice::node {
 
@@ -37,6 +39,10 @@ class ScheduleWorker {
   using ApplyFn = std::function<Status(const std::string& also_bump)>;
   enum class Passes { kBackground, kInline };
   explicit ScheduleWorker(ApplyFn apply, Passes passes = Passes::kBackground);
+  // The pass every writer of node state uses: ApplyNodeSchedule over
+  // `store` with the node's policy `config` (the daemon's, or the one it
+  // stored: policy_file.h).
+  static ApplyFn NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config);
   ~ScheduleWorker();
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;

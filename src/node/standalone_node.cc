@@ -1,6 +1,5 @@
 #include "node/standalone_node.h"
 
-#include "node/node_schedule.h"
 #include "node/policy_file.h"
 #include "port/nvml_library.h"
 
@@ -15,11 +14,8 @@ StatusOr<std::unique_ptr<StandaloneNode>> StandaloneNode::Open(const std::string
   if (auto nvml = port::NvmlLibrary::Open(); nvml.ok()) {
     if (auto found = DiscoverNodeDevices(*nvml.value()); found.ok()) node->devices_ = std::move(found.value());
   }
-  node->schedule_ = std::make_unique<ScheduleWorker>(
-      [store, timeslices = config.value()](const std::string& also_bump) {
-        return ApplyNodeSchedule(store, timeslices, nullptr, also_bump);
-      },
-      ScheduleWorker::Passes::kInline);
+  node->schedule_ = std::make_unique<ScheduleWorker>(ScheduleWorker::NodeSchedule(store, config.value()),
+                                                     ScheduleWorker::Passes::kInline);
   ManagerOptions options;
   options.grace = std::chrono::milliseconds(0);
   node->manager_ = std::make_unique<VgpuManager>(store, &node->devices_, node->schedule_.get(), options);
