@@ -2,8 +2,8 @@
 // gRPC layer maps to its status code, and a one-line message naming the
 // problem and its fix.
 //
-// The daemon's logic (VgpuManager) returns these so that it stays free of
-// gRPC; control_service.cc translates. Value type; thread-compatible; an OK
+// The node's logic (VgpuManager) returns these so that it stays free of
+// gRPC; daemon/control_service.cc translates, the CLI prints the message. Value type; thread-compatible; an OK
 // status does not allocate.
 #ifndef GPUSLICE_NODE_API_STATUS_H_
 #define GPUSLICE_NODE_API_STATUS_H_

@@ -1,7 +1,10 @@
 // standalone_node.h — the node's state opened by a command that runs while
-// no daemon answers (`gpuslice set`, `run`, `ls`): the same VgpuManager the
-// daemon serves, with the node's stored policy (policy_file.h), so that a
-// change made standalone writes exactly what the daemon would have.
+// no daemon answers (`gpuslice set`): the same VgpuManager the daemon
+// serves, with the node's stored policy (policy_file.h), so that a change
+// made standalone writes exactly what the daemon would have. (A standalone
+// `gpuslice run` shares node's parsers, GPU selection and stored policy but
+// still creates through core::VgpuStore itself; FIXME(issue 14): route it
+// here too.)
 //
 // What differs from the daemon is only what a short-lived process needs:
 // schedule passes run inline (ScheduleWorker::Passes::kInline) rather than

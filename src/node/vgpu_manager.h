@@ -1,5 +1,8 @@
-// vgpu_manager.h — the daemon's vGPU lifecycle: create or join, list,
-// resize, delete, and garbage collection, over the state directory.
+// vgpu_manager.h — the vGPU lifecycle: create or join, list, resize,
+// delete, and garbage collection, over the state directory. The daemon
+// serves it (daemon/control_service.h); a command run while no daemon
+// answers opens the same manager (standalone_node.h), so both make the same
+// checks and write the same bytes.
 //
 // The store on disk is the state. The manager keeps only what it can rebuild
 // by scanning the store (open mappings, one per vGPU) plus three short-lived,
