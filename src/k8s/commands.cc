@@ -248,6 +248,10 @@ void AddDraPluginCommand(CLI::App& app) {
   cmd->add_option("--plugins-dir", f->options.plugins_dir, "The kubelet's plugins directory (socket in <dir>/<driver>)")
       ->capture_default_str();
   cmd->add_option("--cdi-dir", f->options.cdi_dir, "Where CDI specs are written")->capture_default_str();
+  cmd->add_option("--device-plugin-dir", f->options.device_plugin_dir,
+                  "The kubelet's device-plugins directory; refuse to start while gpuslice's device plugin serves "
+                  "there (empty: skip the check)")
+      ->capture_default_str();
   cmd->add_option("--state-dir", f->options.state_dir,
                   "vGPU state directory (default: $GPUSLICE_STATE_DIR, else /run/gpuslice)");
   cmd->add_option("--library-dir", f->options.container.library_dir,

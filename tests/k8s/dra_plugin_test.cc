@@ -6,7 +6,12 @@
 // provisioner the device plugin uses.
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <filesystem>
 #include <mutex>
@@ -114,6 +119,7 @@ class DraPluginTest : public ::testing::Test {
     options.container.library_dir = dir_ / "lib";
     options.container.dev_root = dir_ / "dev";
     options.health_interval = std::chrono::milliseconds(10);
+    options.device_plugin_dir = dir_ / "device-plugins";
     DraPluginParts parts;
     parts.discovery = std::make_unique<FakeDiscovery>();
     auto health = std::make_unique<ScriptedHealth>();
@@ -435,6 +441,35 @@ TEST_F(DraPluginTest, MalformedClaimGetsItsOwnErrorAndChangesNothing) {
     EXPECT_FALSE(std::filesystem::exists(dir_ / (std::string("cdi/gpu.gpuslice.io-vgpu_") + uid + ".json"))) << uid;
   }
   EXPECT_EQ(json::parse(testing::ReadFile(dir_ / "state/dra/checkpoint.json"))["claims"].size(), 1u);
+}
+
+TEST_F(DraPluginTest, RefusesToServeGpusTheDevicePluginServes) {
+  std::filesystem::create_directories(dir_ / "device-plugins");
+  // A listener on the device plugin's socket, as a running plugin has.
+  {
+    const std::string path = dir_ / "device-plugins/gpuslice-vcore.sock";
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+    const int listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ASSERT_EQ(listen(listener, 4), 0);
+    DraPluginOptions options;
+    options.node_name = "node-a";
+    options.device_plugin_dir = dir_ / "device-plugins";
+    DraPluginParts parts;
+    parts.discovery = std::make_unique<FakeDiscovery>();
+    parts.health = std::make_unique<ScriptedHealth>();
+    parts.api = NewKubeHttpClient({api_.url(), dir_ / "token", api_.ca_file()});
+    parts.provisioner = NewStoreProvisioner(dir_ / "state");
+    auto refused = DraPlugin::Start(options, std::move(parts));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("not both"), std::string::npos) << refused.status().message();
+    close(listener);
+  }
+  // The socket file is left behind, but nothing answers: a stale file does not count.
+  auto plugin = StartPlugin();
+  EXPECT_TRUE(plugin);
 }
 
 TEST_F(DraPluginTest, ServesV1beta1Too) {

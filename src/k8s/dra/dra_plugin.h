@@ -12,7 +12,8 @@
 // whole plugin against fake GPUs and a fake API server. `gpuslice
 // dra-plugin` (commands.cc) passes the real ones.
 //
-// Start() returns once the sockets are served and the first publication was
+// Start() refuses to run while gpuslice's device plugin serves this node
+// (its socket in device_plugin_dir accepts a connection). It returns once the sockets are served and the first publication was
 // tried; Stop() (or destruction) stops the servers and the health thread.
 #ifndef GPUSLICE_K8S_DRA_DRA_PLUGIN_H_
 #define GPUSLICE_K8S_DRA_DRA_PLUGIN_H_
@@ -45,6 +46,10 @@ struct DraPluginOptions {
   std::string state_dir;  // the vGPU store's root; the plugin's own files go in <state_dir>/dra
   ContainerEnvironment container;
   std::chrono::milliseconds health_interval{10000};
+  // The kubelet's device-plugins directory: if gpuslice's device plugin
+  // answers there, Start refuses (one node's GPUs must not be offered twice).
+  // Empty: not checked.
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
 };
 
 struct DraPluginParts {
