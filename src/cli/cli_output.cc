@@ -27,6 +27,10 @@ std::string LinkCode(const pb::Link& link) {
 
 std::string PriorityText(pb::Priority priority) { return priority == pb::PRIORITY_LATENCY_CRITICAL ? "lc" : "be"; }
 
+std::string PriorityText(const pb::Vgpu& v) {
+  return v.priority_rank() == 0 || v.priority_level().empty() ? PriorityText(v.priority()) : v.priority_level();
+}
+
 std::string LimitText(const pb::VgpuDevice& device) {
   return device.memory_unlimited() ? "unlimited" : core::FormatByteSize(device.memory_limit_bytes());
 }
@@ -102,6 +106,8 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["state"] = v.state().empty() ? "ok" : v.state();  // "" from an older daemon
   if (!v.state_detail().empty()) out["state_detail"] = v.state_detail();
   out["priority"] = PriorityText(v.priority());
+  out["priority_level"] = v.priority_level();
+  out["priority_rank"] = v.priority_rank();
   out["persistent"] = v.persistent();
   out["has_members"] = v.has_members();
   out["generation"] = v.generation();
@@ -206,7 +212,7 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
       std::string compute = std::to_string(d.compute_share_pct()) + "%";
       if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
       rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") : "",
-                      i == 0 ? PriorityText(v.priority()) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
+                      i == 0 ? PriorityText(v) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
                       RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
                       SliceText(d),

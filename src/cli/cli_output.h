@@ -31,6 +31,9 @@ std::string VgpuTable(const std::vector<control::v1::Vgpu>& vgpus, const control
 // "4 GiB", or "unlimited".
 std::string LimitText(const control::v1::VgpuDevice& device);
 std::string PriorityText(control::v1::Priority priority);  // "be" / "lc"
+// The vGPU's class ("be" / "lc") when it is at its class's lowest level,
+// else its level's name ("critical"): the PRIORITY column.
+std::string PriorityText(const control::v1::Vgpu& v);
 // "37%", or "-" when absent.
 std::string RatioText(bool present, double ratio);
 // A latency: "313us", "1.45ms", "250ms", "1.00s"; "-" when absent.

@@ -6,6 +6,7 @@
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "node/node_devices.h"
+#include "node/policy_file.h"
 #include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
 
@@ -53,8 +54,11 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   daemon::ToProto(devices, &snapshot.devices);
   if (!with_vgpus) return snapshot;
   // The manager without a schedule only reads: List adopts read-only.
-  node::VgpuManager manager(core::VgpuStore(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir), &devices,
-                              nullptr, {});
+  const core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
+  node::ManagerOptions options;
+  // Unreadable stored levels only cost the names (views say "lc+1").
+  if (auto levels = node::LoadLevels(store.root()); levels.ok()) options.levels = levels.value();
+  node::VgpuManager manager(store, &devices, nullptr, options);
   std::vector<node::VgpuView> views;
   if (node::ApiStatus s = manager.List(name, &views); !s.ok()) return Status::Error(s.message());
   for (const auto& v : views) daemon::ToProto(v, &snapshot.vgpus.emplace_back());

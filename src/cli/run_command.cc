@@ -119,7 +119,6 @@ int RunCommand(const RunOptions& options) {
     memory_limit = parsed.value();
   }
   uint32_t compute_share = 100, compute_cap = 0;
-  core::Priority priority = core::Priority::kBestEffort;
   if (!options.compute.empty()) {
     auto pct = node::ParsePercentFlag("--compute", options.compute);
     if (!pct.ok()) return Fail(pct.status().message());
@@ -129,11 +128,6 @@ int RunCommand(const RunOptions& options) {
     auto pct = node::ParsePercentFlag("--compute-cap", options.compute_cap);
     if (!pct.ok()) return Fail(pct.status().message());
     compute_cap = pct.value() == 100 ? 0 : pct.value();
-  }
-  if (!options.priority.empty()) {
-    auto p = node::ParsePriorityFlag("--priority", options.priority);
-    if (!p.ok()) return Fail(p.status().message());
-    priority = p.value();
   }
   const std::string name = options.name.empty() ? "run-" + std::to_string(getpid()) : options.name;
   if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return Fail("--name: " + s.message());
@@ -170,6 +164,17 @@ int RunCommand(const RunOptions& options) {
   devices.gpus = std::move(all_gpus.value());
   auto gpus = devices.Select(options.gpus);
   if (!gpus.ok()) return Fail(gpus.status().message());
+  core::VgpuStore store(options.state_dir.empty() ? core::VgpuStore::DefaultRoot() : options.state_dir);
+  // A level name means what the daemon would make of it: the node's levels
+  // are stored in the state directory (node/policy_file.h).
+  uint32_t level = core::LevelWord(core::Priority::kBestEffort, 0);
+  if (!options.priority.empty()) {
+    auto levels = node::LoadLevels(store.root());
+    if (!levels.ok()) return Fail(levels.status().message());
+    auto word = node::ParseLevelFlag("--priority", options.priority, levels.value());
+    if (!word.ok()) return Fail(word.status().message());
+    level = word.value();
+  }
 
   core::VgpuSpec spec;
   spec.name = name;
@@ -179,10 +184,10 @@ int RunCommand(const RunOptions& options) {
     d.memory_limit_bytes = memory_limit;
     d.compute_share_pct = compute_share;
     d.compute_cap_pct = compute_cap;
-    d.priority = priority;
+    d.priority = core::LevelClass(level);
+    d.priority_rank = core::LevelRank(level);
     spec.devices.push_back(d);
   }
-  core::VgpuStore store(options.state_dir.empty() ? core::VgpuStore::DefaultRoot() : options.state_dir);
   const bool spec_is_explicit = !options.memory.empty() || !options.gpus.empty();
   bool created = false;
   auto dir = store.CreateOrJoin(spec, spec_is_explicit, &created);
@@ -195,11 +200,12 @@ int RunCommand(const RunOptions& options) {
   if (!created && compute_is_explicit) {
     const core::DeviceLimit& d = handle->limits().devices[0];
     if (d.compute_share_pct != compute_share || d.compute_cap_pct != compute_cap ||
-        d.priority != static_cast<uint32_t>(priority)) {
+        d.priority != level) {
       close(membership.value());
       return Fail("vGPU '" + name + "' already exists with --compute " + std::to_string(d.compute_share_pct) +
                   (d.compute_cap_pct != 0 ? " --compute-cap " + std::to_string(d.compute_cap_pct) : "") +
-                  " --priority " + (d.priority == 1 ? "lc" : "be") +
+                  " --priority " + (core::LevelClass(d.priority) == core::Priority::kLatencyCritical ? "lc" : "be") +
+                  (core::LevelRank(d.priority) != 0 ? "+" + std::to_string(core::LevelRank(d.priority)) : "") +
                   "; join it without --compute/--compute-cap/--priority, or pick another --name");
     }
   }
@@ -257,7 +263,8 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--compute-cap", options->compute_cap,
                   "Hard compute ceiling in percent (1-100) of GPU time, even when the GPU is otherwise idle");
   run->add_option("--priority", options->priority,
-                  "lc (latency-critical: takes the GPU from best-effort work) or be (best-effort, default)");
+                  "A priority level: lc (latency-critical: takes the GPU from best-effort work), be (best-effort, default), "
+                  "or one of the node's levels (default: critical, high, normal, low; docs/configuration.md)");
   run->add_option("--audit", options->audit,
                   "What the memory audit does to a process of the command that holds GPU memory its vGPU does not "
                   "account (report, deny: SIGSTOP, kill; default kill), or off")

@@ -49,12 +49,7 @@ StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::str
     if (!pct.ok()) return pct.status();
     request.set_compute_cap_pct(pct.value());
   }
-  if (!o.priority.empty()) {
-    auto p = node::ParsePriorityFlag("--priority", o.priority);
-    if (!p.ok()) return p.status();
-    request.set_priority(p.value() == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL
-                                                                       : pb::PRIORITY_BEST_EFFORT);
-  }
+  request.set_priority_level(o.priority);  // "": the daemon's default; resolved by the daemon's levels
   request.set_join_existing(true);
   request.set_client_pid(static_cast<uint32_t>(getpid()));
   return request;

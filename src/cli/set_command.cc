@@ -71,12 +71,11 @@ int RunSet(const SetOptions& o) {
     if (!pct.ok()) return Fail(pct.status().message());
     resize.compute_cap_pct = pct.value();
   }
-  if (!o.priority.empty()) {
-    auto p = node::ParsePriorityFlag("--priority", o.priority);
-    if (!p.ok()) return Fail(p.status().message());
-    resize.priority = p.value();
-  }
-  if (!resize.memory_limit_bytes && !resize.compute_share_pct && !resize.compute_cap_pct && !resize.priority) {
+  // A level name resolves where the node's levels are: in the daemon, or in
+  // the standalone manager (which loads the stored levels).
+  resize.priority_level = o.priority;
+  if (!resize.memory_limit_bytes && !resize.compute_share_pct && !resize.compute_cap_pct &&
+      resize.priority_level.empty()) {
     return Fail("nothing to change; give --memory, --compute, --compute-cap or --priority, e.g. gpuslice set " +
                 o.name + " --memory 8GiB");
   }
@@ -94,10 +93,7 @@ int RunSet(const SetOptions& o) {
     }
     if (resize.compute_share_pct) request.set_compute_share_pct(*resize.compute_share_pct);
     if (resize.compute_cap_pct) request.set_compute_cap_pct(*resize.compute_cap_pct);
-    if (resize.priority) {
-      request.set_priority(*resize.priority == core::Priority::kLatencyCritical ? pb::PRIORITY_LATENCY_CRITICAL
-                                                                                : pb::PRIORITY_BEST_EFFORT);
-    }
+    request.set_priority_level(resize.priority_level);
     request.set_force(resize.force);
     auto response = client->ResizeVgpu(request);
     if (response.ok())
@@ -118,7 +114,7 @@ int RunSet(const SetOptions& o) {
     const auto& d = v.devices(0);
     what = "memory " + LimitText(d) + ", compute " + std::to_string(d.compute_share_pct()) + "%" +
            (d.compute_cap_pct() != 0 ? " cap " + std::to_string(d.compute_cap_pct()) + "%" : "") + ", priority " +
-           PriorityText(v.priority());
+           PriorityText(v);
   }
   std::cout << "vGPU '" << v.name() << "': " << what << "; in force for its " << v.processes_size() << " process(es)\n";
   return 0;
@@ -133,7 +129,8 @@ void AddSetCommand(CLI::App& app) {
   cmd->add_option("--memory", o->memory, "Device memory limit per GPU (4GiB, 512MiB, ...) or 'unlimited'");
   cmd->add_option("--compute", o->compute, "Compute share in percent (1-100)");
   cmd->add_option("--compute-cap", o->compute_cap, "Hard compute ceiling in percent (1-100; 100 = none)");
-  cmd->add_option("--priority", o->priority, "lc (latency-critical) or be (best-effort)");
+  cmd->add_option("--priority", o->priority, "a priority level: lc (latency-critical), be (best-effort) or one of the node's levels "
+                  "(default: critical, high, normal, low)");
   cmd->add_flag("--force", o->force,
                 "Shrink memory below current use anyway: new allocations are refused until usage falls below it");
   cmd->add_flag("--json", o->json, "Print the vGPU after the change as JSON");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
@@ -16,6 +17,7 @@
 #include "config/config_checks.h"
 #include "config/quote.h"
 #include "config/yaml_document.h"
+#include "task/task_levels.h"
 #include "core/byte_size.h"
 
 namespace gpuslice::config {
@@ -175,6 +177,32 @@ Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string&
   return Status::Ok();
 }
 
+// `levels:` is kept as its own YAML document and checked by the task API's
+// parser, which `gpuslice run/set` and the daemon resolve names with.
+Status ParseLevels(const Reader& r, const YAML::Node& v, const std::string& key, std::string* out) {
+  YAML::Node doc;
+  doc["levels"] = v;
+  YAML::Emitter emitter;
+  emitter << doc;
+  // The parser's errors start "<origin>: levels[i]: ..."; the reader adds
+  // the file, line and key itself.
+  constexpr char kOrigin[] = "@";
+  auto table = task::LevelTable::Parse(emitter.c_str(), kOrigin);
+  if (!table.ok()) {
+    std::string why = table.status().message();
+    if (why.rfind(std::string(kOrigin) + ": ", 0) == 0) why = why.substr(3);
+    // "levels[i]: ...": point at entry i's line.
+    size_t i = 0;
+    if (sscanf(why.c_str(), "levels[%zu]: ", &i) == 1 && v.IsSequence() && i < v.size()) {
+      const size_t colon = why.find(": ");
+      return r.Error(v[i], key + "[" + std::to_string(i) + "]", why.substr(colon + 2));
+    }
+    return r.Error(v, key, why);
+  }
+  *out = std::string(emitter.c_str()) + "\n";
+  return Status::Ok();
+}
+
 Status ParseMemory(const Reader& r, const YAML::Node& v, const std::string& key, std::optional<uint64_t>* out) {
   if (v.IsNull()) {
     out->reset();  // explicitly the whole GPU
@@ -248,6 +276,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"defaults", [&](N v, K k) { return r.Map(v, k, defaults); }},
       {"timeslices", [&](N v, K k) { return r.Map(v, k, timeslices); }},
       {"audit", [&](N v, K k) { return r.Map(v, k, audit); }},
+      {"levels", [&](N v, K k) { return ParseLevels(r, v, k, &c.levels_yaml); }},
       {"reap_interval_ms", [&](N v, K k) { return r.Uint32(v, k, &c.reap_interval_ms); }},
       {"log_level", [&](N v, K k) { return r.String(v, k, &c.log_level); }},
   };

@@ -56,6 +56,11 @@ struct DaemonConfig {
     core::Priority priority = core::Priority::kBestEffort;
   } defaults;
   policy::TimeslicePolicyConfig timeslices;
+  // The node's priority levels, as the YAML document `levels: [...]`
+  // (task/task_levels.h; docs/configuration.md); "": the default levels.
+  // `gpuslice run/set --priority NAME` and the control API resolve names
+  // through them.
+  std::string levels_yaml;
   // The memory audit (audit/memory_audit.h): nullopt = off.
   struct Audit {
     std::optional<audit::AuditAction> action = audit::AuditAction::kKill;       // unaccounted, over_limit

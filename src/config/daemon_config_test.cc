@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "task/task_levels.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -87,7 +89,7 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "(docs/configuration.md)"},
       {"version: 1\nsockets: {}\n",
        "c.yaml:2: sockets: unknown key; the keys at the top level are version, state_dir, socket, metrics, "
-       "defaults, timeslices, audit, reap_interval_ms, log_level (docs/configuration.md)"},
+       "defaults, timeslices, audit, levels, reap_interval_ms, log_level (docs/configuration.md)"},
       {"version: 1\nmetrics:\n  address: 0.0.0.0:9400\n",
        "c.yaml:3: metrics.address: \"0.0.0.0:9400\" is not a loopback address; set metrics.allow_remote: true "
        "to serve other hosts, or use 127.0.0.1:PORT"},
@@ -169,6 +171,22 @@ TEST(DaemonConfigTest, BadSizesAndSyntaxAreOneLineErrors) {
   }
   // Deep nesting is refused by yaml-cpp's depth guard, not a stack overflow.
   EXPECT_FALSE(Parse("version: 1\nx: " + std::string(100000, '[')).ok());
+}
+
+TEST(DaemonConfigTest, LevelsAreKeptAsTheirOwnDocumentAndCheckedByTheTaskParser) {
+  StatusOr<DaemonConfig> c =
+      Parse("version: 1\nlevels:\n  - {name: gold, class: lc, slo_ms: 5}\n  - {name: tin, class: be}\n");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto table = task::LevelTable::Parse(c->levels_yaml, "stored");
+  ASSERT_TRUE(table.ok()) << table.status().message() << "\n" << c->levels_yaml;
+  EXPECT_EQ(table->Names(), "gold, lc, tin, be");
+  EXPECT_EQ(table->levels()[0].slo_ns, 5'000'000u);
+  EXPECT_TRUE(Parse("version: 1\n")->levels_yaml.empty()) << "no `levels:`: the default levels";
+  EXPECT_EQ(ErrorOf("version: 1\nlevels:\n  - {name: be, class: be}\n"),
+            "c.yaml:3: levels[0]: `be` is a built-in level; give yours another name");
+  EXPECT_EQ(ErrorOf("version: 1\nlevels:\n  - {name: low, class: be}\n  - {name: hi, class: lc}\n"),
+            "c.yaml:4: levels[1]: latency-critical level `hi` is listed below a best-effort one; list every "
+            "`class: lc` level first (every latency-critical level is above every best-effort one)");
 }
 
 TEST(DaemonConfigTest, RemoteMetricsAllowedWhenAskedOrDisabled) {

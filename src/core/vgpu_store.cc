@@ -215,7 +215,7 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
     d.memory_limit_bytes = spec.devices[i].memory_limit_bytes;
     d.compute_share_pct = spec.devices[i].compute_share_pct;
     d.compute_cap_pct = spec.devices[i].compute_cap_pct;
-    d.priority = static_cast<uint32_t>(spec.devices[i].priority);
+    d.priority = LevelWord(spec.devices[i].priority, spec.devices[i].priority_rank);
     d.flags = kDeviceFlagPresent;
   }
   auto ledger = std::make_unique<Ledger>();

@@ -37,6 +37,7 @@ struct DeviceSpec {
   uint32_t compute_share_pct = 100;
   uint32_t compute_cap_pct = 0;
   Priority priority = Priority::kBestEffort;
+  uint32_t priority_rank = 0;  // the level's rank within its class (LevelWord)
 };
 
 struct VgpuSpec {

@@ -42,6 +42,8 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_name(view.name);
   out->set_dir(view.dir);
   out->set_priority(ToProto(view.priority));
+  out->set_priority_level(view.priority_level);
+  out->set_priority_rank(view.priority_rank);
   out->set_persistent(view.persistent);
   out->set_generation(view.generation);
   out->set_has_members(view.has_members);
@@ -120,6 +122,7 @@ grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVg
   if (request->has_compute_share_pct()) o.compute_share_pct = request->compute_share_pct();
   if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
   if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
+  o.priority_level = request->priority_level();
   o.join_existing = request->join_existing();
   o.persistent = request->persistent();
   o.client_pid = request->client_pid();
@@ -152,6 +155,7 @@ grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVg
   if (request->has_compute_share_pct()) o.compute_share_pct = request->compute_share_pct();
   if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
   if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
+  o.priority_level = request->priority_level();
   o.force = request->force();
   node::VgpuView after;
   if (node::ApiStatus s = manager_->Resize(o, &after); !s.ok()) return ToGrpc(s);

@@ -156,11 +156,16 @@ int RunDaemon(const config::DaemonConfig& config) {
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
   // Standalone commands (no daemon answering) schedule with these constants.
   if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
+  // ... and resolve `--priority NAME` through these levels.
+  if (Status s = node::StoreLevels(state_dir, config.levels_yaml); !s.ok()) return Fail(s.message());
+  auto levels = node::LoadLevels(state_dir);
+  if (!levels.ok()) return Fail(levels.status().message());
   node::ScheduleWorker schedule(node::ScheduleWorker::NodeSchedule(store, timeslices));
   node::ManagerOptions options;
   options.default_memory_bytes = config.defaults.memory_bytes;
   options.default_compute_pct = config.defaults.compute_pct;
   options.default_priority = config.defaults.priority;
+  options.levels = levels.value();
   options.group = group;
   node::VgpuManager manager(store, &devices.value(), &schedule, options);
   const size_t adopted = manager.Adopt();

@@ -19,11 +19,15 @@ StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& 
   return value;
 }
 
-StatusOr<core::Priority> ParsePriorityFlag(const std::string& flag, const std::string& text) {
-  if (text == "be" || text == "best_effort") return core::Priority::kBestEffort;
-  if (text == "lc" || text == "latency_critical") return core::Priority::kLatencyCritical;
-  return Status::Error(flag + ": '" + text + "' is not a priority; write " + flag + " lc (latency-critical) or " +
-                       flag + " be (best-effort)");
+StatusOr<uint32_t> ParseLevelFlag(const std::string& flag, const std::string& text,
+                                  const task::LevelTable& levels) {
+  // The long spellings `run` and `set` have always taken.
+  if (text == "best_effort") return core::LevelWord(core::Priority::kBestEffort, 0);
+  if (text == "latency_critical") return core::LevelWord(core::Priority::kLatencyCritical, 0);
+  if (auto i = levels.Find(text)) return levels.levels()[*i].word;
+  return Status::Error(flag + ": '" + text + "' is not a priority level; write " + flag +
+                       " and one of: " + levels.Names() + " (lc: latency-critical, be: best-effort; the node's "
+                       "levels come from the daemon config's `levels:`, docs/configuration.md)");
 }
 
 StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text) {

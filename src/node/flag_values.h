@@ -12,13 +12,16 @@
 
 #include "core/status.h"
 #include "core/vgpu_layout.h"
+#include "task/task_levels.h"
 
 namespace gpuslice::node {
 
 // A whole percentage, 1..100.
 StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text);
-// "be" / "best_effort", "lc" / "latency_critical".
-StatusOr<core::Priority> ParsePriorityFlag(const std::string& flag, const std::string& text);
+// A level's name (task/task_levels.h: the node's configured levels, `lc`
+// and `be`) or "best_effort" / "latency_critical", as its level word
+// (core::LevelWord).
+StatusOr<uint32_t> ParseLevelFlag(const std::string& flag, const std::string& text, const task::LevelTable& levels);
 // Below this a limit holds not even a CUDA context's bookkeeping; the
 // control API and the CLI refuse it with the same words.
 inline constexpr uint64_t kMinMemoryLimitBytes = 1ull << 20;

@@ -28,13 +28,10 @@ std::vector<std::pair<const char*, uint64_t policy::TimeslicePolicyConfig::*>> F
 }
 
 std::string PathOf(const std::string& root) { return root + "/" + kPolicyFileName; }
+std::string LevelsPathOf(const std::string& root) { return root + "/" + kLevelsFileName; }
 
-}  // namespace
-
-Status StorePolicyConfig(const std::string& state_root, const policy::TimeslicePolicyConfig& config) {
-  std::string text;
-  for (const auto& [key, field] : Fields()) text += std::string(key) + " " + std::to_string(config.*field) + "\n";
-  const std::string path = PathOf(state_root);
+// Temporary file + rename: a reader sees the old file or the new one whole.
+Status WriteWhole(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -49,6 +46,14 @@ Status StorePolicyConfig(const std::string& state_root, const policy::TimesliceP
     return Status::Error("cannot write " + path + ": " + why + "; make the state directory writable");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status StorePolicyConfig(const std::string& state_root, const policy::TimeslicePolicyConfig& config) {
+  std::string text;
+  for (const auto& [key, field] : Fields()) text += std::string(key) + " " + std::to_string(config.*field) + "\n";
+  return WriteWhole(PathOf(state_root), text);
 }
 
 StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& state_root) {
@@ -85,6 +90,29 @@ StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& stat
     }
   }
   return config;
+}
+
+Status StoreLevels(const std::string& state_root, const std::string& levels_yaml) {
+  const std::string path = LevelsPathOf(state_root);
+  if (levels_yaml.empty()) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::Error("cannot remove " + path + ": " + strerror(errno) + "; make the state directory writable");
+    }
+    return Status::Ok();
+  }
+  return WriteWhole(path, levels_yaml);
+}
+
+StatusOr<task::LevelTable> LoadLevels(const std::string& state_root) {
+  const std::string path = LevelsPathOf(state_root);
+  if (access(path.c_str(), F_OK) != 0 && errno == ENOENT) return task::LevelTable::Defaults();
+  auto table = task::LevelTable::Load(path);
+  if (!table.ok()) {
+    return Status::Error(table.status().message() +
+                         " (the daemon stores its config's `levels:` there; restart it to rewrite the file, or "
+                         "delete the file to use the default levels)");
+  }
+  return table;
 }
 
 }  // namespace gpuslice::node

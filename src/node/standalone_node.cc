@@ -9,6 +9,8 @@ StatusOr<std::unique_ptr<StandaloneNode>> StandaloneNode::Open(const std::string
   core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
   auto config = LoadPolicyConfig(store.root());
   if (!config.ok()) return config.status();
+  auto levels = LoadLevels(store.root());
+  if (!levels.ok()) return levels.status();
   std::unique_ptr<StandaloneNode> node(new StandaloneNode());
   // NVML names the GPUs; without it, everything but create still works.
   if (auto nvml = port::NvmlLibrary::Open(); nvml.ok()) {
@@ -18,6 +20,7 @@ StatusOr<std::unique_ptr<StandaloneNode>> StandaloneNode::Open(const std::string
                                                      ScheduleWorker::Passes::kInline);
   ManagerOptions options;
   options.grace = std::chrono::milliseconds(0);
+  options.levels = levels.value();
   node->manager_ = std::make_unique<VgpuManager>(store, &node->devices_, node->schedule_.get(), options);
   return node;
 }

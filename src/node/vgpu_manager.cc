@@ -40,7 +40,23 @@ std::string Limit(uint64_t bytes) {
   return bytes == core::kUnlimited ? std::string("unlimited") : core::FormatByteSize(bytes);
 }
 
-const char* PriorityName(uint32_t p) { return p == 1 ? "lc" : "be"; }
+// The level word a request asks for (nullopt: none): a class is its rank
+// 0, a name resolves through the node's levels.
+ApiStatus RequestedLevel(const task::LevelTable& levels, const std::optional<core::Priority>& priority,
+                         const std::string& level_name, std::optional<uint32_t>* level) {
+  level->reset();
+  if (priority) *level = core::LevelWord(*priority, 0);
+  if (level_name.empty()) return ApiStatus::Ok();
+  // Named as the CLI flag: that is where users type it (the API field is priority_level).
+  auto word = ParseLevelFlag("--priority", level_name, levels);
+  if (!word.ok()) return {ApiCode::kInvalidArgument, word.status().message()};
+  if (priority && core::LevelClass(word.value()) != *priority) {
+    return {ApiCode::kInvalidArgument, "priority and priority level '" + level_name +
+                                           "' name different classes; give only the level"};
+  }
+  *level = word.value();
+  return ApiStatus::Ok();
+}
 
 ApiStatus CheckPercent(const char* what, const std::optional<uint32_t>& pct) {
   if (pct && (*pct < 1 || *pct > 100)) {
@@ -166,6 +182,8 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   }
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  std::optional<uint32_t> level;
+  if (auto s = RequestedLevel(options_.levels, o.priority, o.priority_level, &level); !s.ok()) return s;
   if (o.memory_limit_bytes) {
     if (std::string why = MemoryLimitProblem(*o.memory_limit_bytes); !why.empty()) {
       return {ApiCode::kInvalidArgument, why};
@@ -183,7 +201,9 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     d.memory_limit_bytes = o.memory_limit_bytes.value_or(options_.default_memory_bytes.value_or(core::kUnlimited));
     d.compute_share_pct = o.compute_share_pct.value_or(options_.default_compute_pct);
     d.compute_cap_pct = o.compute_cap_pct.value_or(100) == 100 ? 0 : *o.compute_cap_pct;
-    d.priority = o.priority.value_or(options_.default_priority);
+    const uint32_t word = level.value_or(core::LevelWord(options_.default_priority, 0));
+    d.priority = core::LevelClass(word);
+    d.priority_rank = core::LevelRank(word);
     spec.devices.push_back(d);
   }
 
@@ -214,9 +234,9 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     }
     if ((o.compute_share_pct && Load(d0.compute_share_pct) != *o.compute_share_pct) ||
         (o.compute_cap_pct && Load(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
-        (o.priority && Load(d0.priority) != static_cast<uint32_t>(*o.priority))) {
+        (level && Load(d0.priority) != *level)) {
       mismatch = "compute share " + std::to_string(Load(d0.compute_share_pct)) + "%, priority " +
-                 PriorityName(Load(d0.priority));
+                 options_.levels.NameOf(Load(d0.priority));
     }
     if (!mismatch.empty()) {
       return {ApiCode::kFailedPrecondition,
@@ -275,12 +295,14 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   if (ApiStatus s = CheckName(o.name); !s.ok()) return s;
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  std::optional<uint32_t> level;
+  if (auto s = RequestedLevel(options_.levels, o.priority, o.priority_level, &level); !s.ok()) return s;
   if (o.memory_limit_bytes) {
     if (std::string why = MemoryLimitProblem(*o.memory_limit_bytes); !why.empty()) {
       return {ApiCode::kInvalidArgument, why};
     }
   }
-  if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !o.priority) {
+  if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !level) {
     return {ApiCode::kInvalidArgument, "nothing to change; give --memory, --compute, --compute-cap or --priority"};
   }
   std::unique_lock<std::mutex> lock(mu_);
@@ -320,7 +342,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
       if (o.memory_limit_bytes) Store(d.memory_limit_bytes, *o.memory_limit_bytes);
       if (o.compute_share_pct) Store(d.compute_share_pct, *o.compute_share_pct);
       if (o.compute_cap_pct) Store(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
-      if (o.priority) Store(d.priority, static_cast<uint32_t>(*o.priority));
+      if (level) Store(d.priority, *level);
     }
   };
   const auto bump = [w] {
@@ -331,13 +353,13 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
                o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",
                o.compute_share_pct ? " compute " + std::to_string(*o.compute_share_pct) + "%" : "",
                o.compute_cap_pct ? " cap " + std::to_string(*o.compute_cap_pct) + "%" : "",
-               o.priority ? std::string(" priority ") + PriorityName(static_cast<uint32_t>(*o.priority)) : "");
+               level ? " priority " + options_.levels.NameOf(*level) : "");
   // One change, one generation bump. Shares and priority become timeslices
   // through the node schedule, which writes them and bumps once for both:
   // the values are written inside its pass (no other pass in between) and
   // the pass runs before answering, so the change is in force when `set`
   // returns. Anything else is written and bumped here.
-  if (!(o.compute_share_pct || o.compute_cap_pct || o.priority) || schedule_ == nullptr) {
+  if (!(o.compute_share_pct || o.compute_cap_pct || level) || schedule_ == nullptr) {
     write();
     bump();
   } else {
@@ -439,6 +461,7 @@ ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* view
 VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   VgpuView view = ReadVgpuView(m.handle, *devices_);
   view.persistent = m.persistent;
+  view.priority_level = options_.levels.NameOf(core::LevelWord(view.priority, view.priority_rank));
   for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
     view.devices[i].compute_measured_ratio = m.measured[i];
   }

@@ -44,6 +44,7 @@
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "node/vgpu_view.h"
+#include "task/task_levels.h"
 
 namespace gpuslice::node {
 
@@ -52,6 +53,10 @@ struct ManagerOptions {
   std::optional<uint64_t> default_memory_bytes;  // unset: unlimited
   uint32_t default_compute_pct = 100;
   core::Priority default_priority = core::Priority::kBestEffort;
+  // The node's priority levels (the config's `levels:`, stored in the state
+  // directory: policy_file.h): names in requests resolve through them, and
+  // views name each vGPU's level with them.
+  task::LevelTable levels = task::LevelTable::Defaults();
   // How long a vGPU handed to a client that gave no pid (or was adopted at
   // start) is kept before it may be collected: covers the moment between the
   // answer and the client's membership lock.
@@ -70,7 +75,8 @@ struct CreateOptions {
   std::optional<uint64_t> memory_limit_bytes;
   std::optional<uint32_t> compute_share_pct;
   std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
-  std::optional<core::Priority> priority;
+  std::optional<core::Priority> priority;  // a class: its lowest level (`lc`, `be`)
+  std::string priority_level;              // or a level by name ("": none), as `--priority` takes it
   bool join_existing = false;
   bool persistent = false;
   uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
@@ -88,7 +94,8 @@ struct ResizeOptions {
   std::optional<uint64_t> memory_limit_bytes;  // core::kUnlimited lifts the limit
   std::optional<uint32_t> compute_share_pct;
   std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
-  std::optional<core::Priority> priority;
+  std::optional<core::Priority> priority;  // a class: its lowest level (`lc`, `be`)
+  std::string priority_level;              // or a level by name ("": none), as `--priority` takes it
   bool force = false;
 };
 

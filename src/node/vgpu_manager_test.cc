@@ -493,5 +493,70 @@ TEST_F(LcLatencyTest, AFreshManagerWithoutSamplesReportsTheLifetime) {
   EXPECT_NEAR(*v.p50_seconds, 250e-6, 1e-9);  // 1.5 of 3 through (200, 300] µs
 }
 
+// Levels (issue 12): a name resolves through the node's levels to a level
+// word in the limits, which is what the pacing board and the node schedule
+// order by; views name it back.
+TEST_F(VgpuManagerTest, PriorityLevelsResolveToLevelWordsAndBack) {
+  ManagerOptions o;
+  auto levels = task::LevelTable::Parse(
+      "levels:\n  - {name: gold, class: lc}\n  - {name: silver, class: lc}\n  - {name: bronze, class: be}\n"
+      "  - {name: scrap, class: be}\n",
+      "test");
+  ASSERT_TRUE(levels.ok()) << levels.status().message();
+  o.levels = levels.value();
+  VgpuManager m(core::VgpuStore(root_), &devices_, &schedule_, o);
+  CreateResult r;
+  CreateOptions gold = Create("g");
+  gold.priority_level = "gold";
+  ASSERT_TRUE(m.Create(gold, &r).ok());
+  auto handle = core::VgpuHandle::Open(r.dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok());
+  EXPECT_EQ(handle->limits().devices[0].priority, core::LevelWord(core::Priority::kLatencyCritical, 1));
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m.List("g", &views).ok());
+  EXPECT_EQ(views[0].priority, core::Priority::kLatencyCritical);
+  EXPECT_EQ(views[0].priority_rank, 1u);
+  EXPECT_EQ(views[0].priority_level, "gold");
+  control::v1::Vgpu pb;
+  daemon::ToProto(views[0], &pb);
+  EXPECT_EQ(pb.priority_level(), "gold");
+  EXPECT_EQ(pb.priority_rank(), 1u);
+
+  // `lc` is the lowest LC level: joining gold with it is a different level.
+  CreateOptions join = Create("g", std::nullopt);
+  join.gpus.clear();
+  join.join_existing = true;
+  join.priority = core::Priority::kLatencyCritical;
+  ApiStatus s = m.Create(join, &r);
+  EXPECT_EQ(s.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("priority gold"), std::string::npos) << s.message();
+  join.priority.reset();
+  join.priority_level = "gold";
+  EXPECT_TRUE(m.Create(join, &r).ok());
+
+  // Resize by name; the schedule pass writes it with one bump.
+  ResizeOptions down;
+  down.name = "g";
+  down.priority_level = "bronze";
+  VgpuView after;
+  ASSERT_TRUE(m.Resize(down, &after).ok());
+  EXPECT_EQ(handle->limits().devices[0].priority, core::LevelWord(core::Priority::kBestEffort, 1));
+  EXPECT_EQ(after.priority_level, "bronze");
+
+  // Unknown names and contradictions are refused by name, nothing changed.
+  down.priority_level = "platinum";
+  s = m.Resize(down, &after);
+  EXPECT_EQ(s.code(), ApiCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gold, silver, lc, bronze, scrap, be"), std::string::npos) << s.message();
+  down.priority_level = "gold";
+  down.priority = core::Priority::kBestEffort;
+  EXPECT_EQ(m.Resize(down, &after).code(), ApiCode::kInvalidArgument);
+  EXPECT_EQ(handle->limits().devices[0].priority, core::LevelWord(core::Priority::kBestEffort, 1));
+  CreateOptions bad = Create("x");
+  bad.priority_level = "platinum";
+  EXPECT_EQ(m.Create(bad, &r).code(), ApiCode::kInvalidArgument);
+  EXPECT_FALSE(Exists("x"));
+}
+
 }  // namespace
 }  // namespace gpuslice::node

@@ -83,12 +83,17 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     dv.memory_used_bytes = account.UsedBytes(i);
     dv.compute_share_pct = Load(d.compute_share_pct);
     dv.compute_cap_pct = Load(d.compute_cap_pct);
-    dv.priority = static_cast<core::Priority>(Load(d.priority));
+    const uint32_t level = Load(d.priority);  // a level word: class and rank
+    dv.priority = core::LevelClass(level);
+    dv.priority_rank = core::LevelRank(level);
     dv.timeslice_us = Load(d.timeslice_us);
     dv.timeslice_beside_lc_us = Load(d.timeslice_beside_lc_us);
     view.devices.push_back(std::move(dv));
   }
-  if (!view.devices.empty()) view.priority = view.devices[0].priority;
+  if (!view.devices.empty()) {
+    view.priority = view.devices[0].priority;
+    view.priority_rank = view.devices[0].priority_rank;
+  }
 
   const uint32_t high_water = std::min(Load(ledger.slot_high_water), core::kMaxProcesses);
   for (uint32_t s = 0; s < high_water; ++s) {

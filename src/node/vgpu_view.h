@@ -30,7 +30,8 @@ struct VgpuDeviceView {
   uint64_t memory_used_bytes = 0;
   uint32_t compute_share_pct = 100;
   uint32_t compute_cap_pct = 0;
-  core::Priority priority = core::Priority::kBestEffort;
+  core::Priority priority = core::Priority::kBestEffort;  // the level's class
+  uint32_t priority_rank = 0;                             // its rank in the class (core::LevelRank)
   uint64_t timeslice_us = 0;
   uint64_t timeslice_beside_lc_us = 0;
   uint64_t applied_timeslice_us = 0;  // the largest any live process set
@@ -70,6 +71,8 @@ struct VgpuView {
   bool has_members = false;
   uint64_t generation = 0;
   core::Priority priority = core::Priority::kBestEffort;  // the first device's
+  uint32_t priority_rank = 0;                             // the first device's
+  std::string priority_level;  // its level's name; set by VgpuManager, which knows the node's levels
   std::vector<VgpuDeviceView> devices;
   std::vector<VgpuProcessView> processes;
   uint64_t denied_allocations = 0;

@@ -142,4 +142,12 @@ std::string LevelTable::Names() const {
   return names;
 }
 
+std::string LevelTable::NameOf(uint32_t word) const {
+  for (const Level& level : levels_) {
+    if (level.word == word) return level.name;
+  }
+  return std::string(core::LevelClass(word) == Priority::kLatencyCritical ? "lc" : "be") + "+" +
+         std::to_string(core::LevelRank(word));
+}
+
 }  // namespace gpuslice::task

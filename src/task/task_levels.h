@@ -50,6 +50,10 @@ class LevelTable {
   std::optional<size_t> Find(const std::string& name) const;
   // "critical, high, ..." for error messages.
   std::string Names() const;
+  // The name of the level with this word: the configured one where a
+  // configured level shares it with a built-in; "lc+2" for a word no level
+  // has (a vGPU made under another table).
+  std::string NameOf(uint32_t word) const;
 
  private:
   static LevelTable Make(std::vector<Level> configured);

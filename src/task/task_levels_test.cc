@@ -83,5 +83,13 @@ TEST(TaskLevelsTest, AMissingFileSaysWhatToGive) {
   EXPECT_NE(table.status().message().find("cannot be read"), std::string::npos);
 }
 
+TEST(TaskLevelsTest, NameOfPrefersTheConfiguredNameAndSpellsUnknownWords) {
+  const LevelTable table = LevelTable::Defaults();
+  EXPECT_EQ(table.NameOf(core::LevelWord(core::Priority::kLatencyCritical, 1)), "critical");
+  EXPECT_EQ(table.NameOf(core::LevelWord(core::Priority::kLatencyCritical, 0)), "high");  // not "lc"
+  EXPECT_EQ(table.NameOf(core::LevelWord(core::Priority::kBestEffort, 0)), "low");
+  EXPECT_EQ(table.NameOf(core::LevelWord(core::Priority::kBestEffort, 7)), "be+7");
+}
+
 }  // namespace
 }  // namespace gpuslice::task

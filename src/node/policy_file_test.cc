@@ -1,0 +1,50 @@
+#include "node/policy_file.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace gpuslice::node {
+namespace {
+
+class PolicyFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gs-policy-XXXXXX";
+    root_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  std::string root_;
+};
+
+TEST_F(PolicyFileTest, StoredLevelsAreWhatEveryStandaloneCommandResolvesWith) {
+  // Nothing stored: the default levels.
+  auto none = LoadLevels(root_);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->Find("critical").has_value());
+
+  ASSERT_TRUE(StoreLevels(root_, "levels:\n  - {name: gold, class: lc}\n  - {name: tin, class: be}\n").ok());
+  auto stored = LoadLevels(root_);
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  EXPECT_EQ(stored->Names(), "gold, lc, tin, be");
+  EXPECT_EQ(std::filesystem::status(root_ + "/levels.yaml").permissions() & std::filesystem::perms::all,
+            std::filesystem::perms(0644));
+
+  // A daemon restarted without `levels:` takes the stored ones away.
+  ASSERT_TRUE(StoreLevels(root_, "").ok());
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/levels.yaml"));
+  EXPECT_TRUE(LoadLevels(root_)->Find("critical").has_value());
+}
+
+TEST_F(PolicyFileTest, ACorruptLevelsFileIsAnErrorNamingTheFix) {
+  std::ofstream(root_ + "/levels.yaml") << "levels: [oops";
+  auto bad = LoadLevels(root_);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(root_ + "/levels.yaml"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("delete the file to use the default levels"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuslice::node
