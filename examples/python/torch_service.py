@@ -72,6 +72,7 @@ def main(argv=None):
     ap.add_argument("--rate", type=float, default=100.0, help="requests per second")
     ap.add_argument("--slo-ms", type=float, default=10.0)
     ap.add_argument("--warmup", type=int, default=10, help="requests and steps run before measuring")
+    ap.add_argument("--no-slo-reaction", action="store_true", help="measure SLO pressure but do not react to it")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.slo_ms <= 0:
         ap.error("--seconds, --rate and --slo-ms must be above 0")
@@ -83,7 +84,7 @@ def main(argv=None):
         if args.mode != "serve":
             train_fn()
 
-    with gpuslice.Scheduler(workers=3) as sched:
+    with gpuslice.Scheduler(workers=3, slo_reaction=not args.no_slo_reaction) as sched:
         infer = sched.latency_critical(priority="high", slo_ms=args.slo_ms)(infer_fn)
         train_step = sched.best_effort(priority="low")(train_fn)
         stop = threading.Event()
@@ -121,7 +122,8 @@ def main(argv=None):
            "in_vgpu_library": gpuslice.library_loaded()}
     if args.mode != "train":
         out.update(requests=m["high"].count, p50_ms=m["high"].p50_ms, p99_ms=m["high"].p99_ms,
-                   slo_ms=args.slo_ms, slo_misses=m["high"].slo_misses, failed=m["high"].failed)
+                   slo_ms=args.slo_ms, slo_misses=m["high"].slo_misses, failed=m["high"].failed,
+                   slo_reaction=not args.no_slo_reaction)
     if args.mode != "serve":
         out.update(train_steps=steps, train_steps_per_s=round(steps / elapsed, 2))
     print(json.dumps(out), flush=True)

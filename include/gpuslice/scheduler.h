@@ -93,6 +93,9 @@ struct SchedulerOptions {
   // levels. A bad file throws std::invalid_argument naming the problem.
   std::string config_path;
   int workers = 4;  // worker threads, at least 1
+  // The SLO reaction (docs/task-api.md, section 5). false: SLO pressure is
+  // still measured and reported, but holds nothing back and hints nothing.
+  bool slo_reaction = true;
 };
 
 namespace detail {

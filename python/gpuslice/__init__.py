@@ -96,15 +96,18 @@ class Scheduler:
     ``config`` is a YAML file with a ``levels:`` list (docs/task-api.md);
     without one the levels are ``critical`` and ``high`` (latency-critical),
     ``normal`` and ``low`` (best-effort), and always the built-in ``lc`` and
-    ``be``. ``workers`` is the number of worker threads. A bad config raises
-    ValueError naming the problem.
+    ``be``. ``workers`` is the number of worker threads. ``slo_reaction=False``
+    keeps measuring SLO pressure but turns its reaction off (docs/task-api.md,
+    section 5). A bad config raises ValueError naming the problem.
 
     ``close()`` (or leaving a ``with`` block, or the interpreter's exit) waits
     for running tasks and cancels queued ones.
     """
 
-    def __init__(self, config: Union[str, os.PathLike[str], None] = None, *, workers: int = 4) -> None:
-        self._core = _gpuslice._Scheduler(os.fspath(config) if config is not None else None, workers)
+    def __init__(self, config: Union[str, os.PathLike[str], None] = None, *, workers: int = 4,
+                 slo_reaction: bool = True) -> None:
+        self._core = _gpuslice._Scheduler(os.fspath(config) if config is not None else None, workers,
+                                          bool(slo_reaction))
         _live.add(self)
 
     # --- task classes ---------------------------------------------------------

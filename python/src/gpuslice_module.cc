@@ -120,7 +120,7 @@ class PyJob final : public detail::Job {
 // The scheduler as the Python package sees it (gpuslice/__init__.py wraps it).
 class PyScheduler {
  public:
-  PyScheduler(std::optional<std::string> config, int workers) {
+  PyScheduler(std::optional<std::string> config, int workers, bool slo_reaction) {
     if (workers < 1) throw std::invalid_argument("workers is " + std::to_string(workers) + "; give 1 or more");
     task::LevelTable levels = task::LevelTable::Defaults();
     if (config) {
@@ -130,6 +130,7 @@ class PyScheduler {
     }
     task::CoreOptions options;
     options.workers = workers;
+    options.slo_reaction = slo_reaction;
     core_ = std::make_unique<task::SchedulerCore>(std::move(levels), options);
   }
 
@@ -227,7 +228,8 @@ PYBIND11_MODULE(_gpuslice, m) {
   m.doc() = "gpuslice's task scheduler and C API; use the `gpuslice` package, not this module.";
 
   py::class_<PyScheduler>(m, "_Scheduler")
-      .def(py::init<std::optional<std::string>, int>(), py::arg("config"), py::arg("workers"))
+      .def(py::init<std::optional<std::string>, int, bool>(), py::arg("config"), py::arg("workers"),
+           py::arg("slo_reaction"))
       .def("check", &PyScheduler::Check, py::arg("level"), py::arg("slo_ms"), py::arg("latency_critical"))
       .def("submit", &PyScheduler::Submit)
       .def("levels", &PyScheduler::Levels)

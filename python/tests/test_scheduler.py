@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -256,3 +257,14 @@ def test_the_package_is_typed_and_documented():
     for name in ("latency_critical", "best_effort", "submit", "metrics", "request", "hint", "close"):
         assert getattr(gpuslice.Scheduler, name).__doc__, name
     assert gpuslice.Scheduler.submit.__annotations__["return"]
+
+
+@pytest.mark.parametrize("reaction", [True, False])
+def test_slo_pressure_is_reported_with_and_without_the_reaction(reaction):
+    # Each task sleeps at least 2 ms against a 1 ms SLO: over 80% of it, always.
+    with gpuslice.Scheduler(workers=1, slo_reaction=reaction) as sched:
+        slow = sched.latency_critical("critical", slo_ms=1)(lambda: time.sleep(0.002))
+        for _ in range(25):
+            sched.submit(slow).result(timeout=60)
+        m = sched.metrics()["critical"]
+        assert m.slo_pressure and m.slo_misses == 25

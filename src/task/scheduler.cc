@@ -24,6 +24,7 @@ task::CoreOptions Checked(const SchedulerOptions& options) {
   }
   task::CoreOptions core;
   core.workers = options.workers;
+  core.slo_reaction = options.slo_reaction;
   return core;
 }
 

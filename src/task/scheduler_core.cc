@@ -20,6 +20,7 @@ SchedulerCore::SchedulerCore(LevelTable levels, CoreOptions options)
       clock_(options.clock ? options.clock : SteadyClock()),
       abi_(options.abi ? options.abi : LibraryAbi()),
       notices_(options.notices ? options.notices : ProcessNotices()),
+      slo_reaction_(options.slo_reaction),
       queue_(levels_, options.workers, options.starvation_ns),
       stats_(levels_.levels().size()) {
   notices_->NoteLoaded(abi_->Loaded());
@@ -70,7 +71,7 @@ bool SchedulerCore::Submit(const ResolvedClass& task_class, std::unique_ptr<deta
   // while the task waits for a worker, not only once it runs (its span).
   // The hint lapses by itself after the SLO, or at the span's end.
   const Level& level = levels_.levels()[task_class.level];
-  if (pressure && level.latency_critical && task_class.slo_ns > 0) {
+  if (pressure && slo_reaction_ && level.latency_critical && task_class.slo_ns > 0) {
     const uint64_t usec = std::clamp<uint64_t>(task_class.slo_ns / 1000, 1, UINT_MAX);
     notices_->NoteStatus(abi_->Hint(static_cast<unsigned int>(usec)));
   }
@@ -93,7 +94,7 @@ void SchedulerCore::RunTask(QueuedTask& task) {
     queue_.Finished(task.level);
     LevelStats& stats = stats_[task.level];
     stats.Record(end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0, task.slo_ns, ok);
-    queue_.SetPressure(task.level, stats.pressure());
+    if (slo_reaction_) queue_.SetPressure(task.level, stats.pressure());
   }
   changed_.notify_all();
   // After the metrics, so a caller woken by the future sees the task counted.

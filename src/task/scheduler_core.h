@@ -36,6 +36,9 @@ struct CoreOptions {
   TaskAbi* abi = nullptr;      // null: LibraryAbi()
   Notices* notices = nullptr;  // null: ProcessNotices()
   uint64_t starvation_ns = kStarvationNs;
+  // false: SLO pressure is measured and reported but changes nothing (for
+  // comparing attainment with and without the reaction).
+  bool slo_reaction = true;
 };
 
 // A task class checked against the levels.
@@ -79,6 +82,7 @@ class SchedulerCore {
   Clock* const clock_;
   TaskAbi* const abi_;
   Notices* const notices_;
+  const bool slo_reaction_;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;  // a task queued or finished, or stopping

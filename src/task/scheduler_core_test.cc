@@ -68,9 +68,11 @@ auto MakeJob(F fn) {
 
 class SchedulerCoreTest : public testing::Test {
  protected:
-  std::unique_ptr<SchedulerCore> Make(int workers, FakeAbi* abi = nullptr, Notices* notices = nullptr) {
+  std::unique_ptr<SchedulerCore> Make(int workers, FakeAbi* abi = nullptr, Notices* notices = nullptr,
+                                      bool slo_reaction = true) {
     CoreOptions options;
     options.workers = workers;
+    options.slo_reaction = slo_reaction;
     options.clock = &clock_;
     options.abi = abi ? abi : &abi_;
     options.notices = notices ? notices : &notices_;
@@ -233,6 +235,17 @@ TEST_F(SchedulerCoreTest, SloPressureTurnsOnAndHintsGpusliceAtSubmit) {
   Submit(*core, "normal", [] {}).get();
   Submit(*core, "high", [] {}, slo).get();
   EXPECT_EQ(abi_.hints, 1);
+}
+
+TEST_F(SchedulerCoreTest, WithoutTheSloReactionPressureIsReportedAndChangesNothing) {
+  auto core = Make(1, nullptr, nullptr, /*slo_reaction=*/false);
+  const microseconds slo(10'000);
+  for (size_t i = 0; i < kPressureMinSamples; ++i) {
+    Submit(*core, "critical", [this] { clock_.Advance(9'000'000); }, slo).get();
+  }
+  EXPECT_TRUE(Of(core->Metrics(), "critical").slo_pressure);
+  Submit(*core, "critical", [] {}, slo).get();
+  EXPECT_EQ(abi_.hints, 0) << "no pre-preemption hint without the reaction";
 }
 
 TEST_F(SchedulerCoreTest, OutsideGpusliceTasksRunAndItIsSaidOnce) {
