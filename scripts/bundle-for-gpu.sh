@@ -25,4 +25,20 @@ ldd "$out"/bin/* 2>/dev/null | awk '/=> \//{print $3}' | sort -u | while read -r
     *) cp -L "$lib" "$out/deps/";;
   esac
 done
+# The Python package (task API), with its own non-glibc libraries kept apart,
+# so that a Python application gets only those on its loader path.
+if [ -d "$build/python/gpuslice" ]; then
+  mkdir -p "$out/python" "$out/python-deps"
+  cp -r "$build/python/gpuslice" "$out/python/"
+  for so in "$out"/python/gpuslice/*.so; do
+    [ -f "$so" ] || continue
+    strip --strip-debug "$so" 2>/dev/null || true
+    ldd "$so" | awk '/=> \//{print $3}' | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+        *) cp -L "$lib" "$out/python-deps/";;
+      esac
+    done
+  done
+fi
 echo "bundle: $(du -sh "$out" | cut -f1) in $out"

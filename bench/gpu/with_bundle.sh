@@ -16,4 +16,6 @@ export GPUSLICE_CMD="/lib64/ld-linux-x86-64.so.2 --library-path $bundle/deps $bu
 export GPUSLICE_BIN=$bundle/bin/gpuslice
 export GPUSLICE_LIBRARY_DIR=$bundle/lib
 export LC_BE=$bundle/bench-compute/lc_be
+# The task API's Python package and its libraries (bench/gpu/levels/run_service.py).
+export GPUSLICE_PYTHONPATH=$bundle/python GPUSLICE_PYTHON_DEPS=$bundle/python-deps
 exec "$@"
