@@ -7,6 +7,8 @@
 //                                                      and the driver is never called
 //   3. call the driver; on failure give the charge back
 //   4. remember the charge so the matching free can give it back
+// Steps 2-4 are written once, AllocateCharged(); each hook says only how its
+// object is made, sized and undone.
 // Sizes are the driver's own where it reports them before the allocation
 // exists (arrays: a memoryless probe); pitched allocations settle to the
 // pitch the driver chose.
@@ -44,28 +46,25 @@ namespace {
 
 using Kind = AllocationKind;
 
-// Charges `bytes` on the current context's device. *slot is kUncapped when
-// the device cannot be told (nothing charged; the driver refuses it). False
-// means refuse: over the limit, or a device outside the vGPU.
-bool ChargeCurrentDevice(VgpuRuntime& rt, uint64_t bytes, int* slot) {
-  *slot = rt.CurrentMemorySlot();
-  return *slot == VgpuRuntime::kUncapped || ChargeOrRefuse(rt, *slot, bytes);
-}
-
 // Records a charge with the context that owns the memory (the current one),
-// so that the context's teardown can give it back (charge.h). False when the
-// table is full (2^20 live objects): the caller must then undo the
+// so that the context's teardown can give it back (charge.h). `aux` is the
+// record's aux word where the kind has one of its own (VMM handles). False
+// when the table is full (2^20 live objects): the caller must then undo the
 // allocation and refuse it, since memory it cannot find at its free would
 // stay charged, or worse, a later object's record could not be found.
-bool Remember(VgpuRuntime& rt, uint64_t key, Kind kind, int slot, uint64_t bytes) {
+bool Remember(VgpuRuntime& rt, uint64_t key, Kind kind, int slot, uint64_t bytes, uint64_t aux) {
+  return rt.allocations().Insert(key, kind, AllocationRecord{bytes, static_cast<uint32_t>(slot), 0, aux});
+}
+
+uint64_t CurrentContextWord() {
   CUcontext owner = nullptr;
   GPUSLICE_REAL(cuCtxGetCurrent)(&owner);
-  return rt.allocations().Insert(
-      key, kind, AllocationRecord{bytes, static_cast<uint32_t>(slot), 0, reinterpret_cast<uint64_t>(owner)});
+  return reinterpret_cast<uint64_t>(owner);
 }
 
 // The refusal of an allocation that was made but cannot be recorded: the
-// driver's object is freed with `undo`, the charge given back.
+// driver's object has been freed (`undo`'s result, ignored), the charge is
+// given back.
 CUresult RefuseUnrecorded(VgpuRuntime& rt, int slot, uint64_t bytes, CUresult undo) {
   (void)undo;
   rt.ledger().Uncharge(static_cast<uint32_t>(slot), bytes);
@@ -94,6 +93,62 @@ uint64_t KeyOf(Handle h) {
   if constexpr (std::is_pointer_v<Handle>) return reinterpret_cast<uintptr_t>(h);
   else return static_cast<uint64_t>(h);
 }
+
+// --- The allocation hook's steps, once ---------------------------------------
+
+// What an allocation is charged: `bytes` on ledger `slot` (kOutside is
+// refused), recorded as `kind`.
+struct Charge {
+  int slot;
+  uint64_t bytes;
+  Kind kind;
+};
+
+// The aux word of a record: the owning context, or a kind's own word.
+struct OwnerIsCurrentContext {};
+// The charge is what was asked for; nothing to settle once the driver answered.
+struct ExactSize {};
+
+// Steps 2-4 of the header's shape, for an object the driver makes into
+// *out:
+//   charge `c` (refused: OUT_OF_MEMORY, the driver never called) ->
+//   make()  (failed: the charge is given back) ->
+//   settle(): the size the driver actually made, when it may differ (too big
+//     to charge: the object is undone and refused) ->
+//   remember it (a full table: undone and refused).
+// `undo(handle)` frees what make() made. The refusal is one call,
+// ChargeOrRefuse (charge.h), so whatever policy a full vGPU gets (a reclaim,
+// a bounded wait) is decided there for every hook.
+// Hot path: inline; no lock, no allocation, no syscall beyond the driver's.
+template <typename Handle, typename Make, typename Undo, typename Settle = ExactSize,
+          typename Aux = OwnerIsCurrentContext>
+CUresult AllocateCharged(VgpuRuntime& rt, Charge c, Handle* out, Make make, Undo undo, [[maybe_unused]] Settle settle = {},
+                         [[maybe_unused]] Aux aux = {}) {
+  if (!ChargeOrRefuse(rt, c.slot, c.bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  const CUresult r = make();
+  if (r != CUDA_SUCCESS) {
+    rt.ledger().Uncharge(static_cast<uint32_t>(c.slot), c.bytes);
+    return r;
+  }
+  uint64_t bytes = c.bytes;
+  if constexpr (!std::is_same_v<Settle, ExactSize>) {
+    bytes = settle();
+    if (!SettleCharge(rt, c.slot, c.bytes, bytes)) {
+      undo(*out);
+      rt.ledger().Uncharge(static_cast<uint32_t>(c.slot), c.bytes);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  uint64_t aux_word;
+  if constexpr (std::is_same_v<Aux, OwnerIsCurrentContext>) aux_word = CurrentContextWord();
+  else aux_word = aux;
+  if (!Remember(rt, KeyOf(*out), c.kind, c.slot, bytes, aux_word)) {
+    return RefuseUnrecorded(rt, c.slot, bytes, undo(*out));
+  }
+  return r;
+}
+
+CUresult FreeDevicePointer(CUdeviceptr p) { return GPUSLICE_REAL(cuMemFree_v2)(p); }
 
 // --- VMM handles: counted uses -----------------------------------------------
 
@@ -215,16 +270,8 @@ CUresult CreateArrayCharged(Handle* handle, const CUDA_ARRAY3D_DESCRIPTOR& desc,
   if (rt == nullptr || !HoldsMemory(desc)) return create();
   const int slot = rt->CurrentMemorySlot();
   if (slot == VgpuRuntime::kUncapped) return create();
-  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;
-  const uint64_t bytes = ArrayBytes(desc, levels);
-  if (!ChargeOrRefuse(*rt, slot, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = create();
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, bytes);
-    return r;
-  }
-  if (!Remember(*rt, KeyOf(*handle), kind, slot, bytes)) return RefuseUnrecorded(*rt, slot, bytes, destroy(*handle));
-  return r;
+  if (slot == VgpuRuntime::kOutside) return CUDA_ERROR_OUT_OF_MEMORY;  // before the probe of ArrayBytes
+  return AllocateCharged(*rt, Charge{slot, ArrayBytes(desc, levels), kind}, handle, create, destroy);
 }
 
 template <typename Handle, typename DestroyFn>
@@ -250,46 +297,31 @@ namespace gi = gpuslice::interposer;
 GPUSLICE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || bytesize == 0) return GPUSLICE_REAL(cuMemAlloc_v2)(dptr, bytesize);
-  const uint64_t charge = gi::RoundUp(bytesize, gi::kDeviceAllocationGranule);
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, charge, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuMemAlloc_v2)(dptr, bytesize);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, charge);
-    return r;
-  }
-  if (!gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, charge)) {
-    return gi::RefuseUnrecorded(*rt, slot, charge, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
-  }
-  return r;
+  const int slot = rt->CurrentMemorySlot();
+  if (slot == VgpuRuntime::kUncapped) return GPUSLICE_REAL(cuMemAlloc_v2)(dptr, bytesize);
+  return gi::AllocateCharged(
+      *rt, gi::Charge{slot, gi::RoundUp(bytesize, gi::kDeviceAllocationGranule), AllocationKind::kDevice}, dptr,
+      [&] { return GPUSLICE_REAL(cuMemAlloc_v2)(dptr, bytesize); }, gi::FreeDevicePointer);
 }
 
+// Charged by an estimate from the width, then settled to the pitch the
+// driver chose.
 GPUSLICE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
                                             unsigned int element_size) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || width == 0 || height == 0) {
     return GPUSLICE_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
   }
+  const int slot = rt->CurrentMemorySlot();
+  if (slot == VgpuRuntime::kUncapped) {
+    return GPUSLICE_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
+  }
   const uint64_t estimate = gi::RoundUp(width, gi::kDeviceAllocationGranule) * height;
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, estimate, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, estimate);
-    return r;
-  }
-  const uint64_t actual = gi::RoundUp(static_cast<uint64_t>(*pitch) * height, gi::kDeviceAllocationGranule);
-  if (!gi::SettleCharge(*rt, slot, estimate, actual)) {
-    GPUSLICE_REAL(cuMemFree_v2)(*dptr);
-    rt->ledger().Uncharge(slot, estimate);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  if (!gi::Remember(*rt, *dptr, AllocationKind::kDevice, slot, actual)) {
-    return gi::RefuseUnrecorded(*rt, slot, actual, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
-  }
-  return r;
+  return gi::AllocateCharged(
+      *rt, gi::Charge{slot, estimate, AllocationKind::kDevice}, dptr,
+      [&] { return GPUSLICE_REAL(cuMemAllocPitch_v2)(dptr, pitch, width, height, element_size); },
+      gi::FreeDevicePointer,
+      [&] { return gi::RoundUp(static_cast<uint64_t>(*pitch) * height, gi::kDeviceAllocationGranule); });
 }
 
 // Managed memory may migrate to the host, but it can all be on the device at
@@ -297,19 +329,11 @@ GPUSLICE_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, si
 GPUSLICE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (rt == nullptr || bytesize == 0) return GPUSLICE_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-  const uint64_t charge = gi::RoundUp(bytesize, gi::kDeviceAllocationGranule);
-  int slot;
-  if (!gi::ChargeCurrentDevice(*rt, charge, &slot)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
-  if (slot == VgpuRuntime::kUncapped) return r;
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, charge);
-    return r;
-  }
-  if (!gi::Remember(*rt, *dptr, AllocationKind::kManaged, slot, charge)) {
-    return gi::RefuseUnrecorded(*rt, slot, charge, GPUSLICE_REAL(cuMemFree_v2)(*dptr));
-  }
-  return r;
+  const int slot = rt->CurrentMemorySlot();
+  if (slot == VgpuRuntime::kUncapped) return GPUSLICE_REAL(cuMemAllocManaged)(dptr, bytesize, flags);
+  return gi::AllocateCharged(
+      *rt, gi::Charge{slot, gi::RoundUp(bytesize, gi::kDeviceAllocationGranule), AllocationKind::kManaged}, dptr,
+      [&] { return GPUSLICE_REAL(cuMemAllocManaged)(dptr, bytesize, flags); }, gi::FreeDevicePointer);
 }
 
 GPUSLICE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -348,17 +372,11 @@ GPUSLICE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
   }
   const int slot = rt->MemorySlot(prop->location.id);
   if (slot == VgpuRuntime::kUncapped) return GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags);
-  if (!gi::ChargeOrRefuse(*rt, slot, size)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags);
-  if (r != CUDA_SUCCESS) {
-    rt->ledger().Uncharge(slot, size);
-    return r;
-  }
-  if (!rt->allocations().Insert(*handle, AllocationKind::kVmmHandle,
-                                AllocationRecord{size, static_cast<uint32_t>(slot), 0, gi::kVmmOneReference})) {
-    return gi::RefuseUnrecorded(*rt, slot, size, GPUSLICE_REAL(cuMemRelease)(*handle));
-  }
-  return r;
+  return gi::AllocateCharged(
+      *rt, gi::Charge{slot, size, AllocationKind::kVmmHandle}, handle,
+      [&] { return GPUSLICE_REAL(cuMemCreate)(handle, size, prop, flags); },
+      [](CUmemGenericAllocationHandle h) { return GPUSLICE_REAL(cuMemRelease)(h); }, gi::ExactSize{},
+      gi::kVmmOneReference);
 }
 
 GPUSLICE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
