@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "interposer/driver_table.h"
+#include "interposer/pool_charge.h"
 #include "port/log.h"
 
 namespace gpuslice::interposer {

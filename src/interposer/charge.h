@@ -1,8 +1,9 @@
 // charge.h — the few steps every allocation hook shares.
 //
-// Called by the hooks in hooks_memory.cc, hooks_pools.cc and hooks_graphs.cc on
-// the application's own threads, and around context teardown. ChargeOrRefuse is the hot path (no lock, no
-// syscall) unless the vGPU is full, when it first reclaims dead processes'
+// Called by the hooks in hooks_memory.cc, hooks_pools.cc and hooks_graphs.cc
+// on the application's own threads, and around context teardown (all defined
+// in charge.cc). ChargeOrRefuse is the hot path (no lock, no syscall) unless
+// the vGPU is full, when it first reclaims dead processes'
 // usage and the process's stale pool reservations (slow path) and tries once
 // more. Never allocates.
 #ifndef GPUSLICE_INTERPOSER_CHARGE_H_
@@ -10,7 +11,6 @@
 
 #include <cstdint>
 
-#include "interposer/pool_accounts.h"
 #include "interposer/vgpu_runtime.h"
 
 namespace gpuslice::interposer {
@@ -32,14 +32,7 @@ bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes);
 // original charge is then kept; the caller undoes the allocation).
 bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t actual);
 
-// Moves a pool account to the pool's current reservation (hooks_pools.cc).
-// `precharged` bytes already in the ledger ahead of an allocation are folded
-// in. When growth cannot be charged, the account keeps what the ledger holds
-// and this returns false. `may_reclaim` allows the vGPU-full slow path.
-bool SettlePool(VgpuRuntime& runtime, PoolAccount& account, uint64_t precharged, bool may_reclaim);
-
-// Re-reads this process's pool reservations, graph pools included.
-void SettleAllPools(VgpuRuntime& runtime);
+// Pools are settled to their reservation in pool_charge.h.
 
 // --- Context teardown ---------------------------------------------------------
 // A context takes the memory it owns with it (plain, pitched and managed

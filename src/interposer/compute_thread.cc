@@ -1,6 +1,5 @@
 #include "interposer/compute_thread.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -8,11 +7,10 @@
 #include <atomic>
 #include <mutex>
 
-#include "interposer/driver_table.h"
-#include "interposer/holder.h"
+#include "interposer/driver_patching.h"
 #include "interposer/lc_activity.h"
+#include "interposer/observers.h"
 #include "interposer/pacer.h"
-#include "interposer/real_dlsym.h"
 #include "interposer/timeslice_applier.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
@@ -26,40 +24,23 @@ namespace {
 std::mutex g_start_mutex;  // process-local; thread start only
 std::atomic<bool> g_started{false};
 
-void* ResolveDefault(const char* symbol) { return RealDlsym(RTLD_DEFAULT, symbol); }
+// One tick: each job in turn (compute_thread.h). Returns the nanoseconds
+// until the next, as the pacer wants them.
+uint64_t RunJobs(VgpuRuntime* rt, LibraryWatch& watch) {
+  const uint64_t sleep_ns = pacer::Tick(rt);  // GPU turns
+  lc_activity::Tick(rt);                      // an LC process's bursts
+  ApplyTimeslicesOnce(rt);                    // one comparison unless something changed
+  OnComputeTick(rt->latency_critical(), pacer::g_active.load(std::memory_order_acquire));  // observers.h
+  watch.Tick(port::MonotonicNanos() / 1'000'000);  // libraries the driver loaded since
+  return sleep_ns;
+}
 
 void* ThreadMain(void* arg) {
   auto* rt = static_cast<VgpuRuntime*>(arg);
   pacer::Start(rt);
-  const uint64_t started_ms = port::MonotonicNanos() / 1'000'000;
-  bool watched_early = false, watched_late = false;
+  LibraryWatch watch(port::MonotonicNanos() / 1'000'000);
   for (;;) {
-    // Every tick (compute_thread.h; the limits promise ≤ 100 ms from a
-    // change to the hardware): the pacer, the LC's activity, then
-    // timeslices, which cost one comparison when nothing changed.
-    const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
-    const uint64_t sleep_ns = pacer::Tick(rt);
-    lc_activity::Tick(rt);
-    ApplyTimeslicesOnce(rt);
-    holder::Tick(rt->latency_critical(), pacer::g_active.load(std::memory_order_acquire));
-    // Libraries the driver loads as it starts contexts are in by now.
-    if (!watched_early && now_ms - started_ms >= 100) {
-      watched_early = true;
-      rm::WatchNvidiaLibraries(&ResolveDefault);
-    }
-    if (!watched_late && now_ms - started_ms >= 2000) {
-      watched_late = true;
-      rm::WatchNvidiaLibraries(&ResolveDefault);
-      if (port::LogEnabled(port::LogLevel::kInfo)) {
-        // Once, 2 s in: whether the hook sees the driver's ioctls at all.
-        rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
-        const rm::IoctlHookStats stats = rm::HookStats();
-        port::Log(port::LogLevel::kInfo, "after 2 s: %u channel groups tracked; the driver made %llu ioctls, %llu "
-                  "RM allocations", rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity),
-                  static_cast<unsigned long long>(stats.ioctls), static_cast<unsigned long long>(stats.rm_allocs));
-      }
-    }
-    timespec ts{0, static_cast<long>(sleep_ns)};
+    timespec ts{0, static_cast<long>(RunJobs(rt, watch))};
     while (nanosleep(&ts, &ts) != 0) {
     }
   }
@@ -71,7 +52,7 @@ void ForkChild() {
   // survive fork); its own first context starts both afresh.
   rm::Registry().Clear();
   pacer::AfterFork();
-  holder::AfterFork();
+  ObserversAfterFork();
   g_started.store(false, std::memory_order_release);
   ForgetAppliedTimeslices();
   lc_activity::AfterFork();
@@ -80,9 +61,7 @@ void ForkChild() {
 }  // namespace
 
 void PrepareCompute(VgpuRuntime* runtime) {
-  if (runtime == nullptr || rm::IoctlHookInstalled()) return;
-  void* handle = RealDriverHandle();
-  if (handle != nullptr) rm::InstallIoctlHook(handle, &ResolveDefault, ExportedIoctl());
+  if (runtime != nullptr) PatchDriver();
 }
 
 void StartComputeThread(VgpuRuntime* rt) {

@@ -4,16 +4,17 @@
 // One thread per process, started lazily by the first context creation
 // inside a vGPU (hooks_context.cc), never at load time. Each tick (1 ms while
 // the process is paced, 250 µs while it holds a GPU turn, else 20 ms: the
-// pacer says) it runs, in order:
-//   - the pacer (pacer.h): heartbeat, whether to pace, drains, turn hand-over;
+// pacer says) it runs its jobs in order, each in its own file:
+//   - GPU turns (pacer.h): heartbeat, whether to pace, drains, hand-over;
 //   - a latency-critical process's activity (lc_activity.h);
 //   - the timeslices (timeslice_applier.h), one comparison unless something
 //     changed or a read-back is due;
-//   - the experimental holder's residency check (holder.h; nothing unless
-//     built with GPUSLICE_EXPERIMENTAL_HOLDER);
-// and, 100 ms and 2 s after it starts, has libraries the driver loaded
-// since (rm::WatchNvidiaLibraries) patched so their channel groups are seen
-// too. Nothing here runs per launch.
+//   - the optional observers (observers.h; none unless built with
+//     GPUSLICE_EXPERIMENTAL_HOLDER);
+//   - libraries the driver loaded since it started, patched so their
+//     channel groups are seen too (driver_patching.h), 100 ms and 2 s in.
+// This file only starts the thread, runs the jobs and handles fork. Nothing
+// here runs per launch.
 //
 // PrepareCompute and StartComputeThread are thread-safe and idempotent;
 // they take process-local mutexes, and StartComputeThread allocates the
@@ -28,14 +29,11 @@ namespace gpuslice::interposer {
 class VgpuRuntime;
 
 // Patches the real driver's ioctl imports so TSGs are seen (first cuInit of
-// a process in a vGPU). Idempotent.
+// a process in a vGPU; driver_patching.h). Idempotent.
 void PrepareCompute(VgpuRuntime* runtime);
 
 // Starts the thread if the process is in a vGPU and it is not running yet.
 void StartComputeThread(VgpuRuntime* runtime);
-
-// The library's exported ioctl (hooks_ioctl.cc).
-const void* ExportedIoctl();
 
 }  // namespace gpuslice::interposer
 

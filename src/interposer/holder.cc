@@ -6,7 +6,8 @@
 #include <string_view>
 
 #include "interposer/driver_table.h"
-#include "interposer/pacer.h"
+#include "interposer/event_markers.h"
+#include "interposer/export.h"
 #include "port/clock.h"
 #include "port/log.h"
 
@@ -183,7 +184,7 @@ void Cover(ContextHolder& h) {
 }  // namespace
 
 void Hint(uint64_t bound_ns) {
-  if (!GetSettings().hint || pacer::Capturing()) return;
+  if (!GetSettings().hint || markers::Capturing()) return;
   ContextHolder* h = Current(true);
   if (h != nullptr && Launch(*h, bound_ns, port::MonotonicNanos())) {
     g_watch.fetch_or(kReleaseOnLaunch, std::memory_order_release);
@@ -195,7 +196,7 @@ void SpanBegin() {
   if (g_span_depth.fetch_add(1, std::memory_order_acq_rel) == 0) {
     g_watch.fetch_or(kResidencySpan, std::memory_order_release);
   }
-  if (pacer::Capturing()) return;
+  if (markers::Capturing()) return;
   if (ContextHolder* h = Current(true)) Cover(*h);
 }
 
@@ -222,7 +223,7 @@ void OnLaunch() {
       (g_watch.fetch_and(~kReleaseOnLaunch, std::memory_order_acq_rel) & kReleaseOnLaunch) != 0) {
     Release();
   }
-  if ((watch & (kResidencySpan | kResidencyAlways)) == 0 || pacer::Capturing()) return;
+  if ((watch & (kResidencySpan | kResidencyAlways)) == 0 || markers::Capturing()) return;
   if (ContextHolder* h = Current(true)) Cover(*h);
 }
 
@@ -265,3 +266,14 @@ void AfterFork() {
 }
 
 }  // namespace gpuslice::interposer::holder
+
+// A synchronising application must not wait for a holder's bound. Hooked
+// only in a library built with the holder (hook_list.h).
+GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
+  gpuslice::interposer::holder::Release();
+  return GPUSLICE_REAL(cuCtxSynchronize)();
+}
+GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  gpuslice::interposer::holder::Release();
+  return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
+}

@@ -37,7 +37,7 @@
   GPUSLICE_HOLDER_HOOKS(X)
 
 // Hooked only to release the experimental holder's kernels first
-// (hooks_launch.cc); without -DGPUSLICE_EXPERIMENTAL_HOLDER=ON the generated
+// (holder.cc); without -DGPUSLICE_EXPERIMENTAL_HOLDER=ON the generated
 // forwarders stand for them.
 #if GPUSLICE_EXPERIMENTAL_HOLDER
 #define GPUSLICE_HOLDER_HOOKS(X) X(cuCtxSynchronize) X(cuCtxSynchronize_v2)

@@ -22,6 +22,7 @@
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
 #include "interposer/pacer.h"
+#include "interposer/pool_charge.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/log.h"
 

@@ -11,6 +11,7 @@
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
+#include "interposer/pool_charge.h"
 #include "interposer/vgpu_runtime.h"
 
 using gpuslice::interposer::VgpuRuntime;

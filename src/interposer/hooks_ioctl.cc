@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdarg>
 
+#include "interposer/driver_patching.h"
 #include "interposer/export.h"
 #include "interposer/real_dlsym.h"
 #include "rm/ioctl_hook.h"

@@ -8,16 +8,15 @@
 //
 // Capture begin/end are counted so that the pacer never queries or records
 // an event while a capture is open; context teardown drops the pacer's
-// markers (and the experimental holder's state, holder.h) before they die
-// with the context, and uncharges the context's memory (charge.h). Only with
-// -DGPUSLICE_EXPERIMENTAL_HOLDER=ON is cuCtxSynchronize hooked, to release
-// holders first; otherwise the driver's own is forwarded.
+// markers (and tells the optional observers, observers.h) before they die
+// with the context, and uncharges the context's memory (charge.h).
 #include <cuda.h>
 
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
+#include "interposer/event_markers.h"
 #include "interposer/export.h"
-#include "interposer/holder.h"
+#include "interposer/observers.h"
 #include "interposer/pacer.h"
 
 // cuda.h maps cuStreamBeginCapture to _v2; the driver still exports the
@@ -40,6 +39,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev);
 }
 
+namespace markers = gpuslice::interposer::markers;
 namespace pacer = gpuslice::interposer::pacer;
 
 GPUSLICE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
@@ -89,9 +89,9 @@ GPUSLICE_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned g
 namespace {
 template <typename Begin>
 CUresult Capturing(Begin begin) {
-  pacer::CaptureBegin();
+  markers::CaptureBegin();
   const CUresult r = begin();
-  if (r != CUDA_SUCCESS) pacer::CaptureEnd();
+  if (r != CUDA_SUCCESS) markers::CaptureEnd();
   return r;
 }
 template <typename End>
@@ -100,7 +100,7 @@ CUresult EndingCapture(End end) {
   // Ended, cleanly or not; any other error means there was no capture to end.
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED || r == CUDA_ERROR_STREAM_CAPTURE_UNJOINED ||
       r == CUDA_ERROR_STREAM_CAPTURE_UNMATCHED) {
-    pacer::CaptureEnd();
+    markers::CaptureEnd();
   }
   return r;
 }
@@ -138,30 +138,18 @@ GPUSLICE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph
 
 // --- context teardown --------------------------------------------------------
 
-#if GPUSLICE_EXPERIMENTAL_HOLDER
-// A synchronising application must not wait for a holder's bound.
-GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
-  gpuslice::interposer::holder::Release();
-  return GPUSLICE_REAL(cuCtxSynchronize)();
-}
-GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  gpuslice::interposer::holder::Release();
-  return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
-}
-#endif
-
 GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  gpuslice::interposer::holder::ForgetContext(ctx);
+  gpuslice::interposer::OnContextGone(ctx);
   pacer::ForgetContext(ctx);
   return gpuslice::interposer::DestroyContext(ctx, GPUSLICE_REAL(cuCtxDestroy_v2));
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  gpuslice::interposer::holder::ForgetDevice(dev);
+  gpuslice::interposer::OnDeviceGone(dev);
   pacer::ForgetDevice(dev);  // may be the last reference; markers come back on the next launch
   return gpuslice::interposer::ReleasePrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxRelease_v2));
 }
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  gpuslice::interposer::holder::ForgetDevice(dev);
+  gpuslice::interposer::OnDeviceGone(dev);
   pacer::ForgetDevice(dev);
   return gpuslice::interposer::ResetPrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxReset_v2));
 }

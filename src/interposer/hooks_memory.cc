@@ -25,7 +25,7 @@
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
-#include "interposer/holder.h"
+#include "interposer/observers.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/log.h"
@@ -529,19 +529,19 @@ GPUSLICE_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value) {
 // ask for an old CUDA version, and they free the context's memory alike.
 
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  gpuslice::interposer::holder::ForgetDevice(dev);
-  gpuslice::interposer::pacer::ForgetDevice(dev);
+  gi::OnDeviceGone(dev);
+  gi::pacer::ForgetDevice(dev);
   return gi::ReleasePrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxRelease));
 }
 
 GPUSLICE_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  gpuslice::interposer::holder::ForgetDevice(dev);
-  gpuslice::interposer::pacer::ForgetDevice(dev);
+  gi::OnDeviceGone(dev);
+  gi::pacer::ForgetDevice(dev);
   return gi::ResetPrimaryContext(dev, GPUSLICE_REAL(cuDevicePrimaryCtxReset));
 }
 
 GPUSLICE_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  gpuslice::interposer::holder::ForgetContext(ctx);
-  gpuslice::interposer::pacer::ForgetContext(ctx);
+  gi::OnContextGone(ctx);
+  gi::pacer::ForgetContext(ctx);
   return gi::DestroyContext(ctx, GPUSLICE_REAL(cuCtxDestroy));
 }

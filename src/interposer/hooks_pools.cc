@@ -27,6 +27,7 @@ decltype(cuMemAllocFromPoolAsync) cuMemAllocFromPoolAsync_ptsz;
 }
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
+#include "interposer/pool_charge.h"
 #include "interposer/vgpu_runtime.h"
 
 namespace gpuslice::interposer {
@@ -35,48 +36,6 @@ namespace {
 // On an H200 with driver 580, a pool's first 1 MiB allocation reserved
 // 32 MiB (bench/gpu/real_driver_checks.sh, async_pool_reservation).
 constexpr uint64_t kPoolGrowthGranule = 32ull << 20;
-
-uint64_t PoolAttribute(CUmemoryPool pool, CUmemPool_attribute attr, bool* ok) {
-  cuuint64_t value = 0;
-  *ok = GPUSLICE_REAL(cuMemPoolGetAttribute)(pool, attr, &value) == CUDA_SUCCESS;
-  return value;
-}
-
-uint64_t Reservation(const PoolAccount& account, bool* ok) {
-  const uint64_t key = account.pool.load();
-  if (IsGraphPool(key)) {
-    cuuint64_t value = 0;
-    *ok = GPUSLICE_REAL(cuDeviceGetGraphMemAttribute)(static_cast<CUdevice>(key & ~kGraphPoolKeyBit),
-                                                      CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &value) == CUDA_SUCCESS;
-    return value;
-  }
-  return PoolAttribute(reinterpret_cast<CUmemoryPool>(key), CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, ok);
-}
-
-}  // namespace
-
-bool SettlePool(VgpuRuntime& rt, PoolAccount& account, uint64_t precharged, bool may_reclaim) {
-  bool ok = false;
-  const uint64_t reserved = Reservation(account, &ok);
-  if (!ok) {
-    account.charged.fetch_add(precharged);
-    return true;
-  }
-  const uint64_t before = account.charged.exchange(reserved);
-  const uint32_t slot = static_cast<uint32_t>(account.slot.load());
-  const uint64_t held = before + precharged;  // what the ledger has for this pool
-  if (reserved <= held) {
-    rt.ledger().Uncharge(slot, held - reserved);
-    return true;
-  }
-  const uint64_t growth = reserved - held;
-  const bool charged = may_reclaim ? ChargeOrRefuse(rt, static_cast<int>(slot), growth)
-                                   : rt.ledger().TryCharge(slot, growth);
-  if (!charged) account.charged.fetch_sub(growth);
-  return charged;
-}
-
-namespace {
 
 template <typename RealAlloc, typename RealFree>
 CUresult AllocFromPool(VgpuRuntime& rt, PoolAccount& account, CUdeviceptr* dptr, size_t bytesize,
@@ -187,12 +146,6 @@ CUresult AllocFromPoolAsync(CUdeviceptr* dptr, size_t bytesize, CUmemoryPool poo
 }
 
 }  // namespace
-
-void SettleAllPools(VgpuRuntime& rt) {
-  rt.pools().ForEach([&](PoolAccount& a) {
-    if (a.slot.load() != VgpuRuntime::kUncapped) SettlePool(rt, a, 0, /*may_reclaim=*/false);
-  });
-}
 
 }  // namespace gpuslice::interposer
 

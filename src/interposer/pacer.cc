@@ -13,6 +13,7 @@
 #include "core/shared_word.h"
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
+#include "interposer/event_markers.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
 #include "port/log.h"
@@ -34,7 +35,6 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 // training blocked in a synchronisation is not at the gate to see it itself.)
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
-constexpr int kMaxMarkers = 512;
 // A launch the gate let through lets the process's launches on that device
 // through for this long without reading the board again, and the board
 // hears of its launches at most this often. The board's decisions move at
@@ -61,149 +61,17 @@ core::PacingConfig g_config;  // set once by Start, before any device is paced
 std::mutex g_start_mutex;
 bool g_started = false;
 
-// A marker: one event, re-recorded after each launch on one stream by one
-// thread. Slots are claimed once and never move; `state` says who may use it.
-enum MarkerState : uint32_t { kFree = 0, kClaiming, kLive, kOrphaned };
-struct Marker {
-  std::atomic<uint32_t> state{kFree};
-  CUevent event = nullptr;
-  CUcontext context = nullptr;
-  CUdevice device = -1;
-  int slot = -1;
-  std::atomic<uint32_t> epoch{0};  // bumped at each claim: stale thread caches notice
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> completed{0};
-};
-Marker g_markers[kMaxMarkers];
-std::atomic<int> g_marker_high{0};
-
-std::atomic<int> g_captures{0};
-std::atomic<bool> g_querying{false};
-std::atomic<bool> g_markers_exhausted_logged{false};
 std::atomic<bool> g_wait_logged{false};
 
-// The markers this thread records, by (context, stream).
-struct ThreadMarkers {
-  struct Entry {
-    CUcontext context;
-    CUstream stream;
-    int marker;
-    uint32_t epoch;
-  };
-  Entry entries[8] = {};
-  int count = 0;
-  int next_victim = 0;
-  ~ThreadMarkers() {
-    for (int i = 0; i < count; ++i) Orphan(entries[i]);
-  }
-  // The poller destroys an orphan's event once it completes.
-  static void Orphan(const Entry& e) {
-    if (e.marker < 0) return;
-    Marker& m = g_markers[e.marker];
-    uint32_t live = kLive;
-    if (m.epoch.load(std::memory_order_relaxed) == e.epoch) {
-      m.state.compare_exchange_strong(live, kOrphaned, std::memory_order_acq_rel);
-    }
-  }
-};
-thread_local ThreadMarkers t_markers;
-
-int ClaimMarker(CUcontext context, int slot) {
-  CUevent event = nullptr;
-  if (GPUSLICE_REAL(cuEventCreate)(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
-  CUdevice device = -1;
-  GPUSLICE_REAL(cuCtxGetDevice)(&device);
-  for (int i = 0; i < kMaxMarkers; ++i) {
-    uint32_t expected = kFree;
-    if (!g_markers[i].state.compare_exchange_strong(expected, kClaiming, std::memory_order_acq_rel)) continue;
-    Marker& m = g_markers[i];
-    m.event = event;
-    m.context = context;
-    m.device = device;
-    m.slot = slot;
-    m.records.store(0, std::memory_order_relaxed);
-    m.completed.store(0, std::memory_order_relaxed);
-    m.epoch.fetch_add(1, std::memory_order_relaxed);
-    m.state.store(kLive, std::memory_order_release);
-    int high = g_marker_high.load(std::memory_order_relaxed);
-    while (high < i + 1 && !g_marker_high.compare_exchange_weak(high, i + 1)) {
-    }
-    return i;
-  }
-  GPUSLICE_REAL(cuEventDestroy_v2)(event);
-  if (!g_markers_exhausted_logged.exchange(true)) {
-    port::Log(port::LogLevel::kWarn, "more than %d (thread, stream) pairs launch work; launches on the others are "
-              "paced but not tracked, so their GPU time is not charged exactly", kMaxMarkers);
-  }
-  return -1;
-}
-
-Marker* MarkerFor(CUstream stream, int slot) {
-  CUcontext context = nullptr;
-  if (GPUSLICE_REAL(cuCtxGetCurrent)(&context) != CUDA_SUCCESS || context == nullptr) return nullptr;
-  ThreadMarkers& t = t_markers;
-  for (int i = 0; i < t.count; ++i) {
-    ThreadMarkers::Entry& e = t.entries[i];
-    if (e.context == context && e.stream == stream) {
-      if (e.marker >= 0 && g_markers[e.marker].state.load(std::memory_order_acquire) == kLive &&
-          g_markers[e.marker].epoch.load(std::memory_order_relaxed) == e.epoch) {
-        return &g_markers[e.marker];
-      }
-      e.marker = ClaimMarker(context, slot);  // its context went away and came back
-      if (e.marker < 0) return nullptr;
-      e.epoch = g_markers[e.marker].epoch.load(std::memory_order_relaxed);
-      return &g_markers[e.marker];
-    }
-  }
-  const int marker = ClaimMarker(context, slot);
-  if (marker < 0) return nullptr;
-  int at = t.count;
-  if (t.count == 8) {
-    at = t.next_victim;
-    t.next_victim = (t.next_victim + 1) % 8;
-    ThreadMarkers::Orphan(t.entries[at]);
-  } else {
-    ++t.count;
-  }
-  t.entries[at] = {context, stream, marker, g_markers[marker].epoch.load(std::memory_order_relaxed)};
-  return &g_markers[marker];
-}
-
-// Queries `slot`'s markers; when all are complete and nothing was launched
-// meanwhile, tells the board this process has drained. Any thread.
+// Queries `slot`'s markers (event_markers.h); when all are complete and
+// nothing was launched meanwhile, tells the board this process has drained.
+// Any thread; one poll per slot at a time.
 void PollDrain(int slot) {
   Device& d = g_devices[slot];
   if (d.polling.exchange(true, std::memory_order_acquire)) return;
-  g_querying.store(true, std::memory_order_seq_cst);
-  if (g_captures.load(std::memory_order_seq_cst) > 0) {
-    g_querying.store(false, std::memory_order_seq_cst);
-    d.polling.store(false, std::memory_order_release);
-    return;
-  }
   const uint64_t work = d.work.load(std::memory_order_acquire);
-  bool all_done = true;
-  const int high = g_marker_high.load(std::memory_order_acquire);
-  for (int i = 0; i < high; ++i) {
-    Marker& m = g_markers[i];
-    const uint32_t state = m.state.load(std::memory_order_acquire);
-    if ((state != kLive && state != kOrphaned) || m.slot != slot) continue;
-    const uint64_t records = m.records.load(std::memory_order_acquire);
-    if (records != m.completed.load(std::memory_order_relaxed)) {
-      const CUresult r = GPUSLICE_REAL(cuEventQuery)(m.event);
-      if (r == CUDA_ERROR_NOT_READY) {
-        all_done = false;
-        continue;
-      }
-      m.completed.store(records, std::memory_order_release);  // done, or an error: nothing to wait for
-    }
-    if (state == kOrphaned) {
-      GPUSLICE_REAL(cuEventDestroy_v2)(m.event);
-      m.state.store(kFree, std::memory_order_release);
-    }
-  }
-  g_querying.store(false, std::memory_order_seq_cst);
   uint64_t expected = work;
-  if (all_done && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
+  if (markers::Poll(slot) && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
     core::NoteBusy(d.board, d.member, false, port::MonotonicNanos());
   }
   d.polling.store(false, std::memory_order_release);
@@ -229,16 +97,10 @@ void ReleaseAtExit() {
 // What a long wait at the gate is waiting for, for the log.
 void LogSlowWait(Device& d, uint64_t waited_ns) {
   const core::BoardMember& me = d.board->members[d.member];
-  int pending = 0;
-  const int high = g_marker_high.load(std::memory_order_acquire);
-  for (int i = 0; i < high; ++i) {
-    pending += g_markers[i].state.load() == kLive &&
-               g_markers[i].records.load() != g_markers[i].completed.load();
-  }
   port::Log(port::LogLevel::kWarn, "a launch has waited %llu ms for its GPU turn: holder %d (we are %d), our busy "
             "processes %u, markers pending %d, captures %d, cap tokens %lld us, process busy %d",
             static_cast<unsigned long long>(waited_ns / 1'000'000), core::TurnHolder(*d.board), d.member,
-            core::LoadSeqCst(me.busy_processes), pending, g_captures.load(),
+            core::LoadSeqCst(me.busy_processes), markers::Pending(), markers::g_captures.load(),
             static_cast<long long>(core::LoadRelaxed(me.cap_tokens_ns) / 1000),
             static_cast<int>(d.work.load() & 1));
 }
@@ -320,7 +182,7 @@ uint64_t Tick(VgpuRuntime* rt) {
 }
 
 int EnterGate() {
-  if (g_captures.load(std::memory_order_acquire) > 0) return -1;  // captured work runs when the graph does
+  if (markers::Capturing()) return -1;  // captured work runs when the graph does
   int slot = 0;
   if (!g_single_device) {
     VgpuRuntime* rt = VgpuRuntime::Get();
@@ -374,11 +236,7 @@ int EnterGate() {
 void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   Device& d = g_devices[slot];
   if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  if (Marker* m = MarkerFor(stream, slot)) {
-    if (GPUSLICE_REAL(cuEventRecord)(m->event, stream) == CUDA_SUCCESS) {
-      m->records.fetch_add(1, std::memory_order_acq_rel);
-    }
-  }
+  markers::Record(stream, slot);
   uint64_t w = d.work.load(std::memory_order_relaxed);
   while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_acq_rel)) {
   }
@@ -390,36 +248,14 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   }
 }
 
-void CaptureBegin() {
-  g_captures.fetch_add(1, std::memory_order_seq_cst);
-  while (g_querying.load(std::memory_order_seq_cst)) sched_yield();
-}
-
-bool Capturing() { return g_captures.load(std::memory_order_acquire) > 0; }
-
-void CaptureEnd() {
-  int c = g_captures.load(std::memory_order_relaxed);
-  while (c > 0 && !g_captures.compare_exchange_weak(c, c - 1)) {
-  }
-}
-
 namespace {
-template <typename Match>
-void ForgetMarkers(Match match) {
-  // No poll may be querying an event of the context about to die.
+// No poll may be querying an event of the context about to die.
+template <typename Forget>
+void WithPollsStopped(Forget forget) {
   for (int s = 0; s < g_device_count; ++s) {
     while (g_devices[s].polling.exchange(true, std::memory_order_acquire)) sched_yield();
   }
-  const int high = g_marker_high.load(std::memory_order_acquire);
-  for (int i = 0; i < high; ++i) {
-    Marker& m = g_markers[i];
-    uint32_t state = m.state.load(std::memory_order_acquire);
-    if ((state == kLive || state == kOrphaned) && match(m) &&
-        m.state.compare_exchange_strong(state, kClaiming, std::memory_order_acq_rel)) {
-      // The event dies with its context; only the slot is given back.
-      m.state.store(kFree, std::memory_order_release);
-    }
-  }
+  forget();
   for (int s = 0; s < g_device_count; ++s) g_devices[s].polling.store(false, std::memory_order_release);
 }
 }  // namespace
@@ -458,10 +294,7 @@ int SeatCount() { return g_device_count; }
 
 void AfterFork() {
   g_active.store(false);
-  for (Marker& m : g_markers) m.state.store(kFree);
-  g_marker_high.store(0);
-  g_captures.store(0);
-  t_markers.count = 0;
+  markers::AfterFork();
   for (Device& d : g_devices) {
     d.paced.store(false);
     d.work.store(0);
@@ -473,11 +306,11 @@ void AfterFork() {
 }
 
 void ForgetContext(CUcontext context) {
-  ForgetMarkers([&](const Marker& m) { return m.context == context; });
+  WithPollsStopped([&] { markers::ForgetContext(context); });
 }
 
 void ForgetDevice(CUdevice device) {
-  ForgetMarkers([&](const Marker& m) { return m.device == device; });
+  WithPollsStopped([&] { markers::ForgetDevice(device); });
 }
 
 }  // namespace gpuslice::interposer::pacer

@@ -16,7 +16,8 @@
 //      slices order them (RoleOn);
 //   2. launches;
 //   3. records a marker event on the launch's stream, one event per
-//      (thread, context, stream), re-recorded, created once.
+//      (thread, context, stream), re-recorded, created once
+//      (event_markers.h, which also owns the stream-capture rule below).
 // A marker not yet complete means the process has work queued on the GPU.
 // When all are complete the process has drained; the board then knows when
 // the holder's GPU time ended, and hands the turn over (see the board for
@@ -41,7 +42,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "interposer/launch_observers.h"
+#include "interposer/observers.h"
 #include "interposer/lc_activity.h"
 
 namespace gpuslice::core {
@@ -72,7 +73,7 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
 
 // Also where a latency-critical process publishes its activity
 // (lc_activity.h), paced or not, and where the launch's
-// optional observers (launch_observers.h) learn of it, once it is submitted.
+// optional observers (observers.h) learn of it, once it is submitted.
 template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) {
@@ -89,10 +90,6 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   return r;
 }
 
-// Stream capture begins/ends (hooks_launch.cc); whether one is open.
-void CaptureBegin();
-void CaptureEnd();
-bool Capturing();
 // A context is going away: forget its markers before their events die.
 void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);
