@@ -56,8 +56,8 @@ struct TimeslicePolicyConfig {
   uint64_t lc_slice_us = 5000000;
   // Two or more LC vGPUs of the highest LC level must not hold each other
   // off for seconds: each gets the driver's default compute slice. (LC vGPUs
-  // of lower levels get be_slice_beside_lc_us: to the higher level they are
-  // what a BE is.)
+  // of lower levels are sliced as BE vGPUs are, and with them: to the higher
+  // level they are what a BE is.)
   uint64_t lc_shared_slice_us = 2048;
 };
 
@@ -67,7 +67,8 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
 
 // One slice per input vGPU for the case that a latency-critical vGPU is live
 // on the GPU: what ComputeTimeslices gives it with one more LC vGPU beside
-// (the same as ComputeTimeslices when one is already there); 0 for LC vGPUs.
+// (the same as ComputeTimeslices when one is already there); 0 for LC vGPUs
+// of the highest LC level present.
 // Best-effort processes switch to it by themselves when they see a live LC
 // on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us).
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,

@@ -58,12 +58,45 @@ TEST(TimeslicePolicyTest, ALowerLcLevelIsSlicedAsABestEffortBesideAHigherOne) {
                               {"x", Priority::kLatencyCritical, 100, 0},
                               {"y", Priority::kLatencyCritical, 100, 0},
                               {"a", Priority::kBestEffort, 100}});
-  EXPECT_EQ(s, (std::vector<uint64_t>{5000000, 50, 50, 50}));
-  // Two at the top level share; the lower level still yields to both.
+  // Three beside the top level split its short period, above the floor:
+  // never two at the tiny slice (two at 50 us beside an LC made no progress
+  // on an H100).
+  EXPECT_EQ(s, (std::vector<uint64_t>{5000000, 666, 666, 666}));
+  // Two at the top level share; the one lower level yields to both.
   auto t = ComputeTimeslices({{"c1", Priority::kLatencyCritical, 100, 2},
                               {"c2", Priority::kLatencyCritical, 100, 2},
                               {"x", Priority::kLatencyCritical, 100, 1}});
   EXPECT_EQ(t, (std::vector<uint64_t>{2048, 2048, 50}));
+  // critical, high and a BE (the GPU's three levels at once).
+  auto u = ComputeTimeslices({{"critical", Priority::kLatencyCritical, 100, 1},
+                              {"high", Priority::kLatencyCritical, 100, 0},
+                              {"low", Priority::kBestEffort, 100}});
+  EXPECT_EQ(u, (std::vector<uint64_t>{5000000, 1000, 1000}));
+}
+
+TEST(TimeslicePolicyTest, ALowerLcLevelKeepsItsSliceBesideAHigherLiveOne) {
+  // What a lower-level LC process applies by itself while the higher one is
+  // live (timeslice_applier.h): its policy slice, not the tiny default.
+  auto s = ComputeTimeslicesBesideLc({{"critical", Priority::kLatencyCritical, 100, 1},
+                                      {"high", Priority::kLatencyCritical, 100, 0},
+                                      {"low", Priority::kBestEffort, 100}});
+  EXPECT_EQ(s, (std::vector<uint64_t>{0, 1000, 1000}));
+}
+
+TEST(TimeslicePolicyTest, NoTwoVgpusGetTheTinySlice) {
+  // Whatever the mix, at most one vGPU gets a slice below the floor.
+  const TimeslicePolicyConfig c;
+  for (uint32_t lower_lc = 0; lower_lc <= 3; ++lower_lc) {
+    for (uint32_t be = 0; be <= 3; ++be) {
+      std::vector<VgpuOnGpu> v{{"top", Priority::kLatencyCritical, 100, 5}};
+      for (uint32_t i = 0; i < lower_lc; ++i) v.push_back({"l", Priority::kLatencyCritical, 10 + 20 * i, i});
+      for (uint32_t i = 0; i < be; ++i) v.push_back({"b", Priority::kBestEffort, 5 + 30 * i});
+      const auto s = ComputeTimeslices(v, c);
+      int tiny = 0;
+      for (uint64_t x : s) tiny += x < c.be_min_slice_with_lc_us;
+      EXPECT_LE(tiny, 1) << lower_lc << " lower LC, " << be << " BE";
+    }
+  }
 }
 
 TEST(TimeslicePolicyTest, AloneTakesTheWholePeriod) {

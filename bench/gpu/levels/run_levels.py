@@ -10,6 +10,7 @@ critical, high (lc), normal, low (be)):
   lc_equal        tiny@lc, graph@lc, gpu training@be: two LCs of one level
   be_levels       gpu training@normal beside launch-bound training@low
   be_equal        both trainings @low: the reference for be_levels
+  graph_high_be_low, tiny_critical_be_low   two of levels3's three loads
 
 Every LC's p50/p99 is reported against its alone run, every training's
 steps/s against its alone run (the BE rate over the LCs' common window).
@@ -39,6 +40,7 @@ OUT = Path(os.environ.get("OUT", "/tmp/gpuslice-levels"))
 SCRATCH = Path(os.environ.get("SCRATCH", str(OUT)))
 S = rm.env_f("LEVEL_SECONDS", 15)
 BUDGET_S = rm.env_f("BENCH_BUDGET_S", 560)
+DIAG = os.environ.get("LEVEL_DIAG") == "1"  # board dumps, and the logs packed into $OUT/levels-logs.tgz
 STARTED = time.monotonic()
 RESULTS = {"meta": {"seconds_per_phase": S, "graph_rate": rm.GRAPH_RATE, "tiny_period_us": rm.PERIOD_US,
                     "fake": rm.FAKE}, "cells": {}}
@@ -100,6 +102,11 @@ def run(label, loads, hold_s=0.0):
         except subprocess.TimeoutExpired:
             rc.kill_group(p)
 
+    dump = None
+    if DIAG and not rm.FAKE:  # every board row twice a second, for diagnosing turns and holds
+        dump = subprocess.Popen([sys.executable, str(HERE.parent / "matrix" / "board_dump.py"),
+                                 os.environ["GPUSLICE_STATE_DIR"], "0.25"],
+                                stdout=open(logs / f"{label}-boards.log", "w"), stderr=subprocess.STDOUT)
     try:
         first = [start(*ld) for ld in loads if ld[2] in ("bg", "gated")]
         while not all(r.exists() for r, _ in first):
@@ -127,6 +134,9 @@ def run(label, loads, hold_s=0.0):
         for _, _, _, p in running:
             if p.poll() is None:
                 rc.kill_group(p)
+        if dump is not None:
+            dump.kill()
+            dump.wait()
     parsed = {}
     for tag, _, out, p in running:
         try:
@@ -156,14 +166,20 @@ def vgpu(label, tag, level):
 
 
 def lc_cell(label, tiny_level, graph_level, be_level, gpuslice=True):
+    """The GPU-bound training beside the tiny and/or graph LC; a level of
+    None leaves that LC out (gpuslice=False: every load without gpuslice)."""
     lv = (lambda x: x) if gpuslice else (lambda x: None)
-    loads = [("be", rm.cmd_be("gpu"), "bg", vgpu(label, "be", lv(be_level)), {}),
-             ("graph", rm.cmd_lctf(), "gated", vgpu(label, "graph", lv(graph_level)), graph_env()),
-             ("tiny", tiny(), "go", vgpu(label, "tiny", lv(tiny_level)), {"PERIOD_US": rm.PERIOD_US})]
+    loads = [("be", rm.cmd_be("gpu"), "bg", vgpu(label, "be", lv(be_level)), {})]
+    if graph_level is not None:
+        loads.append(("graph", rm.cmd_lctf(), "gated", vgpu(label, "graph", lv(graph_level)), graph_env()))
+    if tiny_level is not None:
+        loads.append(("tiny", tiny(), "go", vgpu(label, "tiny", lv(tiny_level)), {"PERIOD_US": rm.PERIOD_US}))
     r, t_go, _ = run(label, loads)
     out = {"levels": {"tiny": tiny_level, "graph": graph_level, "be_gpu": be_level} if gpuslice else "stock"}
     windows = []
     for tag in ("tiny", "graph"):
+        if tag not in r:
+            continue
         f = lc_figures(r, tag)
         if "t_start" in f:
             windows.append((f.pop("t_start"), f.pop("t_end")))
@@ -217,6 +233,9 @@ CELLS = [
     ("stock3", lambda l: lc_cell(l, "-", "-", "-", gpuslice=False)),
     ("lc_equal", lambda l: lc_cell(l, "lc", "lc", "be")),
     ("be_levels", lambda l: be_cell(l, {"gpu": "normal", "launch": "low"})),
+    # Two loads at a time: which pair of the three makes levels3 what it is.
+    ("graph_high_be_low", lambda l: lc_cell(l, None, "high", "low")),
+    ("tiny_critical_be_low", lambda l: lc_cell(l, "critical", None, "low")),
     ("be_equal", lambda l: be_cell(l, {"gpu": "low", "launch": "low"})),
 ]
 
@@ -271,6 +290,8 @@ def main():
         RESULTS["meta"]["seconds"] = round(time.monotonic() - STARTED, 1)
         ratios()
         save()
+        if DIAG and (SCRATCH / "logs").is_dir():
+            subprocess.run(["tar", "czf", str(OUT / "levels-logs.tgz"), "-C", str(SCRATCH), "logs"], check=False)
     print(json.dumps(RESULTS["vs_alone"], indent=1))
 
 
