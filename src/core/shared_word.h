@@ -1,7 +1,11 @@
 // shared_word.h — atomic operations on words that several processes map:
 // the vGPU limits and ledger (core/vgpu_layout.h) and the pacing boards
-// (core/pacing_board.h). Every access to such a word goes through one of
-// these helpers; each name says its memory ordering.
+// (core/pacing_board.h), read by applications' libraries and written by
+// the node's writers (src/node) and the libraries themselves; also the
+// experimental holder's release word, host memory the GPU polls
+// (interposer/holder.h). Every access to such a word goes through one of
+// these helpers, and no other file in src/ names std::atomic_ref; each
+// name says its memory ordering.
 //
 // Why atomics on plain fields, and why they are enough for crash safety:
 //   - The shared files hold plain integers (no std::atomic, whose layout the

@@ -1,3 +1,4 @@
+#include "core/shared_word.h"
 #include "interposer/holder.h"
 
 #include <stdlib.h>
@@ -152,14 +153,14 @@ ContextHolder* Current(bool set_up) {
 }
 
 void ReleaseOne(ContextHolder& h) {
-  std::atomic_ref<uint32_t>(*h.release_word).fetch_add(1, std::memory_order_release);
+  core::FetchAddRelease(*h.release_word, 1);
   h.covered_until_ns.store(0, std::memory_order_relaxed);
 }
 
 // Whether a holder was launched (not if another thread is launching one).
 bool Launch(ContextHolder& h, uint64_t bound_ns, uint64_t now) {
   if (h.launching.exchange(true, std::memory_order_acquire)) return false;
-  uint32_t armed = std::atomic_ref<uint32_t>(*h.release_word).load(std::memory_order_acquire);
+  uint32_t armed = core::LoadAcquire(*h.release_word);
   CUdeviceptr word = h.release_word_device;
   uint64_t bound = bound_ns;
   void* params[] = {&word, &armed, &bound};

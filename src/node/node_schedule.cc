@@ -1,3 +1,4 @@
+#include "core/shared_word.h"
 #include "node/node_schedule.h"
 
 #include <fcntl.h>
@@ -25,10 +26,6 @@ struct OpenVgpu {
   std::array<uint64_t, core::kMaxDevices> wanted{};
   std::array<uint64_t, core::kMaxDevices> beside_lc{};
 };
-
-uint64_t LoadAcquire(const uint64_t& word) {
-  return std::atomic_ref<uint64_t>(const_cast<uint64_t&>(word)).load(std::memory_order_acquire);
-}
 
 // flock on <root>/.schedule.lock; released when destroyed or its holder dies.
 class ScheduleLock {
@@ -105,8 +102,8 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     const core::Limits& current = v->handle.limits();
     bool changed = false;
     for (uint32_t i = 0; i < current.device_count; ++i) {
-      if (LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
-          LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i]) {
+      if (core::LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
+          core::LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i]) {
         changed = true;
       }
     }
@@ -118,12 +115,11 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     }
     auto* limits = static_cast<core::Limits*>(writable->data());
     for (uint32_t i = 0; i < limits->device_count && i < core::kMaxDevices; ++i) {
-      std::atomic_ref<uint64_t>(limits->devices[i].timeslice_us).store(v->wanted[i], std::memory_order_relaxed);
-      std::atomic_ref<uint64_t>(limits->devices[i].timeslice_beside_lc_us)
-          .store(v->beside_lc[i], std::memory_order_relaxed);
+      core::StoreRelaxed(limits->devices[i].timeslice_us, v->wanted[i]);
+      core::StoreRelaxed(limits->devices[i].timeslice_beside_lc_us, v->beside_lc[i]);
     }
     // Release: a reader that sees the new generation sees the new slices.
-    std::atomic_ref<uint64_t>(limits->generation).fetch_add(1, std::memory_order_release);
+    core::FetchAddRelease(limits->generation, 1);
     if (result != nullptr) result->changed.push_back(v->name);
   }
   return first_error;

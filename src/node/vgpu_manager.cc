@@ -10,21 +10,13 @@
 
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
+#include "core/shared_word.h"
 #include "node/flag_values.h"
 #include "node/limits_writer.h"
 #include "port/process.h"
 
 namespace gpuslice::node {
 namespace {
-
-template <typename T>
-T Load(const T& word) {
-  return std::atomic_ref<T>(const_cast<T&>(word)).load(std::memory_order_acquire);
-}
-template <typename T>
-void Store(T& word, T value) {
-  std::atomic_ref<T>(word).store(value, std::memory_order_release);
-}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -229,14 +221,14 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
       }
       if (!same) mismatch = "other GPUs";
     }
-    if (o.memory_limit_bytes && Load(d0.memory_limit_bytes) != *o.memory_limit_bytes) {
-      mismatch = "a " + Limit(Load(d0.memory_limit_bytes)) + " memory limit";
+    if (o.memory_limit_bytes && core::LoadAcquire(d0.memory_limit_bytes) != *o.memory_limit_bytes) {
+      mismatch = "a " + Limit(core::LoadAcquire(d0.memory_limit_bytes)) + " memory limit";
     }
-    if ((o.compute_share_pct && Load(d0.compute_share_pct) != *o.compute_share_pct) ||
-        (o.compute_cap_pct && Load(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
-        (level && Load(d0.priority) != *level)) {
-      mismatch = "compute share " + std::to_string(Load(d0.compute_share_pct)) + "%, priority " +
-                 options_.levels.NameOf(Load(d0.priority));
+    if ((o.compute_share_pct && core::LoadAcquire(d0.compute_share_pct) != *o.compute_share_pct) ||
+        (o.compute_cap_pct && core::LoadAcquire(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
+        (level && core::LoadAcquire(d0.priority) != *level)) {
+      mismatch = "compute share " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) + "%, priority " +
+                 options_.levels.NameOf(core::LoadAcquire(d0.priority));
     }
     if (!mismatch.empty()) {
       return {ApiCode::kFailedPrecondition,
@@ -339,15 +331,15 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
       core::DeviceLimit& d = w->devices[i];
       // Every process reads the limit with an atomic load at its next
       // allocation (and in cuMemGetInfo), so this store is the resize.
-      if (o.memory_limit_bytes) Store(d.memory_limit_bytes, *o.memory_limit_bytes);
-      if (o.compute_share_pct) Store(d.compute_share_pct, *o.compute_share_pct);
-      if (o.compute_cap_pct) Store(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
-      if (level) Store(d.priority, *level);
+      if (o.memory_limit_bytes) core::StoreRelease(d.memory_limit_bytes, *o.memory_limit_bytes);
+      if (o.compute_share_pct) core::StoreRelease(d.compute_share_pct, *o.compute_share_pct);
+      if (o.compute_cap_pct) core::StoreRelease(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
+      if (level) core::StoreRelease(d.priority, *level);
     }
   };
   const auto bump = [w] {
     // Release: whoever sees the new generation sees the new values.
-    std::atomic_ref<uint64_t>(w->generation).fetch_add(1, std::memory_order_release);
+    core::FetchAddRelease(w->generation, 1);
   };
   spdlog::info("resized vGPU '{}'{}{}{}{}", o.name,
                o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",

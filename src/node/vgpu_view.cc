@@ -7,14 +7,10 @@
 #include <atomic>
 
 #include "core/memory_ledger.h"
+#include "core/shared_word.h"
 
 namespace gpuslice::node {
 namespace {
-
-template <typename T>
-T Load(const T& word) {
-  return std::atomic_ref<T>(const_cast<T&>(word)).load(std::memory_order_acquire);
-}
 
 uint64_t SelfPidNamespace() {
   static const uint64_t ns = port::SystemProcessProbe().Self().pid_namespace;
@@ -66,7 +62,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   VgpuView view;
   view.name = limits.name;
   view.dir = handle.dir();
-  view.generation = Load(limits.generation);
+  view.generation = core::LoadAcquire(limits.generation);
   const uint32_t device_count = std::min(limits.device_count, core::kMaxDevices);
   core::MemoryLedger account(&limits, &ledger);
   for (uint32_t i = 0; i < device_count; ++i) {
@@ -79,15 +75,15 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     } else {
       dv.gpu_uuid = FormatGpuUuid(d.uuid);
     }
-    dv.memory_limit_bytes = Load(d.memory_limit_bytes);
+    dv.memory_limit_bytes = core::LoadAcquire(d.memory_limit_bytes);
     dv.memory_used_bytes = account.UsedBytes(i);
-    dv.compute_share_pct = Load(d.compute_share_pct);
-    dv.compute_cap_pct = Load(d.compute_cap_pct);
-    const uint32_t level = Load(d.priority);  // a level word: class and rank
+    dv.compute_share_pct = core::LoadAcquire(d.compute_share_pct);
+    dv.compute_cap_pct = core::LoadAcquire(d.compute_cap_pct);
+    const uint32_t level = core::LoadAcquire(d.priority);  // a level word: class and rank
     dv.priority = core::LevelClass(level);
     dv.priority_rank = core::LevelRank(level);
-    dv.timeslice_us = Load(d.timeslice_us);
-    dv.timeslice_beside_lc_us = Load(d.timeslice_beside_lc_us);
+    dv.timeslice_us = core::LoadAcquire(d.timeslice_us);
+    dv.timeslice_beside_lc_us = core::LoadAcquire(d.timeslice_beside_lc_us);
     view.devices.push_back(std::move(dv));
   }
   if (!view.devices.empty()) {
@@ -95,28 +91,28 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     view.priority_rank = view.devices[0].priority_rank;
   }
 
-  const uint32_t high_water = std::min(Load(ledger.slot_high_water), core::kMaxProcesses);
+  const uint32_t high_water = std::min(core::LoadAcquire(ledger.slot_high_water), core::kMaxProcesses);
   for (uint32_t s = 0; s < high_water; ++s) {
     const core::ProcessSlot& slot = ledger.slots[s];
-    const uint64_t owner = Load(slot.owner);
+    const uint64_t owner = core::LoadAcquire(slot.owner);
     if (owner == 0 || core::SlotBusy(owner)) continue;
     VgpuProcessView p;
     p.pid = static_cast<uint32_t>(owner >> 32);
     p.pid_namespace = slot.pid_namespace;
     p.same_pid_namespace = slot.pid_namespace == SelfPidNamespace();
-    for (uint32_t i = 0; i < device_count; ++i) p.memory_used_bytes.push_back(Load(slot.used_bytes[i]));
+    for (uint32_t i = 0; i < device_count; ++i) p.memory_used_bytes.push_back(core::LoadAcquire(slot.used_bytes[i]));
     for (uint32_t i = 0; i < device_count && i < core::ProcessSlot::kApplied; ++i) {
-      const uint64_t applied = Load(slot.applied_timeslice_us[i]);
+      const uint64_t applied = core::LoadAcquire(slot.applied_timeslice_us[i]);
       p.applied_timeslice_us.push_back(applied);
       view.devices[i].applied_timeslice_us = std::max(view.devices[i].applied_timeslice_us, applied);
     }
     view.processes.push_back(std::move(p));
   }
-  view.denied_allocations = Load(ledger.denied_allocations);
-  view.reaped_processes = Load(ledger.reaped_processes);
-  view.timeslice_applications = Load(ledger.timeslice_applications);
-  view.timeslice_failures = Load(ledger.timeslice_failures);
-  view.gate_waits = Load(ledger.gate_waits);
+  view.denied_allocations = core::LoadAcquire(ledger.denied_allocations);
+  view.reaped_processes = core::LoadAcquire(ledger.reaped_processes);
+  view.timeslice_applications = core::LoadAcquire(ledger.timeslice_applications);
+  view.timeslice_failures = core::LoadAcquire(ledger.timeslice_failures);
+  view.gate_waits = core::LoadAcquire(ledger.gate_waits);
   view.lc_latency.lifetime = core::TakeLcLatencySnapshot(ledger);
   SetLcLatencyQuantiles(nullptr, 0, &view.lc_latency);
   view.has_members = HasMembers(handle.dir());
