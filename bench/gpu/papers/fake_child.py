@@ -50,6 +50,7 @@ def cuda_grab(gib):
             break
         ptrs.append(p)
     got = len(ptrs) * (256 << 20)
+    time.sleep(float(os.environ.get("GRAB_HOLD_S", "1.5")))
     for p in ptrs[len(ptrs) // 2:]:
         cu.cuMemFree_v2(p)  # keep half: the ledger shows a live charge
     return {"asked_gib": gib, "got_bytes": got, "oom": err == 2, "error": f"CUresult {err}" if err else ""}

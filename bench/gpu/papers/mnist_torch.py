@@ -12,7 +12,7 @@ torch.cuda.synchronize().
 Env: READY_FILE (created after warm-up), GO_FILE (measure only once it
 exists), STOP_FILE (train: stop after the current step), GRAB_GIB (train:
 before anything else, allocate 256 MiB blocks until OutOfMemoryError or
-GRAB_GIB GiB, record how much, free it all). A batch that runs out of
+GRAB_GIB GiB, record how much, hold it GRAB_HOLD_S (1.5) s, free it all). A batch that runs out of
 memory at warm-up is halved (recorded as batch_used).
 Output: {"pid", "torch", "phases": {batch: {"steps_per_s", "steps", "seconds",
 "median_step_ms"}}} or {"pid", "step_ends", "batch", "grab": {...},
@@ -67,6 +67,7 @@ def grab(gib):
             break
     got = len(blocks) * (256 << 20)
     free, total = torch.cuda.mem_get_info()
+    time.sleep(float(os.environ.get("GRAB_HOLD_S", "1.5")))  # held long enough for the parent's samplers to see it
     del blocks
     torch.cuda.empty_cache()
     return {"asked_gib": gib, "got_bytes": got, "oom": oom, "error": err, "mem_total_bytes": total,

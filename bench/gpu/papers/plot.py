@@ -2,6 +2,7 @@
 paper's claim.
 
     python3 bench/gpu/papers/plot.py papers.json [OUTDIR]
+    python3 bench/gpu/papers/plot.py call1/papers.json call2/papers.json OUTDIR   (merged: OUTDIR/papers-merged.json)
 
 Writes OUTDIR/papers.md (the tables; also written by run_papers.py after
 every cell) and, where matplotlib imports, OUTDIR/gaia_overhead.png,
@@ -214,9 +215,11 @@ def plots(res, outdir):
             ts = c["tenants"]
             x = range(len(ts))
             ax = axes[0][i]
-            ax.bar([j - 0.2 for j in x], [t["limit_bytes"] / (1 << 30) for t in ts], 0.4, label="limit", color="tab:gray")
-            ax.bar([j + 0.2 for j in x], [(t["ledger_peak_bytes"] or 0) / (1 << 30) for t in ts], 0.4, label="ledger peak",
-                   color="tab:blue")
+            ax.bar([j - 0.27 for j in x], [t["limit_bytes"] / (1 << 30) for t in ts], 0.27, label="limit", color="tab:gray")
+            ax.bar(list(x), [(t["grab_got_bytes"] or 0) / (1 << 30) for t in ts], 0.27, label="got (its own count)",
+                   color="tab:cyan")
+            ax.bar([j + 0.27 for j in x], [(t["ledger_peak_bytes"] or 0) / (1 << 30) for t in ts], 0.27,
+                   label="ledger peak", color="tab:blue")
             ax.scatter(list(x), [(t["grab_asked_bytes"] or 0) / (1 << 30) for t in ts], marker="x", color="tab:red",
                        label="tried", zorder=3)
             ax.set_title(f"{c['n']} tenants: memory (GiB)")
@@ -247,7 +250,7 @@ def plots(res, outdir):
             if k in cd["marks"]:
                 ax.axvline(cd["marks"][k], color="k", ls=":", lw=0.8)
                 ax.text(cd["marks"][k], 1.05, lab, fontsize=7, rotation=0)
-        ax.set_ylim(0, 1.2)
+        ax.set_ylim(0, max([1.2] + [1.1 * v for v in tl["A"] + tl["B"] if v is not None]))
         ax.set_xlabel("seconds")
         ax.set_ylabel("throughput ÷ alone")
         ax.set_title("GaiaGPU (d): elastic allocation (A 30 → 70, B 70 → 30)")
@@ -279,12 +282,34 @@ def plots(res, outdir):
     return made
 
 
+def merge(paths):
+    """Several runs' papers.json (e.g. --parts a,b,d and --parts c,g) as one:
+    a later file's part replaces an earlier one's; meta lists the runs."""
+    res = {"meta": {}, "parts": {}}
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        res["parts"].update(d.get("parts", {}))
+        m = d.get("meta", {})
+        res["meta"].setdefault("runs", []).append({k: m.get(k) for k in ("gpu", "date", "git", "parts", "seconds", "fake")})
+        for k, v in m.items():
+            res["meta"].setdefault(k, v)
+    if len(paths) > 1:
+        res["meta"]["parts"] = list(res["parts"])
+        res["meta"]["seconds"] = " + ".join(str(r.get("seconds")) for r in res["meta"]["runs"])
+    return res
+
+
 def main():
-    if len(sys.argv) < 2:
-        sys.exit("usage: plot.py papers.json [OUTDIR]")
-    src = Path(sys.argv[1])
-    res = json.loads(src.read_text())
-    outdir = Path(sys.argv[2]) if len(sys.argv) > 2 else src.parent
+    args = sys.argv[1:]
+    if not args:
+        sys.exit("usage: plot.py papers.json [more.json ...] [OUTDIR]")
+    jsons = [a for a in args if a.endswith(".json")]
+    rest = [a for a in args if not a.endswith(".json")]
+    res = merge(jsons)
+    outdir = Path(rest[0]) if rest else Path(jsons[0]).parent
+    if len(jsons) > 1:
+        outdir.mkdir(parents=True, exist_ok=True)
+        (outdir / "papers-merged.json").write_text(json.dumps(res, indent=1))
     outdir.mkdir(parents=True, exist_ok=True)
     (outdir / "papers.md").write_text(render_md(res))
     try:

@@ -696,7 +696,7 @@ def cell_d(label):
         b.go.touch()
         cell.sleep(EL_PHASE_S)
         marks["set"] = time.monotonic()
-        for name, share in ((names["A"], "70"), (names["B"], "30")):
+        for name, share in ((names["B"], "30"), (names["A"], "70")):  # the shrink first: the shares never sum over 100
             t = time.monotonic()
             code, out, err = cli(["set", name, "--compute", share], d.env)
             sets.append({"vgpu": name, "compute": int(share), "exit": code, "seconds": round(time.monotonic() - t, 3),
