@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "checkpoint.h"
 #include "fake_gpus.h"
 #include "physical.h"
 #include "state.h"
@@ -120,6 +121,7 @@ CUresult cuInit(unsigned int flags) {
   // lets a test see how gpuslice copes.
   if (fake_cuda::DeviceCount() == 0) return CUDA_ERROR_NO_DEVICE;
   fake_cuda::MarkInitialized();
+  fake_cuda::StartCheckpointWatcher();
   return CUDA_SUCCESS;
 }
 

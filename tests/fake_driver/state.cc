@@ -1,6 +1,7 @@
 #include "state.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <mutex>
 
 #include "entry_points.h"
@@ -13,11 +14,26 @@ std::mutex& Mutex() {
   return *mu;
 }
 
+std::condition_variable& Resumed() {
+  static auto* cv = new std::condition_variable;
+  return *cv;
+}
+
 std::atomic<bool> g_initialized{false};
+// Written under the mutex; read under it by Locked() and lock-free by
+// CheckpointState().
+std::atomic<CUprocessState> g_checkpoint_state{CU_PROCESS_STATE_RUNNING};
 
 }  // namespace
 
-Locked::Locked() { Mutex().lock(); }
+Locked::Locked() {
+  // Taken with the mutex, so a call in flight finishes before a lock
+  // succeeds and no call starts while the process is held.
+  std::unique_lock<std::mutex> lock(Mutex());
+  Resumed().wait(lock, [] { return g_checkpoint_state.load(std::memory_order_relaxed) == CU_PROCESS_STATE_RUNNING; });
+  lock.release();
+}
+Locked::Locked(NoCheckpointWait) { Mutex().lock(); }
 Locked::~Locked() { Mutex().unlock(); }
 
 CUresult Enter(const char* fn) {
@@ -28,5 +44,12 @@ CUresult Enter(const char* fn) {
 void EnterUninitialized(const char* fn) { CountCall(fn); }
 
 void MarkInitialized() { g_initialized.store(true, std::memory_order_release); }
+
+CUprocessState CheckpointState() { return g_checkpoint_state.load(std::memory_order_acquire); }
+
+void SetCheckpointState(const Locked&, CUprocessState state) {
+  g_checkpoint_state.store(state, std::memory_order_release);
+  Resumed().notify_all();
+}
 
 }  // namespace fake_cuda

@@ -20,9 +20,16 @@
 
 namespace fake_cuda {
 
+// Constructing a Locked also waits while the checkpoint model
+// (checkpoint.h) holds this process locked or checkpointed, as the real
+// driver blocks every CUDA call of a locked process. kNoCheckpointWait is for
+// the checkpoint model itself and the fake_cuda_* test API, which must see
+// state while the process is held.
 class Locked {
  public:
+  enum NoCheckpointWait { kNoCheckpointWait };
   Locked();
+  explicit Locked(NoCheckpointWait);
   ~Locked();
   Locked(const Locked&) = delete;
   Locked& operator=(const Locked&) = delete;
@@ -38,6 +45,11 @@ CUresult Enter(const char* fn);
 void EnterUninitialized(const char* fn);
 
 void MarkInitialized();
+
+// The checkpoint model's process state (CUprocessState). Set only by the
+// model's watcher thread; Locked() waits while it is not RUNNING.
+CUprocessState CheckpointState();
+void SetCheckpointState(const Locked&, CUprocessState state);
 
 // x rounded up to a multiple of `to` (a power of two or not), saturating at
 // UINT64_MAX so that absurd sizes fail the capacity check instead of wrapping.

@@ -9,7 +9,7 @@
 extern "C" {
 
 uint64_t fake_cuda_physical_used(int device) {
-  fake_cuda::Locked locked;
+  fake_cuda::Locked locked(fake_cuda::Locked::kNoCheckpointWait);
   return fake_cuda::PhysicalUsed(locked, device);
 }
 
