@@ -9,7 +9,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev nlohmann-json3-dev
   libspdlog-dev libfmt-dev libcpp-httplib-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-pytest
+  pybind11-dev python3-pytest python3-matplotlib
   prometheus
   spin
 )

@@ -354,10 +354,10 @@ class Sampler(threading.Thread):
             pts = [(t, (s[name]["gpu_seconds"] if src.startswith("ls") else s.get(name)))
                    for t, s in series if name in s and t0 - SAMPLE_S <= t <= t1 + SAMPLE_S]
             pts = [(t, v) for t, v in pts if v is not None]
-            if len(pts) >= 2 and pts[-1][0] > pts[0][0]:
+            if len(pts) >= 2 and pts[-1][0] > pts[0][0] and pts[-1][1] > pts[0][1]:
                 (ta, va), (tb, vb) = pts[0], pts[-1]
                 return (vb - va) / (tb - ta), src  # GPU-seconds per second of wall time
-        return None, None
+        return None, None  # no source, or it never moved (NVML gave the daemon no process samples)
 
     def ratio(self, name, t0, t1):
         vals = [r for t, s in self.ls if t0 <= t <= t1 and name in s for r in s[name]["ratio"] if r is not None]
