@@ -16,12 +16,13 @@ import cupy as cp
 
 
 def make(batch):
-    rng = cp.random.default_rng(0)
+    cp.random.seed(0)
     sizes = (784, 512, 512, 10)
-    ws = [rng.standard_normal((a, b), dtype=cp.float32) * (2.0 / a) ** 0.5 for a, b in zip(sizes, sizes[1:])]
+    ws = [cp.random.standard_normal((a, b), dtype=cp.float32) * cp.float32((2.0 / a) ** 0.5)
+          for a, b in zip(sizes, sizes[1:])]
     bs = [cp.zeros(b, dtype=cp.float32) for b in sizes[1:]]
-    x = rng.standard_normal((batch, 784), dtype=cp.float32)
-    y = cp.asarray(rng.integers(0, 10, batch))
+    x = cp.random.standard_normal((batch, 784), dtype=cp.float32)
+    y = cp.random.randint(0, 10, batch)
     onehot = cp.eye(10, dtype=cp.float32)[y]
     lr = cp.float32(0.01)
     dev = cp.cuda.Device()

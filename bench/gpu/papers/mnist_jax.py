@@ -43,7 +43,7 @@ def make(batch):
 
     def step():
         state["p"] = update(state["p"])
-        jax.block_until_ready(state["p"])
+        jax.tree_util.tree_map(lambda a: a.block_until_ready(), state["p"])
 
     return step
 

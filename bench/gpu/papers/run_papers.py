@@ -471,7 +471,17 @@ def frameworks():
             continue
         r = subprocess.run([PYTHON, "-c", f"import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('{mod}') else 3)"],
                            capture_output=True, text=True)
-        out.append((fw, None if r.returncode == 0 else f"{mod} is not installed for {PYTHON}"))
+        why = None if r.returncode == 0 else f"{mod} is not installed for {PYTHON}"
+        if why is None and fw == "jax" and not DRY:  # installed: does it have a GPU backend?
+            try:
+                q = subprocess.run([PYTHON, "-c", "import jax; print(sorted({d.platform for d in jax.devices()}))"],
+                                   capture_output=True, text=True, timeout=90,
+                                   env=dict(os.environ, CUDA_VISIBLE_DEVICES=GPU, XLA_PYTHON_CLIENT_PREALLOCATE="false"))
+                if q.returncode != 0 or not ("gpu" in q.stdout or "cuda" in q.stdout):
+                    why = f"jax has no GPU backend here: {(q.stdout + q.stderr).strip()[-200:]}"
+            except subprocess.TimeoutExpired:
+                why = "jax: listing its devices took over 90 s"
+        out.append((fw, why))
     return out
 
 
