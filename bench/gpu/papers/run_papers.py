@@ -556,7 +556,7 @@ def cell_b_alone(label):
         cell.sleep(SETTLE_S)
         t0 = time.monotonic()
         cell.go_all.touch()
-        cell.sleep(SPLIT_S)
+        cell.sleep(SPLIT_S + 1.0)  # the same window as the tenants': SPLIT_S from 1 s after GO
         t1 = time.monotonic()
         cell.stop_all.touch()
         cell.wait_exit([ch])
@@ -1042,9 +1042,9 @@ def main():
                     DAEMON = None
             save()
     finally:
-        kill_all()
         if DAEMON is not None:
-            DAEMON.stop()
+            DAEMON.stop()  # gracefully (SIGTERM) before anything left is killed
+        kill_all()
         if own_state:
             shutil.rmtree(os.environ["GPUSLICE_STATE_DIR"], ignore_errors=True)
         save()
