@@ -201,6 +201,7 @@ def plots(res, outdir):
             ax.scatter([n] * len(fr), fr, s=18, color="tab:blue", zorder=3, label="each tenant" if n == ns[0] else None)
             ax.hlines(c["share_pct"] / 100, n - 0.3, n + 0.3, color="tab:red", label="its share" if n == ns[0] else None)
         ax.set_xticks(ns)
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("vGPUs on the GPU (N), --compute 100/N each")
         ax.set_ylabel("throughput ÷ alone")
         ax.set_title("GaiaGPU (b): throughput against share")
@@ -261,19 +262,25 @@ def plots(res, outdir):
     cg = {k: c for k, c in cells(res, "g").items() if good(c) and "rates" in c}
     if cg:
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+        colors = {"g_lc_alone": "tab:gray", "g_stock": "tab:orange", "g_mps": "tab:purple", "g_seq": "tab:red",
+                  "g_gpuslice": "tab:green"}
+        kept_max = 100.0
         for k, c in cg.items():
             rs = sorted(c["rates"].values(), key=lambda x: x["rate"])
-            a1.plot([x["rate"] for x in rs], [x["arr_p99_us"] / 1000 for x in rs], marker="o", label=c.get("setting", k))
+            col = colors.get(k)
+            a1.plot([x["rate"] for x in rs], [x["arr_p99_us"] / 1000 for x in rs], marker="o", color=col,
+                    label=c.get("setting", k))
             if any(x.get("be_kept") is not None for x in rs):
-                a2.plot([x["rate"] for x in rs], [100 * (x.get("be_kept") or 0) for x in rs], marker="o",
-                        label=c.get("setting", k))
+                kept = [100 * (x.get("be_kept") or 0) for x in rs]
+                kept_max = max([kept_max] + kept)
+                a2.plot([x["rate"] for x in rs], kept, marker="o", color=col, label=c.get("setting", k))
         a1.set_yscale("log")
         a1.set_xlabel("LC load (req/s)")
         a1.set_ylabel("LC p99, arrival to completion (ms)")
         a1.legend(fontsize=7)
         a2.set_xlabel("LC load (req/s)")
         a2.set_ylabel("BE throughput, % of alone")
-        a2.set_ylim(0, 110)
+        a2.set_ylim(0, 1.1 * kept_max)
         a2.legend(fontsize=7)
         fig.suptitle("GPreempt: LC latency and BE throughput as LC load rises")
         fig.tight_layout()
