@@ -41,4 +41,8 @@ if [ -d "$build/python/gpuslice" ]; then
     done
   done
 fi
+# Headers for building the Python package on a GPU machine whose Python is
+# not Debian's (bench/gpu/levels/build_python.sh).
+mkdir -p "$out/include"
+for h in pybind11 yaml-cpp; do [ -d "/usr/include/$h" ] && cp -r "/usr/include/$h" "$out/include/"; done
 echo "bundle: $(du -sh "$out" | cut -f1) in $out"

@@ -282,6 +282,12 @@ TurnRole RoleOn(int slot) {
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
   if (core::LoadRelaxed(d.board->members[d.member].cap_pct) != 0) return TurnRole::kNone;
+  // An LC vGPU (of a lower level: only those are paced) takes no part in
+  // turns, so it is neither holder nor backfiller: its slice is the
+  // policy's (as a backfiller it ran at 50 us beside the BE holder).
+  if (core::LevelClass(core::LoadRelaxed(d.board->members[d.member].priority)) == core::Priority::kLatencyCritical) {
+    return TurnRole::kNone;
+  }
   return core::TurnHolder(*d.board) == d.member ? TurnRole::kHolder : TurnRole::kBackfiller;
 }
 

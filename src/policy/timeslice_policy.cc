@@ -5,8 +5,12 @@
 namespace gpuslice::policy {
 
 std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config) {
-  // The highest LC level present is "the LC"; everything else (BE, and LC of
-  // lower levels) is to it what a BE is, and is sliced as BE is.
+  // The highest LC level present is "the LC"; BE vGPUs are sliced against
+  // it as before levels existed. LC vGPUs of lower levels get the floor of
+  // a slice beside an LC: short, so the LC waits little for them, and yet
+  // longer than a switch, so that next to a BE at the tiny slice both make
+  // progress (two busy channel groups at 50 us beside an LC made none on an
+  // H100: docs/benchmarks.md, "Priority levels").
   bool has_lc = false;
   uint32_t top_lc_rank = 0;
   for (const VgpuOnGpu& v : vgpus) {
@@ -14,18 +18,15 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
     top_lc_rank = has_lc ? std::max(top_lc_rank, v.rank) : v.rank;
     has_lc = true;
   }
-  const auto is_top = [&](const VgpuOnGpu& v) {
-    return v.priority == core::Priority::kLatencyCritical && v.rank == top_lc_rank;
-  };
   uint32_t top_count = 0;
-  uint32_t others = 0;
-  uint64_t others_weight = 0;
+  uint32_t be_count = 0;
+  uint64_t be_weight = 0;
   for (const VgpuOnGpu& v : vgpus) {
-    if (is_top(v)) {
-      ++top_count;
+    if (v.priority == core::Priority::kLatencyCritical) {
+      top_count += v.rank == top_lc_rank;
     } else {
-      ++others;
-      others_weight += std::max<uint32_t>(v.share_pct, 1);
+      ++be_count;
+      be_weight += std::max<uint32_t>(v.share_pct, 1);
     }
   }
   const uint64_t period = has_lc ? config.be_period_with_lc_us : config.be_period_us;
@@ -33,16 +34,15 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   std::vector<uint64_t> slices;
   slices.reserve(vgpus.size());
   for (const VgpuOnGpu& v : vgpus) {
-    if (is_top(v)) {
+    if (v.priority == core::Priority::kLatencyCritical && v.rank < top_lc_rank) {
+      slices.push_back(config.be_min_slice_with_lc_us);
+    } else if (v.priority == core::Priority::kLatencyCritical) {
       slices.push_back(top_count == 1 ? config.lc_slice_us : config.lc_shared_slice_us);
-    } else if (has_lc && others == 1) {
+    } else if (has_lc && be_count == 1) {
       slices.push_back(config.be_slice_beside_lc_us);
     } else {
-      // Never two busy channel groups at the tiny slice: a switch costs more
-      // than it (docs/gpu-facts.md), and two of them beside an LC made no
-      // progress at all (docs/benchmarks.md, "Priority levels").
       const uint64_t share = std::max<uint32_t>(v.share_pct, 1);
-      slices.push_back(std::max(floor, period * share / others_weight));
+      slices.push_back(std::max(floor, period * share / be_weight));
     }
   }
   return slices;

@@ -56,8 +56,7 @@ struct TimeslicePolicyConfig {
   uint64_t lc_slice_us = 5000000;
   // Two or more LC vGPUs of the highest LC level must not hold each other
   // off for seconds: each gets the driver's default compute slice. (LC vGPUs
-  // of lower levels are sliced as BE vGPUs are, and with them: to the higher
-  // level they are what a BE is.)
+  // of lower levels get be_min_slice_with_lc_us beside a higher one.)
   uint64_t lc_shared_slice_us = 2048;
 };
 

@@ -58,20 +58,19 @@ TEST(TimeslicePolicyTest, ALowerLcLevelIsSlicedAsABestEffortBesideAHigherOne) {
                               {"x", Priority::kLatencyCritical, 100, 0},
                               {"y", Priority::kLatencyCritical, 100, 0},
                               {"a", Priority::kBestEffort, 100}});
-  // Three beside the top level split its short period, above the floor:
-  // never two at the tiny slice (two at 50 us beside an LC made no progress
-  // on an H100).
-  EXPECT_EQ(s, (std::vector<uint64_t>{5000000, 666, 666, 666}));
+  // The lower level at the floor, the BE at the tiny slice: never two at
+  // the tiny slice (two at 50 us beside an LC made no progress on an H100).
+  EXPECT_EQ(s, (std::vector<uint64_t>{5000000, 250, 250, 50}));
   // Two at the top level share; the one lower level yields to both.
   auto t = ComputeTimeslices({{"c1", Priority::kLatencyCritical, 100, 2},
                               {"c2", Priority::kLatencyCritical, 100, 2},
                               {"x", Priority::kLatencyCritical, 100, 1}});
-  EXPECT_EQ(t, (std::vector<uint64_t>{2048, 2048, 50}));
+  EXPECT_EQ(t, (std::vector<uint64_t>{2048, 2048, 250}));
   // critical, high and a BE (the GPU's three levels at once).
   auto u = ComputeTimeslices({{"critical", Priority::kLatencyCritical, 100, 1},
                               {"high", Priority::kLatencyCritical, 100, 0},
                               {"low", Priority::kBestEffort, 100}});
-  EXPECT_EQ(u, (std::vector<uint64_t>{5000000, 1000, 1000}));
+  EXPECT_EQ(u, (std::vector<uint64_t>{5000000, 250, 50}));
 }
 
 TEST(TimeslicePolicyTest, ALowerLcLevelKeepsItsSliceBesideAHigherLiveOne) {
@@ -80,7 +79,7 @@ TEST(TimeslicePolicyTest, ALowerLcLevelKeepsItsSliceBesideAHigherLiveOne) {
   auto s = ComputeTimeslicesBesideLc({{"critical", Priority::kLatencyCritical, 100, 1},
                                       {"high", Priority::kLatencyCritical, 100, 0},
                                       {"low", Priority::kBestEffort, 100}});
-  EXPECT_EQ(s, (std::vector<uint64_t>{0, 1000, 1000}));
+  EXPECT_EQ(s, (std::vector<uint64_t>{0, 250, 50}));
 }
 
 TEST(TimeslicePolicyTest, NoTwoVgpusGetTheTinySlice) {

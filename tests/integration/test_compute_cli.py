@@ -42,7 +42,7 @@ def test_bad_compute_values(world):
 
 
 def test_bad_priority(world):
-    for bad in ["high", "LC", "1"]:
+    for bad in ["urgent", "LC", "1"]:  # default levels: critical, high, normal, low
         one_line_error(world.gpuslice("run", "--priority", bad, "--", "true"), "--priority", "lc", "be")
 
 

@@ -158,3 +158,30 @@ def test_a_slice_the_driver_forgets_is_read_back_and_set_again(world):
     assert len([us for us, ns in compute_sets(rm, be_pid) if us == BESIDE_LC]) >= 2, "set only once"
     release_lc()
     release_be()
+
+
+def test_three_levels_never_put_two_channel_groups_at_the_tiny_slice(world):
+    """critical and high (LC) and a BE on one GPU: the BE runs at the tiny
+    slice beside LC, the lower LC level at the floor of a slice beside LC,
+    never at the tiny one too. On an H100 a lower LC and a BE both at 50 us
+    beside a higher LC made no progress at all (docs/benchmarks.md,
+    "Priority levels"); the lower LC got 50 us from the policy, and again as
+    a backfiller of the BE's turns."""
+    rm = Rm(world)
+    top_pid, release_top = rm.hold("top", "--priority", "critical")
+    lc_live_since(rm, top_pid)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    be_reaches(rm, be_pid)
+    high_pid, release_high = rm.hold("high", "--priority", "high")
+    rm.wait_slice(high_pid, 250)  # TimeslicePolicyConfig::be_min_slice_with_lc_us
+    # Another vGPU coming and going reschedules the node and moves turns.
+    other_pid, release_other = rm.hold("other", "--priority", "be")
+    release_other()
+    be_reaches(rm, be_pid)
+    reached = next(ns for us, ns in compute_sets(rm, high_pid) if us == 250)
+    tiny = [(us, ns) for us, ns in compute_sets(rm, high_pid) if ns >= reached and us <= BESIDE_LC]
+    assert not tiny, f"the lower LC level went to the tiny slice: {compute_sets(rm, high_pid)}"
+    assert compute_sets(rm, high_pid)[-1][0] == 250
+    release_high()
+    release_be()
+    release_top()
