@@ -23,16 +23,12 @@ import sys
 import threading
 import time
 
+import gpuslice
+
 try:
-    # Before gpuslice: on an H100 machine (Ubuntu 24.04's Python 3.12, torch
-    # 2.11) importing torch after gpuslice's extension aborted in
-    # torch._C's import ("free(): invalid pointer"); the other order works
-    # (docs/benchmarks.md, "Priority levels"). Cause not yet found.
     import torch
 except ImportError:  # CI: no PyTorch; the structure runs with --backend python
     torch = None
-
-import gpuslice
 
 
 def torch_backend(device):

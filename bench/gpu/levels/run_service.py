@@ -110,7 +110,7 @@ def main():
     if own_state:
         os.environ["GPUSLICE_STATE_DIR"] = tempfile.mkdtemp(prefix="gs-service-")
     probe = "import gpuslice, sys; print(sys.version.split()[0])" if BACKEND == "python" else \
-        "import torch, gpuslice, sys; print(sys.version.split()[0], torch.__version__)"
+        "import gpuslice, torch, sys; print(sys.version.split()[0], torch.__version__)"
     check = subprocess.run([PYTHON, "-c", probe],
                            env=env(), capture_output=True, text=True)
     RESULTS["meta"]["python_torch"] = check.stdout.strip() or check.stderr.strip()[-400:]
