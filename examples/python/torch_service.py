@@ -78,6 +78,8 @@ def main(argv=None):
     ap.add_argument("--slo-ms", type=float, default=10.0)
     ap.add_argument("--warmup", type=int, default=10, help="requests and steps run before measuring")
     ap.add_argument("--no-slo-reaction", action="store_true", help="measure SLO pressure but do not react to it")
+    ap.add_argument("--no-streams", action="store_true",
+                    help="run every task on PyTorch's default stream (no per-level CUDA streams)")
     args = ap.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.slo_ms <= 0:
         ap.error("--seconds, --rate and --slo-ms must be above 0")
@@ -89,7 +91,10 @@ def main(argv=None):
         if args.mode != "serve":
             train_fn()
 
-    with gpuslice.Scheduler(workers=3, slo_reaction=not args.no_slo_reaction) as sched:
+    # One CUDA stream per level (PyTorch's), so that inside one process the
+    # endpoint's kernels need not queue behind the training's.
+    streams = args.backend == "torch" and not args.no_streams
+    with gpuslice.Scheduler(workers=3, slo_reaction=not args.no_slo_reaction, cuda_streams=streams) as sched:
         infer = sched.latency_critical(priority="high", slo_ms=args.slo_ms)(infer_fn)
         train_step = sched.best_effort(priority="low")(train_fn)
         stop = threading.Event()
@@ -128,7 +133,7 @@ def main(argv=None):
     if args.mode != "train":
         out.update(requests=m["high"].count, p50_ms=m["high"].p50_ms, p99_ms=m["high"].p99_ms,
                    slo_ms=args.slo_ms, slo_misses=m["high"].slo_misses, failed=m["high"].failed,
-                   slo_reaction=not args.no_slo_reaction)
+                   slo_reaction=not args.no_slo_reaction, cuda_streams=streams)
     if args.mode != "serve":
         out.update(train_steps=steps, train_steps_per_s=round(steps / elapsed, 2))
     print(json.dumps(out), flush=True)

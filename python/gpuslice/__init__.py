@@ -33,6 +33,7 @@ import weakref
 from typing import Any, Callable, Generic, Iterator, Optional, ParamSpec, TypeVar, Union
 
 from . import _gpuslice
+from ._streams import LevelStreams, level_streams
 
 __all__ = ["Scheduler", "Task", "LevelMetrics", "request", "hint", "hint_for", "library_loaded"]
 
@@ -98,16 +99,27 @@ class Scheduler:
     ``normal`` and ``low`` (best-effort), and always the built-in ``lc`` and
     ``be``. ``workers`` is the number of worker threads. ``slo_reaction=False``
     keeps measuring SLO pressure but turns its reaction off (docs/task-api.md,
-    section 5). A bad config raises ValueError naming the problem.
+    section 5). ``cuda_streams=True`` runs each level's tasks on its own
+    PyTorch CUDA stream, latency-critical levels at higher stream priorities,
+    and resolves a task's Future once its stream has drained (gpuslice/_streams.py:
+    levels then order GPU work inside one process too). A bad config raises
+    ValueError naming the problem.
 
     ``close()`` (or leaving a ``with`` block, or the interpreter's exit) waits
     for running tasks and cancels queued ones.
     """
 
     def __init__(self, config: Union[str, os.PathLike[str], None] = None, *, workers: int = 4,
-                 slo_reaction: bool = True) -> None:
+                 slo_reaction: bool = True, cuda_streams: bool = False) -> None:
         self._core = _gpuslice._Scheduler(os.fspath(config) if config is not None else None, workers,
                                           bool(slo_reaction))
+        self._streams: Optional[LevelStreams] = None
+        if cuda_streams:
+            try:
+                self._streams = level_streams((name, lc) for name, lc, _ in self._core.levels())
+            except ValueError:
+                self._core.close()
+                raise
         _live.add(self)
 
     # --- task classes ---------------------------------------------------------
@@ -140,6 +152,8 @@ class Scheduler:
             level, slo, call = fn.level, fn.slo_ms, fn.__wrapped__
         else:
             level, slo, call = "be", 0.0, fn
+        if self._streams is not None:
+            call = functools.partial(self._streams.run, level, self._streams.ready(), call)
         future: concurrent.futures.Future[R] = concurrent.futures.Future()
         self._core.submit(level, slo, call, args, kwargs, future)
         return future

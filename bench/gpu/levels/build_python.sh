@@ -46,7 +46,7 @@ echo "pybind11 $version from $pybind_dir"
 
 version_script=${VERSION_SCRIPT-python/src/gpuslice_module.map}
 mkdir -p "$out/gpuslice"
-cp python/gpuslice/__init__.py python/gpuslice/py.typed "$out/gpuslice/"
+cp python/gpuslice/*.py python/gpuslice/py.typed "$out/gpuslice/"
 ${CXX:-g++} -O2 -std=c++20 -fPIC -shared -fvisibility=hidden -I"$inc" -I"$pybind_dir" -I"$bundle/include" -Iinclude -Isrc \
   python/src/gpuslice_module.cc src/task/{clock,dispatch_queue,level_stats,request,scheduler,scheduler_core,task_abi,task_levels}.cc \
   "$bundle/python-deps/libyaml-cpp.so.0.7" -Wl,-rpath,"$bundle/python-deps" -ldl -lpthread \

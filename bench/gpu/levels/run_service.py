@@ -10,6 +10,9 @@ Cells (two processes each but alone: `--mode serve` and `--mode train`):
   gpuslice_noreact  the same with the endpoint's --no-slo-reaction
   both_gpuslice     one process, both halves (`--mode both`) in `run --priority high`
   both_noreact      the same with --no-slo-reaction
+  both_stock        one process, both halves, no gpuslice
+  both_nostreams    both_gpuslice on PyTorch's default stream (--no-streams);
+                    the other both_ cells use one CUDA stream per level
 
 Writes $OUT/service.json after every cell. Needs the task API's Python
 package: GPUSLICE_PYTHONPATH (with_bundle.sh sets it) or build/python.
@@ -130,6 +133,7 @@ def main():
         "both_gpuslice": [("both", wrap(service("both", SECONDS), ("svc-both", "high")))],
         "both_noreact": [("both", wrap(service("both", SECONDS, ["--no-slo-reaction"]), ("svc-both2", "high")))],
         "both_stock": [("both", service("both", SECONDS))],
+        "both_nostreams": [("both", wrap(service("both", SECONDS, ["--no-streams"]), ("svc-both3", "high")))],
     }
     only = [c for c in os.environ.get("SERVICE_CELLS", "").split(",") if c]
     try:
