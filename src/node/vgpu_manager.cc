@@ -13,10 +13,36 @@
 #include "core/shared_word.h"
 #include "node/flag_values.h"
 #include "node/limits_writer.h"
+#include "node/suspend_record.h"
 #include "port/process.h"
 
 namespace gpuslice::node {
 namespace {
+
+// The vGPU's suspend state and counters (suspend_record.h) in its view.
+void SetSuspendView(const std::string& dir, VgpuView* view) {
+  auto read = ReadSuspendRecord(dir);
+  if (!read.ok()) {
+    view->suspend_detail = read.status().message();
+    return;
+  }
+  const SuspendRecord& r = read.value();
+  view->suspend_state = SuspendStateName(r.state);
+  view->suspend_detail = r.detail;
+  view->suspended_bytes = r.state == SuspendState::kRunning ? 0 : r.bytes;
+  view->suspended_seconds_total = r.suspended_seconds_total;
+  if (r.state != SuspendState::kRunning && r.state != SuspendState::kSuspending && r.since_unix_ms > 0) {
+    const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+    view->suspended_seconds_total += static_cast<double>(now - r.since_unix_ms) / 1e3;
+  }
+  view->suspend_bytes_moved_total = r.bytes_moved_total;
+  view->suspends = r.suspends;
+  view->resumes = r.resumes;
+  view->last_suspend_seconds = r.last_suspend_seconds;
+  view->last_resume_seconds = r.last_resume_seconds;
+}
 
 bool Exists(const std::string& path) {
   struct stat st;
@@ -454,6 +480,7 @@ VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   VgpuView view = ReadVgpuView(m.handle, *devices_);
   view.persistent = m.persistent;
   view.priority_level = options_.levels.NameOf(core::LevelWord(view.priority, view.priority_rank));
+  SetSuspendView(view.dir, &view);
   for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
     view.devices[i].compute_measured_ratio = m.measured[i];
   }

@@ -19,9 +19,17 @@
 // until deleted. Persistence is a file in the vGPU's directory, so it
 // survives restarts.
 //
+// The manager also owns each vGPU's suspend state (running, suspending,
+// suspended, resuming: suspend_record.h), kept in the vGPU's directory so
+// that a restarted daemon finishes what it was killed in (RecoverSuspends).
+// Suspend and Resume drive the driver's checkpoint API (vgpu_suspender.h)
+// outside the mutex: the intermediate states keep a second suspend or
+// resume of the same vGPU out meanwhile.
+//
 // Thread-safe: every public method may be called from any thread (gRPC
 // handlers, the housekeeping thread); they serialise on one mutex, held for
-// file-system work of about a millisecond. Ledger reaping runs outside it.
+// file-system work of about a millisecond. Ledger reaping and the
+// checkpoint API's calls (seconds) run outside it.
 // Methods allocate and make syscalls.
 #ifndef GPUSLICE_NODE_VGPU_MANAGER_H_
 #define GPUSLICE_NODE_VGPU_MANAGER_H_
@@ -41,6 +49,8 @@
 #include "core/lc_latency.h"
 #include "core/vgpu_store.h"
 #include "node/api_status.h"
+#include "node/checkpoint_driver.h"
+#include "node/host_memory.h"
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "node/vgpu_view.h"
@@ -67,6 +77,17 @@ struct ManagerOptions {
   // SampleLcLatency). A p99 needs a hundred requests or more to mean
   // anything, and one second of a sparse LC service rarely has them.
   std::chrono::milliseconds lc_latency_window{std::chrono::seconds(10)};
+  // Host memory free for a suspend's checkpoints (host_memory.h); unset:
+  // MemAvailable of /proc/meminfo.
+  HostMemoryProbe host_memory;
+  // How long a suspend waits for each process's CUDA calls in flight
+  // before it gives up and leaves the vGPU running.
+  std::chrono::milliseconds suspend_lock_timeout{std::chrono::seconds(10)};
+};
+
+struct SuspendOptions {
+  std::string name;
+  std::optional<std::chrono::milliseconds> lock_timeout;  // unset: ManagerOptions's
 };
 
 struct CreateOptions {
@@ -121,6 +142,20 @@ class VgpuManager {
   ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted);
   // Every vGPU, or the one named ("" = all). Unknown name: NOT_FOUND.
   ApiStatus List(const std::string& name, std::vector<VgpuView>* views);
+
+  // The checkpoint API that Suspend and Resume use; null (with why): they
+  // answer FAILED_PRECONDITION with `unavailable`. Call before serving.
+  void SetCheckpointDriver(CheckpointDriver* driver, std::string unavailable);
+  // Suspends every process of the vGPU (vgpu_suspender.h), after checking
+  // that the bytes they hold fit in the host's available memory.
+  ApiStatus Suspend(const SuspendOptions& options, VgpuView* after);
+  // Restores and unlocks every process of a suspended vGPU.
+  ApiStatus Resume(const std::string& name, VgpuView* after);
+  // At start, after Adopt and SetCheckpointDriver: every vGPU found
+  // suspending or resuming (a daemon killed in the middle) is brought back
+  // to running, so that no process stays locked. Suspended ones stay
+  // suspended. Returns how many were recovered.
+  size_t RecoverSuspends();
 
   // Reaps dead processes from every ledger, then removes unused ephemeral
   // vGPUs. Run by the housekeeping thread every reap interval.
@@ -180,6 +215,8 @@ class VgpuManager {
   const NodeDevices* const devices_;
   ScheduleWorker* const schedule_;
   const ManagerOptions options_;
+  CheckpointDriver* checkpoint_ = nullptr;  // set before serving, then read-only
+  std::string checkpoint_unavailable_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<Managed>> vgpus_;  // guarded by mu_
   // vGPUs whose state cannot be read, and why: listed as corrupt, never

@@ -82,6 +82,16 @@ struct VgpuView {
   uint64_t gate_waits = 0;
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
   std::string corrupt;       // why its state cannot be read ("": it can); then only name and dir are set
+  // Suspend (suspend_record.h); set by VgpuManager from the vGPU's suspend file.
+  std::string suspend_state = "running";  // running, suspending, suspended, resuming
+  std::string suspend_detail;             // the last suspend/resume failure; "" when none
+  uint64_t suspended_bytes = 0;           // device memory checkpointed to host, while suspended
+  double suspended_seconds_total = 0;     // the current suspended period included
+  uint64_t suspend_bytes_moved_total = 0;
+  uint64_t suspends = 0;
+  uint64_t resumes = 0;
+  double last_suspend_seconds = 0;
+  double last_resume_seconds = 0;
 };
 
 VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& devices);

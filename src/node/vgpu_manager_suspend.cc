@@ -1,0 +1,247 @@
+// VgpuManager's suspend and resume (vgpu_manager.h): the vGPU's state
+// machine and its persistence, around vgpu_suspender.h's driver sequences.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "core/byte_size.h"
+#include "node/suspend_record.h"
+#include "node/vgpu_manager.h"
+#include "node/vgpu_suspender.h"
+
+namespace gpuslice::node {
+namespace {
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool Alive(uint32_t pid) { return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+std::vector<uint32_t> LivePids(const std::vector<uint32_t>& pids) {
+  std::vector<uint32_t> out;
+  for (uint32_t pid : pids) {
+    if (Alive(pid)) out.push_back(pid);
+  }
+  return out;
+}
+
+// Closes the current suspended period into the total.
+void CloseSuspendedPeriod(SuspendRecord* r) {
+  if (r->since_unix_ms > 0) r->suspended_seconds_total += static_cast<double>(NowUnixMs() - r->since_unix_ms) / 1e3;
+}
+
+ApiStatus Persist(const std::string& dir, const SuspendRecord& r) {
+  if (Status s = WriteSuspendRecord(dir, r); !s.ok()) return {ApiCode::kInternal, s.message()};
+  return ApiStatus::Ok();
+}
+
+}  // namespace
+
+void VgpuManager::SetCheckpointDriver(CheckpointDriver* driver, std::string unavailable) {
+  std::lock_guard<std::mutex> lock(mu_);
+  checkpoint_ = driver;
+  checkpoint_unavailable_ = std::move(unavailable);
+}
+
+ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
+  const std::string dir = store_.DirOf(o.name);
+  std::vector<uint32_t> pids;
+  uint64_t bytes = 0;
+  SuspendRecord record;
+  CheckpointDriver* driver = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefreshLocked();
+    auto it = vgpus_.find(o.name);
+    if (it == vgpus_.end()) {
+      return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
+    }
+    if (checkpoint_ == nullptr) {
+      return {ApiCode::kFailedPrecondition, "cannot suspend: " + checkpoint_unavailable_};
+    }
+    driver = checkpoint_;
+    auto read = ReadSuspendRecord(dir);
+    if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
+    record = read.value();
+    if (record.state != SuspendState::kRunning) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' is " + SuspendStateName(record.state) +
+                                                "; only a running vGPU can be suspended"};
+    }
+    const VgpuView view = ViewLocked(o.name, *it->second);
+    for (const auto& p : view.processes) {
+      if (!p.same_pid_namespace) {
+        return {ApiCode::kFailedPrecondition,
+                "vGPU '" + o.name + "' has process " + std::to_string(p.pid) +
+                    " in another pid namespace, which the daemon cannot checkpoint; run the daemon in the "
+                    "host's pid namespace"};
+      }
+      pids.push_back(p.pid);
+    }
+    if (pids.empty()) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' has no process to suspend"};
+    }
+    for (const auto& d : view.devices) bytes += d.memory_used_bytes;
+    const std::optional<uint64_t> available =
+        options_.host_memory ? options_.host_memory() : ReadMemAvailable(MeminfoPath());
+    if (!available) {
+      return {ApiCode::kFailedPrecondition,
+              "cannot read the host's available memory (MemAvailable in /proc/meminfo); suspend refused"};
+    }
+    if (bytes > *available) {
+      return {ApiCode::kFailedPrecondition,
+              "vGPU '" + o.name + "' holds " + core::FormatByteSize(bytes) +
+                  " of device memory, more than the host's " + core::FormatByteSize(*available) +
+                  " available memory for its checkpoint; suspend refused: free host memory first"};
+    }
+    record.state = SuspendState::kSuspending;
+    record.pids = pids;
+    record.bytes = bytes;
+    record.since_unix_ms = NowUnixMs();
+    if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const ApiStatus result = SuspendProcesses(driver, pids, o.lock_timeout.value_or(options_.suspend_lock_timeout));
+  const double seconds = SecondsSince(start);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (result.ok()) {
+    record.state = SuspendState::kSuspended;
+    record.since_unix_ms = NowUnixMs();
+    record.detail.clear();
+    record.bytes_moved_total += bytes;
+    ++record.suspends;
+    record.last_suspend_seconds = seconds;
+    spdlog::info("suspended vGPU '{}': {} processes, {} checkpointed in {:.3f} s", o.name, pids.size(),
+                 core::FormatByteSize(bytes), seconds);
+  } else {
+    record.state = SuspendState::kRunning;
+    record.pids.clear();
+    record.bytes = 0;
+    record.since_unix_ms = NowUnixMs();
+    record.detail = "suspend failed: " + result.message();
+    spdlog::warn("suspend of vGPU '{}' failed: {}", o.name, result.message());
+  }
+  if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
+  if (after != nullptr) {
+    RefreshLocked();
+    if (auto it = vgpus_.find(o.name); it != vgpus_.end()) *after = ViewLocked(o.name, *it->second);
+  }
+  return result;
+}
+
+ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
+  const std::string dir = store_.DirOf(name);
+  SuspendRecord record;
+  CheckpointDriver* driver = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefreshLocked();
+    if (vgpus_.find(name) == vgpus_.end()) {
+      return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
+    }
+    if (checkpoint_ == nullptr) return {ApiCode::kFailedPrecondition, "cannot resume: " + checkpoint_unavailable_};
+    driver = checkpoint_;
+    auto read = ReadSuspendRecord(dir);
+    if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
+    record = read.value();
+    if (record.state != SuspendState::kSuspended) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + name + "' is " + SuspendStateName(record.state) +
+                                                "; only a suspended vGPU can be resumed"};
+    }
+    record.state = SuspendState::kResuming;
+    if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const ApiStatus result = ResumeProcesses(driver, LivePids(record.pids));
+  const double seconds = SecondsSince(start);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (result.ok()) {
+    CloseSuspendedPeriod(&record);
+    record.state = SuspendState::kRunning;
+    record.bytes_moved_total += record.bytes;
+    ++record.resumes;
+    record.last_resume_seconds = seconds;
+    record.detail.clear();
+    spdlog::info("resumed vGPU '{}': {} restored in {:.3f} s", name, core::FormatByteSize(record.bytes), seconds);
+    record.pids.clear();
+    record.bytes = 0;
+    record.since_unix_ms = NowUnixMs();
+  } else {
+    record.state = SuspendState::kSuspended;
+    record.detail = "resume failed: " + result.message();
+    spdlog::error("resume of vGPU '{}' failed: {}", name, result.message());
+  }
+  if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
+  if (after != nullptr) {
+    RefreshLocked();
+    if (auto it = vgpus_.find(name); it != vgpus_.end()) *after = ViewLocked(name, *it->second);
+  }
+  return result;
+}
+
+size_t VgpuManager::RecoverSuspends() {
+  std::vector<std::string> names;
+  CheckpointDriver* driver = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefreshLocked();
+    for (const auto& [name, m] : vgpus_) names.push_back(name);
+    driver = checkpoint_;
+  }
+  size_t recovered = 0;
+  for (const std::string& name : names) {
+    const std::string dir = store_.DirOf(name);
+    auto read = ReadSuspendRecord(dir);
+    if (!read.ok()) {
+      spdlog::error("vGPU '{}': {}", name, read.status().message());
+      continue;
+    }
+    SuspendRecord record = read.value();
+    if (record.state == SuspendState::kSuspended) {
+      spdlog::info("vGPU '{}' is suspended ({} processes); `gpuslice resume {}` resumes it", name,
+                   record.pids.size(), name);
+      continue;
+    }
+    if (record.state == SuspendState::kRunning) continue;
+    const bool was_resuming = record.state == SuspendState::kResuming;
+    if (driver == nullptr) {
+      spdlog::error("vGPU '{}' was left {} by a previous daemon, and the checkpoint API is unavailable ({}); "
+                    "its processes may stay locked",
+                    name, SuspendStateName(record.state), checkpoint_unavailable_);
+      continue;
+    }
+    // A suspend the previous daemon never answered is undone, a resume
+    // finished: either way every process runs again.
+    const ApiStatus s = ResumeProcesses(driver, LivePids(record.pids));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s.ok()) {
+      if (was_resuming) {
+        CloseSuspendedPeriod(&record);
+        ++record.resumes;
+      }
+      record.state = SuspendState::kRunning;
+      record.pids.clear();
+      record.bytes = 0;
+      record.since_unix_ms = NowUnixMs();
+      record.detail = std::string("recovered at daemon start from an interrupted ") +
+                      (was_resuming ? "resume" : "suspend") + "; every process running";
+      spdlog::warn("vGPU '{}': {}", name, record.detail);
+      ++recovered;
+    } else {
+      record.state = SuspendState::kSuspended;
+      record.detail = "recovery at daemon start failed: " + s.message();
+      spdlog::error("vGPU '{}': {}", name, record.detail);
+    }
+    if (Status w = WriteSuspendRecord(dir, record); !w.ok()) spdlog::error("vGPU '{}': {}", name, w.message());
+  }
+  return recovered;
+}
+
+}  // namespace gpuslice::node
