@@ -152,6 +152,17 @@ Json VgpuJson(const pb::Vgpu& v) {
   latency["window_seconds"] = lc.has_window_seconds() ? Json(lc.window_seconds()) : Json(nullptr);
   latency["window_requests"] = lc.window_requests();
   out["lc_latency"] = latency;
+  Json suspend;
+  suspend["state"] = v.suspend_state().empty() ? "running" : v.suspend_state();  // "" from an older daemon
+  suspend["detail"] = v.suspend_detail();
+  suspend["suspended_bytes"] = v.suspended_bytes();
+  suspend["suspended_seconds_total"] = v.suspended_seconds_total();
+  suspend["bytes_moved_total"] = v.suspend_bytes_moved_total();
+  suspend["suspends"] = v.suspends();
+  suspend["resumes"] = v.resumes();
+  suspend["last_suspend_seconds"] = v.last_suspend_seconds();
+  suspend["last_resume_seconds"] = v.last_resume_seconds();
+  out["suspend"] = suspend;
   return out;
 }
 
@@ -211,7 +222,11 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
       const auto& d = v.devices(i);
       std::string compute = std::to_string(d.compute_share_pct()) + "%";
       if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
-      rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") : "",
+      // A vGPU not running says so by its name: suspended, or on its way.
+      const bool running = v.suspend_state().empty() || v.suspend_state() == "running";
+      rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") +
+                                   (running ? "" : " (" + v.suspend_state() + ")")
+                             : "",
                       i == 0 ? PriorityText(v) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
                       RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),

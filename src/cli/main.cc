@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   gpuslice::cli::AddLsCommand(app);
   gpuslice::cli::AddTopCommand(app);
   gpuslice::cli::AddSetCommand(app);
+  gpuslice::cli::AddSuspendCommands(app);
   gpuslice::cli::AddDevicesCommand(app);
   // Commands of later modules are added here, one line each.
   gpuslice::k8s::AddCommands(app);

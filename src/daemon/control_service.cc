@@ -1,5 +1,7 @@
 #include "daemon/control_service.h"
 
+#include <chrono>
+
 namespace gpuslice::daemon {
 namespace {
 
@@ -85,6 +87,15 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   if (lc.p99_seconds) pl->set_p99_seconds(*lc.p99_seconds);
   if (lc.window_seconds) pl->set_window_seconds(*lc.window_seconds);
   pl->set_window_requests(lc.window_requests);
+  out->set_suspend_state(view.suspend_state);
+  out->set_suspend_detail(view.suspend_detail);
+  out->set_suspended_bytes(view.suspended_bytes);
+  out->set_suspended_seconds_total(view.suspended_seconds_total);
+  out->set_suspend_bytes_moved_total(view.suspend_bytes_moved_total);
+  out->set_suspends(view.suspends);
+  out->set_resumes(view.resumes);
+  out->set_last_suspend_seconds(view.last_suspend_seconds);
+  out->set_last_resume_seconds(view.last_resume_seconds);
 }
 
 void ToProto(const node::NodeDevices& devices, pb::GetDevicesResponse* response) {
@@ -170,6 +181,25 @@ grpc::Status ControlService::DeleteVgpu(grpc::ServerContext*, const pb::DeleteVg
     return ToGrpc(s);
   }
   response->set_deleted(deleted);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::SuspendVgpu(grpc::ServerContext*, const pb::SuspendVgpuRequest* request,
+                                         pb::SuspendVgpuResponse* response) {
+  node::SuspendOptions o;
+  o.name = request->name();
+  if (request->lock_timeout_ms() > 0) o.lock_timeout = std::chrono::milliseconds(request->lock_timeout_ms());
+  node::VgpuView after;
+  if (node::ApiStatus s = manager_->Suspend(o, &after); !s.ok()) return ToGrpc(s);
+  ToProto(after, response->mutable_vgpu());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ResumeVgpu(grpc::ServerContext*, const pb::ResumeVgpuRequest* request,
+                                        pb::ResumeVgpuResponse* response) {
+  node::VgpuView after;
+  if (node::ApiStatus s = manager_->Resume(request->name(), &after); !s.ok()) return ToGrpc(s);
+  ToProto(after, response->mutable_vgpu());
   return grpc::Status::OK;
 }
 

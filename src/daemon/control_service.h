@@ -44,6 +44,10 @@ class ControlService final : public control::v1::Control::Service {
                           control::v1::ResizeVgpuResponse*) override;
   grpc::Status DeleteVgpu(grpc::ServerContext*, const control::v1::DeleteVgpuRequest*,
                           control::v1::DeleteVgpuResponse*) override;
+  grpc::Status SuspendVgpu(grpc::ServerContext*, const control::v1::SuspendVgpuRequest*,
+                           control::v1::SuspendVgpuResponse*) override;
+  grpc::Status ResumeVgpu(grpc::ServerContext*, const control::v1::ResumeVgpuRequest*,
+                          control::v1::ResumeVgpuResponse*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const control::v1::GetStatusRequest*,
                          control::v1::GetStatusResponse*) override;
 

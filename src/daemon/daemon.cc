@@ -26,6 +26,7 @@
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
+#include "node/checkpoint_driver.h"
 #include "node/vgpu_manager.h"
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
@@ -169,6 +170,16 @@ int RunDaemon(const config::DaemonConfig& config) {
   options.group = group;
   node::VgpuManager manager(store, &devices.value(), &schedule, options);
   const size_t adopted = manager.Adopt();
+  // The checkpoint API (suspend/resume). Opened once; without it the rest
+  // of the daemon serves, and a suspend says why it cannot.
+  std::string no_checkpoint;
+  std::unique_ptr<node::CheckpointDriver> checkpoint = node::OpenCheckpointDriver(&no_checkpoint);
+  if (checkpoint == nullptr) spdlog::info("suspend/resume unavailable: {}", no_checkpoint);
+  manager.SetCheckpointDriver(checkpoint.get(), no_checkpoint);
+  // Before serving: a vGPU a killed daemon left mid-suspend runs again.
+  if (const size_t recovered = manager.RecoverSuspends(); recovered > 0) {
+    spdlog::warn("recovered {} vGPU(s) from an interrupted suspend or resume", recovered);
+  }
 
   DaemonIdentity identity;
   identity.pid = static_cast<uint32_t>(getpid());

@@ -11,7 +11,6 @@ namespace gpuslice::daemon {
 namespace {
 
 namespace pb = control::v1;
-constexpr auto kDeadline = std::chrono::seconds(10);
 
 }  // namespace
 
@@ -39,9 +38,9 @@ StatusOr<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string&
 }
 
 template <typename Response, typename Call>
-StatusOr<Response> DaemonClient::Invoke(Call call) {
+StatusOr<Response> DaemonClient::Invoke(Call call, std::chrono::seconds deadline) {
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  context.set_deadline(std::chrono::system_clock::now() + deadline);
   Response response;
   const grpc::Status s = call(&context, &response);
   if (s.ok()) return response;
@@ -85,6 +84,18 @@ StatusOr<pb::ResizeVgpuResponse> DaemonClient::ResizeVgpu(const pb::ResizeVgpuRe
 StatusOr<pb::DeleteVgpuResponse> DaemonClient::DeleteVgpu(const pb::DeleteVgpuRequest& request) {
   return Invoke<pb::DeleteVgpuResponse>(
       [&](grpc::ClientContext* c, pb::DeleteVgpuResponse* r) { return stub_->DeleteVgpu(c, request, r); });
+}
+
+StatusOr<pb::SuspendVgpuResponse> DaemonClient::SuspendVgpu(const pb::SuspendVgpuRequest& request) {
+  return Invoke<pb::SuspendVgpuResponse>(
+      [&](grpc::ClientContext* c, pb::SuspendVgpuResponse* r) { return stub_->SuspendVgpu(c, request, r); },
+      std::chrono::minutes(10));
+}
+
+StatusOr<pb::ResumeVgpuResponse> DaemonClient::ResumeVgpu(const pb::ResumeVgpuRequest& request) {
+  return Invoke<pb::ResumeVgpuResponse>(
+      [&](grpc::ClientContext* c, pb::ResumeVgpuResponse* r) { return stub_->ResumeVgpu(c, request, r); },
+      std::chrono::minutes(10));
 }
 
 }  // namespace gpuslice::daemon

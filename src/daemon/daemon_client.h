@@ -11,6 +11,7 @@
 #ifndef GPUSLICE_DAEMON_DAEMON_CLIENT_H_
 #define GPUSLICE_DAEMON_DAEMON_CLIENT_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -32,6 +33,10 @@ class DaemonClient {
   StatusOr<control::v1::ListVgpusResponse> ListVgpus(const control::v1::ListVgpusRequest& request);
   StatusOr<control::v1::ResizeVgpuResponse> ResizeVgpu(const control::v1::ResizeVgpuRequest& request);
   StatusOr<control::v1::DeleteVgpuResponse> DeleteVgpu(const control::v1::DeleteVgpuRequest& request);
+  // These wait as long as the driver takes (seconds per GiB) and the lock
+  // timeout: their deadline is 10 minutes, not 10 s.
+  StatusOr<control::v1::SuspendVgpuResponse> SuspendVgpu(const control::v1::SuspendVgpuRequest& request);
+  StatusOr<control::v1::ResumeVgpuResponse> ResumeVgpu(const control::v1::ResumeVgpuRequest& request);
 
   const std::string& socket_path() const { return socket_path_; }
 
@@ -39,7 +44,7 @@ class DaemonClient {
   DaemonClient(std::string socket_path, std::unique_ptr<control::v1::Control::Stub> stub)
       : socket_path_(std::move(socket_path)), stub_(std::move(stub)) {}
   template <typename Response, typename Call>
-  StatusOr<Response> Invoke(Call call);
+  StatusOr<Response> Invoke(Call call, std::chrono::seconds deadline = std::chrono::seconds(10));
 
   std::string socket_path_;
   std::unique_ptr<control::v1::Control::Stub> stub_;
