@@ -18,6 +18,11 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
   m.vgpu_timeslice_applications_total->Clear();
   m.vgpu_timeslice_failures_total->Clear();
   m.vgpu_processes->Clear();
+  m.vgpu_suspended->Clear();
+  m.vgpu_suspended_seconds_total->Clear();
+  m.vgpu_suspend_bytes_moved_total->Clear();
+  m.vgpu_last_suspend_duration_seconds->Clear();
+  m.vgpu_last_resume_duration_seconds->Clear();
   m.gpu_memory_total_bytes->Clear();
   for (const auto& g : devices.gpus) {
     m.gpu_memory_total_bytes->WithLabels({std::to_string(g.index)}).Set(static_cast<double>(g.memory_total_bytes));
@@ -39,6 +44,13 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
     m.vgpu_timeslice_applications_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_applications));
     m.vgpu_timeslice_failures_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_failures));
     m.vgpu_processes->WithLabels(vgpu).Set(static_cast<double>(v.processes.size()));
+    // Suspend (node/suspend_record.h): kept in the vGPU's directory, so
+    // these survive daemon restarts as counters should.
+    m.vgpu_suspended->WithLabels(vgpu).Set(v.suspend_state == "running" ? 0 : 1);
+    m.vgpu_suspended_seconds_total->WithLabels(vgpu).Set(v.suspended_seconds_total);
+    m.vgpu_suspend_bytes_moved_total->WithLabels(vgpu).Set(static_cast<double>(v.suspend_bytes_moved_total));
+    if (v.suspends > 0) m.vgpu_last_suspend_duration_seconds->WithLabels(vgpu).Set(v.last_suspend_seconds);
+    if (v.resumes > 0) m.vgpu_last_resume_duration_seconds->WithLabels(vgpu).Set(v.last_resume_seconds);
     // LC vGPUs, and any that ever recorded (one turned BE keeps its history
     // rather than seeming reset); a BE vGPU's empty histogram would be
     // 23 series of zeros.

@@ -34,6 +34,11 @@ struct GpusliceMetrics {
   Family<Counter>* vgpu_violations_total;              // vgpu, kind
   Family<Counter>* vgpu_gpu_seconds_total;             // gpu, vgpu
   Family<Counter>* vgpu_energy_joules_total;           // gpu, vgpu
+  Family<Gauge>* vgpu_suspended;                         // vgpu
+  Family<Counter>* vgpu_suspended_seconds_total;         // vgpu
+  Family<Counter>* vgpu_suspend_bytes_moved_total;       // vgpu
+  Family<Gauge>* vgpu_last_suspend_duration_seconds;     // vgpu
+  Family<Gauge>* vgpu_last_resume_duration_seconds;      // vgpu
   // Per GPU.
   Family<Gauge>* gpu_memory_total_bytes;          // gpu
   Family<Counter>* gpu_energy_joules_total;       // gpu
