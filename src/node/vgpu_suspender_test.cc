@@ -18,7 +18,7 @@ class ScriptedDriver final : public CheckpointDriver {
 
   CheckpointResult Lock(uint32_t pid, std::chrono::milliseconds) override {
     calls.push_back("lock " + std::to_string(pid));
-    if (fail.count({pid, "lock timeout"})) return {702, "CUDA_ERROR_TIMEOUT"};
+    if (fail.count({pid, "lock timeout"})) return {909, "CUDA_ERROR_TIMEOUT"};  // cuda.h's value
     return Step(pid, "lock", ProcessCheckpointState::kRunning, ProcessCheckpointState::kLocked);
   }
   CheckpointResult Checkpoint(uint32_t pid) override {
