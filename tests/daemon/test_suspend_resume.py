@@ -108,7 +108,7 @@ def test_suspend_and_resume_a_two_process_vgpu(sworld):
         poll(lambda: any(os.path.exists(a["after"]) for a in apps), timeout=0.5, what="a call while suspended")
 
     r = sworld.gpuslice("resume", "sus")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stderr + sworld.daemons[0].text()
     assert "resumed, 2 process(es) running" in r.stdout
     for app in apps:
         sworld.wait_for_file(app["after"])  # the blocked call went on
