@@ -207,6 +207,12 @@ std::string SliceText(const pb::VgpuDevice& d) {
   return us(d.applied_timeslice_us()) + " (" + us(d.timeslice_us()) + ")";
 }
 
+std::string SuspendSuffix(const pb::Vgpu& v) {
+  // A vGPU not running says so by its name: suspended, or on its way.
+  const bool running = v.suspend_state().empty() || v.suspend_state() == "running";
+  return running ? "" : " (" + v.suspend_state() + ")";
+}
+
 std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesResponse&) {
   if (vgpus.empty()) return "no vGPUs\n";
   std::vector<std::vector<std::string>> rows = {
@@ -222,11 +228,7 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
       const auto& d = v.devices(i);
       std::string compute = std::to_string(d.compute_share_pct()) + "%";
       if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
-      // A vGPU not running says so by its name: suspended, or on its way.
-      const bool running = v.suspend_state().empty() || v.suspend_state() == "running";
-      rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") +
-                                   (running ? "" : " (" + v.suspend_state() + ")")
-                             : "",
+      rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") + SuspendSuffix(v) : "",
                       i == 0 ? PriorityText(v) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
                       RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),

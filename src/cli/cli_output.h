@@ -26,6 +26,8 @@ std::string DevicesTable(const control::v1::GetDevicesResponse& devices);
 // A device's SLICE column: the slice applied by its processes, with the
 // policy's in parentheses where it differs or nothing is applied yet.
 std::string SliceText(const control::v1::VgpuDevice& d);
+// " (suspended)", " (suspending)", " (resuming)"; "" for a running vGPU: after its name in ls and top.
+std::string SuspendSuffix(const control::v1::Vgpu& v);
 std::string VgpuTable(const std::vector<control::v1::Vgpu>& vgpus, const control::v1::GetDevicesResponse& devices);
 
 // "4 GiB", or "unlimited".

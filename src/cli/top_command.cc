@@ -65,7 +65,7 @@ std::string Frame(const NodeSnapshot& s) {
         std::string share = std::to_string(d.compute_share_pct()) + "%";
         if (d.compute_cap_pct() != 0) share += " cap " + std::to_string(d.compute_cap_pct()) + "%";
         rows.push_back(
-            {"  " + v.name(), PriorityText(v),
+            {"  " + v.name() + SuspendSuffix(v), PriorityText(v),
              core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) + Percent(d.memory_used_bytes(), limit),
              share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
              SliceText(d), std::to_string(v.processes_size()),
