@@ -183,10 +183,7 @@ last_apply:
 
 done:
   /* R2: the latest record, whole */
-  assert(ats == 1 && abl == 1);
-#ifdef R3_STRICT
-  assert(TOTAL <= lim)
-#endif
+  assert(ats == 1 && abl == 1)
 }
 
 init {
@@ -195,4 +192,9 @@ init {
     run Reader(0);
     run Reader(1)
   }
+#ifdef R3_STRICT
+  /* every process settled: what they hold is within the limit in force */
+  (_nr_pr == 1);
+  assert(TOTAL <= lim)
+#endif
 }
