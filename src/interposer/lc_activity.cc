@@ -81,19 +81,22 @@ uint32_t LearnLinger() {
 void NoteLaunch() {
   const uint64_t now = port::MonotonicNanos();
   const uint64_t prev = g_last_launch_ns.exchange(now, std::memory_order_relaxed);
-  if (prev != 0 && now > prev) {
-    const uint64_t gap_us = (now - prev) / 1000;
-    if (gap_us < (1ull << kBuckets)) {
-      const int k = gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us);
-      g_gaps[k].fetch_add(1, std::memory_order_relaxed);
-    }
-  }
+  // Launches of two threads may stamp out of order: a gap of 0.
+  const uint64_t gap_us = prev == 0 ? UINT64_MAX : now > prev ? (now - prev) / 1000 : 0;
+  const bool starts_burst = gap_us >= (1ull << kBuckets);
+  if (!starts_burst) g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
   // Publish at most every kStampIntervalNs: far below any linger, so the
   // board's burst never ends early; races between threads only stamp twice.
-  if (now - g_last_stamp_ns.load(std::memory_order_relaxed) < kStampIntervalNs) return;
+  // A burst's first launch always publishes, since it publishes no hold.
+  if (!starts_burst && now - g_last_stamp_ns.load(std::memory_order_relaxed) < kStampIntervalNs) return;
   g_last_stamp_ns.store(now, std::memory_order_relaxed);
   if (!g_on.load(std::memory_order_acquire)) return;
-  const uint32_t linger = g_linger_us.load(std::memory_order_relaxed);
+  // A hold can only help a launch that follows this one within the burst
+  // (the BE work queued before this launch stays queued: lc_activity.h). So
+  // the first launch of a burst publishes a linger of 0, which also ends any
+  // hold left from the last burst, and a process whose bursts are single
+  // launches (one kernel, one CUDA graph per request) holds nobody.
+  const uint32_t linger = starts_burst ? 0 : g_linger_us.load(std::memory_order_relaxed);
   for (int s = 0; s < pacer::SeatCount(); ++s) {
     const pacer::Seat seat = pacer::SeatOf(s);
     if (seat.board != nullptr) core::NoteLcLaunch(seat.board, seat.member, linger, now);

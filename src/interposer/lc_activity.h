@@ -18,6 +18,12 @@
 // longer than the cap (between requests) are never held, so best-effort
 // work runs there.
 //
+// Only a burst's later launches hold: the first launch after a gap longer
+// than the cap publishes a linger of 0. A hold cannot evict BE work already
+// queued (docs/gpu-facts.md); it only keeps the BE from queueing more before
+// the LC's *next* launch. So an LC whose requests are one launch each (a
+// single kernel, a CUDA graph replay) costs best-effort vGPUs nothing.
+//
 // GPUSLICE_LC_HOLD, read once by the LC process: `auto` (default), `off`, or
 // a fixed linger in µs (clamped to core::kMaxLingerUs).
 //

@@ -689,6 +689,32 @@ int main(int argc, char** argv) {
       snprintf(extra, sizeof extra, " %llu", static_cast<unsigned long long>(launches));
       Report("spin", r, extra);
       i += 2;
+    } else if (cmd == "bursts") {
+      // An LC's requests: N bursts of K launches, GAP_US apart within a
+      // burst (busy-waited), and PERIOD_US of sleep after each burst (from
+      // its end, so a late burst never runs into the next). K = 1 is a
+      // request of one kernel or one CUDA graph replay.
+      const long n = atol(arg(1)), k = atol(arg(2));
+      const uint64_t gap_ns = strtoull(arg(3), nullptr, 10) * 1000;
+      const long period_us = atol(arg(4));
+      CUmodule module = nullptr;
+      CUfunction function = nullptr;
+      CUresult r = DRIVER(cuModuleLoadData)(&module, "bursts");
+      if (r == CUDA_SUCCESS) r = DRIVER(cuModuleGetFunction)(&function, module, "bursts");
+      long launched = 0;
+      for (long b = 0; b < n && r == CUDA_SUCCESS; ++b) {
+        for (long j = 0; j < k && r == CUDA_SUCCESS; ++j) {
+          if (j > 0) for (const uint64_t until = NowNs() + gap_ns; NowNs() < until;) {}
+          r = DRIVER(cuLaunchKernel)(function, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
+          launched += r == CUDA_SUCCESS;
+        }
+        timespec ts{period_us / 1000000, (period_us % 1000000) * 1000};
+        nanosleep(&ts, nullptr);
+      }
+      char extra[32];
+      snprintf(extra, sizeof extra, " %ld", launched);
+      Report("bursts", r, extra);
+      i += 4;
     } else if (cmd == "span_begin" || cmd == "span_end" || cmd == "hint_begin" || cmd == "hint_end") {
       // The task API, found the way applications find it.
       using Fn = int (*)();

@@ -54,7 +54,7 @@ def run_together(world, specs, env=None):
     out = {}
     for name, p, _ in procs:
         stdout, stderr = p.communicate(timeout=60)
-        assert p.returncode == 0 and "spin ok" in stdout, stderr
+        assert p.returncode == 0 and ("spin ok" in stdout or "bursts ok" in stdout), stderr
         out[name] = stdout
     return out
 
@@ -266,6 +266,29 @@ def test_without_the_automatic_hold_a_lone_be_beside_an_lc_never_waits(world):
     result = spin_together(world, [("be", ["--priority", "be"]), ("lc", ["--priority", "lc"])],
                            env={"lc": {"GPUSLICE_LC_HOLD": "off"}})
     assert (result["be"], result["lc"]) == (0, 0)
+
+
+def be_waits_beside_lc_bursts(world, per_burst, gap_us):
+    """The BE's gate waits while it spins beside an LC making 300 requests of
+    `per_burst` launches, 5 ms apart."""
+    out = run_together(world, [
+        ("be", ["--priority", "be"], ["spin", str(SECONDS), world.path("be.runs"), "gate_waits"]),
+        ("lc", ["--priority", "lc"], ["bursts", "300", str(per_burst), str(gap_us), "5000", "gate_waits"]),
+    ])
+    assert int(lines_of(out["lc"], "gate_waits")[-1][1]) == 0, "LC waited at the gate"
+    return int(lines_of(out["be"], "gate_waits")[-1][1])
+
+
+def test_an_lc_of_one_launch_per_request_holds_nobody(world):
+    # A tiny kernel or a CUDA graph replay per request: the BE work queued
+    # before the launch stays queued whatever the BE does next, so holding
+    # the BE after the request's only launch costs it and buys the LC
+    # nothing (interposer/lc_activity.h).
+    assert be_waits_beside_lc_bursts(world, 1, 0) == 0, "a one-launch request held the BE"
+
+
+def test_an_lc_whose_requests_are_bursts_of_launches_holds_the_be(world):
+    assert be_waits_beside_lc_bursts(world, 8, 100) > 0, "an eager-like LC held nothing"
 
 
 def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
