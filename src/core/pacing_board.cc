@@ -428,8 +428,17 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     return;
   }
   BoardMember& h = b->members[t.holder];
-  const uint64_t age = t.AgeNs(now);
-  const uint64_t start = t.StartNs(now);
+  uint64_t age = t.AgeNs(now);
+  uint64_t start = t.StartNs(now);
+  // A turn that began before its holder's last turn ended or its row was
+  // (re)claimed (JoinBoard sets turn_ended_ns) is not all its own: the row
+  // may be a dead holder's, taken over by a newcomer while nobody was paced
+  // to pass the turn on. Only what follows is charged (the newcomer was
+  // charged the dead holder's whole turn, tens of seconds, and starved).
+  if (const uint64_t floor = LoadAcquire(h.turn_ended_ns); floor > start && floor <= now) {
+    age -= floor - start;
+    start = floor;
+  }
   uint64_t charge = age;
   if (Alive(h, now, c) && !IsLc(h)) {
     const bool drained = !Busy(h);

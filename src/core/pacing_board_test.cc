@@ -597,6 +597,40 @@ TEST(PacingBoardTest, ANewcomerDoesNotStarveTheIncumbent) {
   EXPECT_NEAR(sim.Share(0), 50, 3.0);
 }
 
+// The turn's holder dies with nobody else paced (the last vGPUs on the GPU
+// all ended), so the turn word still names its row; a newcomer that takes
+// that row over must not be charged the dead holder's turn. It was, on an
+// H100: a training joining 34 s later was charged 34 s at its first turn
+// and got ~1% of the GPU against its 30% for a minute (docs/benchmarks.md,
+// "Workload matrix, run 4").
+TEST(PacingBoardTest, ANewcomerOnADeadHoldersRowIsNotChargedItsTurn) {
+  for (bool backfill : {false, true}) {
+    Simulation sim;
+    if (backfill) sim.config_ = Backfill();
+    sim.Add(1, Share(50));
+    sim.Add(2, Share(50));
+    sim.Run(500 * kMs);
+    const int holder = TurnHolder(*sim.board_);
+    ASSERT_GE(holder, 0);
+    for (auto& app : sim.apps_) app.alive = false;  // every process ends...
+    sim.now_ += 30'000 * kMs;                       // ...and nothing runs the board
+    Simulation next;
+    next.board_ = std::move(sim.board_);
+    next.now_ = sim.now_;
+    next.config_ = sim.config_;
+    next.Add(3, Share(30));
+    next.Add(4, Share(70));
+    ASSERT_TRUE(next.apps_[0].member == holder || next.apps_[1].member == holder) << "no newcomer took the row";
+    next.Run(200 * kMs);
+    next.Reset();
+    next.Run(2000 * kMs);
+    EXPECT_NEAR(next.Share(0), 30, 3.0) << (backfill ? "backfill" : "exclusive");
+    for (const auto& app : next.apps_) {
+      EXPECT_LE(next.board_->members[app.member].charged_ns, 2300 * kMs) << "charged time it never had";
+    }
+  }
+}
+
 TEST(PacingBoardTest, AnLcSpanHoldsBestEffortLaunchesForABoundedTime) {
   Board board;
   InitBoard(&board);
