@@ -25,6 +25,7 @@
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
+#include "daemon/state_keeper_client.h"
 #include "daemon/utilization_sampler.h"
 #include "node/checkpoint_driver.h"
 #include "node/vgpu_manager.h"
@@ -153,7 +154,14 @@ int RunDaemon(const config::DaemonConfig& config) {
                  g.pci_bus_id.empty() ? "no PCI id" : g.pci_bus_id);
   }
 
+  // Every vGPU this daemon makes keeps its ledger and boards in sealed
+  // memory held by the state keeper, so no tenant can truncate them under
+  // anyone (core/state_handout.h). The keeper outlives this process: a
+  // restarted daemon finds it, with everything it held.
+  auto keeper = StateKeeperClient::Connect(state_dir, "/proc/self/exe", group);
+  if (!keeper.ok()) return Fail(keeper.status().message());
   core::VgpuStore store(state_dir);
+  store.set_state_publisher(keeper.value().get());
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
   // Standalone commands (no daemon answering) schedule with these constants.
   if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
