@@ -1,6 +1,7 @@
 #include "core/state_handout.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
