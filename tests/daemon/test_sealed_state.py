@@ -115,7 +115,6 @@ def test_a_state_socket_that_does_not_answer_refuses_memory_and_leaves_compute_r
     assert lines(p, "spin")[0][1] == "ok"            # compute fails open
     refused = [l for l in p.stderr.splitlines() if "DEVICE MEMORY IS REFUSED" in l]
     assert len(refused) == 1 and "did not hand out its shared state" in refused[0], p.stderr
-    assert "no pacing boards" in p.stderr
     open(done, "w").close()
     holder.communicate(timeout=30)
     assert holder.returncode == 0

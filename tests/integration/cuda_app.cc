@@ -301,6 +301,8 @@ std::vector<std::pair<std::string, int>> HandedBoards(const char* dir) {
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return boards;
+  const timeval give_up{2, 0};  // a stopped keeper must not hang the app
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &give_up, sizeof give_up);
   if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     close(s);
     return boards;
