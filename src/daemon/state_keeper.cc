@@ -1,5 +1,6 @@
 #include "daemon/state_keeper.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -161,6 +162,11 @@ std::string StateKeeper::Handle(const std::string& request, std::vector<port::Un
       return "error " + s.message();
     }
     if (!StatOf(v.socket_path, &v.dev, &v.ino)) return "error no socket at " + v.socket_path;
+    // Non-blocking, so that HandOut's accept loop ends when nobody waits.
+    const int flags = fcntl(fds[0].get(), F_GETFL);
+    if (flags < 0 || fcntl(fds[0].get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+      return "error the socket of " + lines[1] + " is unusable";
+    }
     v.listen = std::move(fds[0]);
     v.ledger = std::move(fds[1]);
     vgpus_.insert_or_assign(lines[1], std::move(v));
