@@ -123,8 +123,13 @@ def test_a_state_socket_that_does_not_answer_refuses_memory_and_leaves_compute_r
 def test_without_a_state_socket_the_library_uses_the_files_as_before(dworld):
     """Standalone `gpuslice run` (no daemon) keeps files: one user's own
     processes have no boundary between them (docs/design.md)."""
-    r = dworld.app(["--name", "plain", "--memory", "64MiB"], ["init", "alloc", "80M", "alloc", "32M"])
-    assert r.returncode == 0, r.stderr
-    assert lines(r, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]
+    ready, done = dworld.path("ready"), dworld.path("done")
+    app = dworld.start("run", "--name", "plain", "--memory", "64MiB", "--",
+                       *dworld.app_cmd(["init", "alloc", "80M", "alloc", "32M", "ready", ready, "await", done]))
+    dworld.wait_for_file(ready)
     vgpu = dworld.vgpu_dir("plain")
     assert os.path.exists(os.path.join(vgpu, "ledger")) and not os.path.exists(os.path.join(vgpu, "state.sock"))
+    open(done, "w").close()
+    out, err = app.communicate(timeout=30)
+    assert app.returncode == 0, err
+    assert words(out, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]
