@@ -52,8 +52,13 @@ int Fail(const std::string& message) {
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              std::chrono::milliseconds interval)
-      : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval) {
+              StateKeeperClient* keeper, std::chrono::milliseconds interval)
+      : manager_(manager),
+        sampler_(sampler),
+        audit_(audit),
+        exporter_(exporter),
+        keeper_(keeper),
+        interval_(interval) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Housekeeper() {
@@ -71,6 +76,10 @@ class Housekeeper {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
+      // A keeper that died is replaced, and given every vGPU's state, within
+      // a reap interval: until then new processes of those vGPUs are refused
+      // device memory.
+      if (Status s = keeper_->Check(); !s.ok()) spdlog::error("state keeper: {}", s.message());
       const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
       if (std::chrono::steady_clock::now() >= next_sample) {
@@ -88,6 +97,7 @@ class Housekeeper {
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   MetricsExporter* const exporter_;
+  StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -160,6 +170,9 @@ int RunDaemon(const config::DaemonConfig& config) {
   // restarted daemon finds it, with everything it held.
   auto keeper = StateKeeperClient::Connect(state_dir, "/proc/self/exe", group);
   if (!keeper.ok()) return Fail(keeper.status().message());
+  // Its own descriptor of every vGPU's state, to hand a new keeper if this
+  // one dies.
+  keeper.value()->Adopt();
   core::VgpuStore store(state_dir);
   store.set_state_publisher(keeper.value().get());
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
@@ -247,7 +260,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
-                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
+                      keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");

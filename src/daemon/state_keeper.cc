@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 #include "core/pacing_board.h"
 #include "core/vgpu_layout.h"
@@ -56,6 +57,9 @@ StatusOr<StateKeeper> StateKeeper::Listen(const std::string& root) {
   if (!fd.ok()) return fd.status();
   StateKeeper keeper;
   keeper.root_ = root;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  keeper.instance_ = std::to_string(now.tv_sec * 1'000'000'000ll + now.tv_nsec);
   keeper.control_ = port::UniqueFd(fd.value());
   StatOf(path, &keeper.control_dev_, &keeper.control_ino_);
   return keeper;
@@ -131,13 +135,23 @@ void StateKeeper::ServeControl() {
   }
   std::vector<port::UniqueFd> fds;
   for (int fd : raw) fds.emplace_back(fd);
-  (void)port::SendWithFds(conn, Handle(request, fds), {});
+  std::vector<int> out;
+  const std::string answer = Handle(request, fds, &out);
+  (void)port::SendWithFds(conn, answer, out);
 }
 
-std::string StateKeeper::Handle(const std::string& request, std::vector<port::UniqueFd>& fds) {
+std::string StateKeeper::Handle(const std::string& request, std::vector<port::UniqueFd>& fds, std::vector<int>* out) {
   const std::vector<std::string> lines = Lines(request);
   const std::string& verb = lines[0];
-  if (verb == "ping") return "ok " + std::to_string(getpid());
+  if (verb == "ping") return "ok " + std::to_string(getpid()) + " " + instance_;
+  if (verb == "get-board") {
+    core::GpuUuid u{};
+    if (lines.size() != 2 || !core::ParseUuidHex(lines[1], &u)) return "error bad get-board request";
+    auto it = boards_.find(u);
+    if (it == boards_.end()) return "ok none";
+    out->push_back(it->second.get());
+    return "ok";
+  }
   if (verb == "board") {
     core::GpuUuid u{};
     if (lines.size() != 2 || !core::ParseUuidHex(lines[1], &u) || fds.size() != 1) return "error bad board request";

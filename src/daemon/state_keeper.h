@@ -14,8 +14,9 @@
 // It serves:
 //   <root>/.state-keeper.sock   owner-only: the daemon's requests, one per
 //                               connection, peer checked to be its own user
-//       "ping"                               -> "ok <pid>"
+//       "ping"                               -> "ok <pid> <instance>"
 //       "board\n<hex uuid>"      + [memfd]   -> keeps the GPU's first board
+//       "get-board\n<hex uuid>"              -> "ok" + [the board] | "ok none"
 //       "vgpu\n<name>\n<socket path>\n<hex uuid>..."
 //                                + [listening socket, ledger memfd]
 //       "drop\n<name>"                       -> lets the vGPU go
@@ -68,11 +69,13 @@ class StateKeeper {
   };
 
   void ServeControl();
-  std::string Handle(const std::string& request, std::vector<port::UniqueFd>& fds);
+  // The answer to one request, and the descriptors that go with it.
+  std::string Handle(const std::string& request, std::vector<port::UniqueFd>& fds, std::vector<int>* out);
   void HandOut(Vgpu& v);
   void DropGone();
 
   std::string root_;
+  std::string instance_;  // tells a new keeper from an old one with the same pid
   port::UniqueFd control_;
   dev_t control_dev_ = 0;
   ino_t control_ino_ = 0;

@@ -184,5 +184,53 @@ TEST_F(StateKeeperTest, AVgpuWhoseDirectoryVanishedIsDroppedAndTheKeeperEndsWith
   EXPECT_FALSE(keeper_->Step(0));
 }
 
+// A keeper that dies loses nothing while the daemon lives: the daemon's
+// client (here one that found the vGPU at start, as a restarted daemon's
+// does) gives a new keeper the very same memory, on a new socket at the old
+// path.
+TEST_F(StateKeeperTest, ANewKeeperIsGivenTheSameMemoryByTheDaemon) {
+  std::string dir;
+  {
+    auto first = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+    ASSERT_TRUE(first.ok());
+    core::VgpuStore store(root_);
+    store.set_state_publisher(first.value().get());
+    bool created;
+    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
+    ASSERT_TRUE(made.ok());
+    dir = made.value();
+  }
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client.value()->Adopt(), 1u);
+  auto before = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(before.ok());
+  before->ledger().gate_waits = 4242;
+  auto board_before = core::FetchState(dir);
+  ASSERT_TRUE(board_before.ok());
+  auto mapped_board = port::MappedFile::FromFd(board_before->boards[0].fd.get(), sizeof(core::Board),
+                                               port::MappedFile::Access::kReadWrite, "board");
+  ASSERT_TRUE(mapped_board.ok());
+  static_cast<core::Board*>(mapped_board->data())->vclock = 99;
+
+  StopKeeper();
+  keeper_.reset();  // its descriptors close: as if it were killed
+  EXPECT_FALSE(core::FetchState(dir, 100).ok());
+  StartKeeper();
+  ASSERT_TRUE(client.value()->Check().ok());
+
+  auto after = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(after.ok()) << after.status().message();
+  EXPECT_EQ(after->ledger().gate_waits, 4242u);
+  auto board_after = core::FetchState(dir);
+  ASSERT_TRUE(board_after.ok());
+  auto remapped = port::MappedFile::FromFd(board_after->boards[0].fd.get(), sizeof(core::Board),
+                                           port::MappedFile::Access::kReadOnly, "board");
+  ASSERT_TRUE(remapped.ok());
+  EXPECT_EQ(static_cast<const core::Board*>(remapped->data())->vclock, 99u);
+  // Nothing more to do while the keeper lives.
+  ASSERT_TRUE(client.value()->Check().ok());
+}
+
 }  // namespace
 }  // namespace gpuslice::daemon
