@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 
-from conftest import CUDA_APP, MiB, lines
+from conftest import CUDA_APP, MiB, lines, poll
 
 LIBRARY = os.path.join(os.path.dirname(CUDA_APP), "..", "lib", "libgpuslice-cuda.so")
 TENANT = os.path.join(os.path.dirname(__file__), "tenant_truncate.py")
@@ -28,6 +28,10 @@ def keeper_pid(daemon):
     m = re.search(r"state keeper (\d+)", daemon.text())
     assert m, daemon.text()
     return int(m.group(1))
+
+
+def keeper_pid_latest(daemon):
+    return int(re.findall(r"state keeper (\d+)", daemon.text())[-1])
 
 
 def used(dworld, name):
@@ -92,6 +96,26 @@ def test_a_restarted_daemon_and_new_processes_share_the_ledger_running_ones_char
     open(done, "w").close()
     first.communicate(timeout=30)
     assert first.returncode == 0
+
+
+def test_a_killed_keeper_is_replaced_with_the_same_memory(dworld):
+    d = dworld.daemon()
+    ready, done = dworld.path("ready"), dworld.path("done")
+    first = dworld.start("run", "--name", "k", "--memory", "64MiB", "--",
+                         *dworld.app_cmd(["init", "alloc", "40M", "ready", ready, "await", done]))
+    dworld.wait_for_file(ready)
+    keeper = keeper_pid(d)
+    os.kill(keeper, signal.SIGKILL)
+    # The daemon's housekeeping notices, starts another and hands it the state.
+    poll(lambda: "handed 1 vGPU(s)" in d.text(), 10, "the state handed to a new keeper")
+    assert keeper_pid_latest(d) != keeper
+    second = dworld.app(["--name", "k"], ["init", "alloc", "32M", "alloc", "16M"], lookup="procaddress")
+    assert second.returncode == 0, second.stderr
+    assert lines(second, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]  # the same ledger as the first
+    open(done, "w").close()
+    first.communicate(timeout=30)
+    assert first.returncode == 0
+    assert d.proc.poll() is None
 
 
 def test_a_state_socket_that_does_not_answer_refuses_memory_and_leaves_compute_running(dworld):
