@@ -45,6 +45,7 @@ void AddTopCommand(CLI::App& app);      // top_command.cc
 void AddSetCommand(CLI::App& app);      // set_command.cc
 void AddDevicesCommand(CLI::App& app);  // devices_command.cc
 void AddSuspendCommands(CLI::App& app); // suspend_command.cc: suspend and resume
+void AddStateKeeperCommand(CLI::App& app);  // state_keeper_command.cc (hidden; the daemon runs it)
 
 }  // namespace gpuslice::cli
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   gpuslice::cli::AddSetCommand(app);
   gpuslice::cli::AddSuspendCommands(app);
   gpuslice::cli::AddDevicesCommand(app);
+  gpuslice::cli::AddStateKeeperCommand(app);
   // Commands of later modules are added here, one line each.
   gpuslice::k8s::AddCommands(app);
 

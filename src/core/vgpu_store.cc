@@ -16,6 +16,10 @@
 #include "core/memory_ledger.h"
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
+#include "core/state_handout.h"
+#include "port/fd_passing.h"
+#include "port/sealed_memfd.h"
+#include "port/unique_fd.h"
 
 namespace gpuslice::core {
 namespace {
@@ -132,8 +136,21 @@ StatusOr<VgpuHandle> VgpuHandle::Open(const std::string& dir, port::MappedFile::
   // size, and its limits say which version it is, where the ledger's size
   // alone would only read as corruption.
   if (Status s = ValidateLimits(*static_cast<const Limits*>(limits->data()), dir); !s.ok()) return s;
-  auto ledger = port::MappedFile::Open(dir + "/ledger", sizeof(Ledger), port::MappedFile::Access::kReadWrite);
-  if (!ledger.ok()) return Status::Error(CorruptedStateMessage(dir, "ledger", ledger.status().message()));
+  StatusOr<port::MappedFile> ledger = Status::Error("");
+  struct stat file;
+  if (lstat((dir + "/ledger").c_str(), &file) != 0 && HandsOutState(dir)) {
+    // Made by the daemon: the ledger is a sealed memfd, which no one can
+    // truncate under this mapping (state_handout.h). A socket that does not
+    // answer is not corruption; say what it is.
+    auto handed = FetchState(dir);
+    if (!handed.ok()) return handed.status();
+    ledger = port::MappedFile::FromFd(handed->ledger.get(), sizeof(Ledger), port::MappedFile::Access::kReadWrite,
+                                      "the ledger of " + dir);
+    if (!ledger.ok()) return ledger.status();
+  } else {
+    ledger = port::MappedFile::Open(dir + "/ledger", sizeof(Ledger), port::MappedFile::Access::kReadWrite);
+    if (!ledger.ok()) return Status::Error(CorruptedStateMessage(dir, "ledger", ledger.status().message()));
+  }
   VgpuHandle handle;
   handle.limits_ = std::move(limits.value());
   handle.ledger_ = std::move(ledger.value());
@@ -199,8 +216,11 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
                            (limit == kUnlimited ? std::string("unlimited") : FormatByteSize(limit)) +
                            " limit on its own GPUs; join it without --memory/--gpu, or pick another --name");
     }
-    // vGPUs made before pacing boards existed get theirs on the next join.
-    if (Status b = EnsureBoards(root_, dir, existing->limits()); !b.ok()) return b;
+    // vGPUs made before pacing boards existed get theirs on the next join;
+    // those that hand out their state have theirs from the keeper.
+    if (!HandsOutState(dir)) {
+      if (Status b = EnsureBoards(root_, dir, existing->limits()); !b.ok()) return b;
+    }
     return dir;
   }
 
@@ -227,16 +247,53 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
   std::filesystem::remove_all(tmp, ec);
   if (mkdir(tmp.c_str(), 0700) != 0) return Status::Error(Errno("cannot create " + tmp));
   Status s = WriteFile(tmp + "/limits", &limits, sizeof limits, 0444);
-  if (s.ok()) s = WriteFile(tmp + "/ledger", ledger.get(), sizeof(Ledger), 0600);
   if (s.ok()) s = WriteFile(tmp + "/members", "", 0, 0600);
-  if (s.ok()) s = EnsureBoards(root_, tmp, limits);
-  if (s.ok() && rename(tmp.c_str(), dir.c_str()) != 0) s = Status::Error(Errno("cannot create " + dir));
+  if (publisher_ != nullptr) {
+    if (s.ok()) s = PublishSealed(spec.name, tmp, dir, *ledger, limits);
+  } else {
+    if (s.ok()) s = WriteFile(tmp + "/ledger", ledger.get(), sizeof(Ledger), 0600);
+    if (s.ok()) s = EnsureBoards(root_, tmp, limits);
+    if (s.ok() && rename(tmp.c_str(), dir.c_str()) != 0) s = Status::Error(Errno("cannot create " + dir));
+  }
   if (!s.ok()) {
     std::filesystem::remove_all(tmp, ec);
     return s;
   }
   *created = true;
   return dir;
+}
+
+// The daemon's way (state_handout.h): the ledger is made as a sealed memfd,
+// the socket is bound in the still-private temporary directory, the
+// directory is renamed into place, and only then is the keeper given the
+// socket (it watches the final path). If the keeper cannot take it, the vGPU
+// is taken back out: a socket that nobody serves would refuse its processes'
+// memory.
+Status VgpuStore::PublishSealed(const std::string& name, const std::string& tmp, const std::string& dir,
+                                const Ledger& ledger, const Limits& limits) {
+  auto memfd = port::CreateSealedMemfd(("gpuslice-ledger-" + name).c_str(), &ledger, sizeof(Ledger));
+  if (!memfd.ok()) return memfd.status();
+  port::UniqueFd ledger_fd(memfd.value());
+  auto listening = port::ListenUnix(StateSocketPath(tmp), 0600);
+  if (!listening.ok()) return listening.status();
+  port::UniqueFd listen_fd(listening.value());
+  if (rename(tmp.c_str(), dir.c_str()) != 0) return Status::Error(Errno("cannot create " + dir));
+  std::vector<GpuUuid> gpus;
+  for (uint32_t i = 0; i < limits.device_count && i < kMaxDevices; ++i) {
+    GpuUuid u;
+    memcpy(u.data(), limits.devices[i].uuid, 16);
+    gpus.push_back(u);
+  }
+  Status s = publisher_->Publish(name, StateSocketPath(dir), listen_fd.get(), ledger_fd.get(), gpus);
+  if (!s.ok()) {
+    // Back to a private name, so the caller's cleanup removes it.
+    if (rename(dir.c_str(), tmp.c_str()) != 0) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    return Status::Error("cannot hand out vGPU '" + name + "''s shared state: " + s.message());
+  }
+  return Status::Ok();
 }
 
 StatusOr<int> VgpuStore::HoldMembership(const std::string& name) {
@@ -259,8 +316,11 @@ StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name, bool force) {
   } else if (!force) {
     return false;  // processes may use it still; a flipped byte must not delete a vGPU in use
   }
+  const bool sealed = HandsOutState(dir);
   const std::string trash = root_ + "/vgpus/.old-" + name + "-" + std::to_string(getpid());
   if (rename(dir.c_str(), trash.c_str()) != 0) return Status::Error(Errno("cannot remove " + dir));
+  // Its socket left with the directory; the keeper lets the memory go.
+  if (sealed && publisher_ != nullptr) publisher_->Withdraw(name);
   std::error_code ec;
   std::filesystem::remove_all(trash, ec);
   return true;

@@ -9,6 +9,10 @@
 //   <root>/vgpus/<name>/members  flock'd shared by every `gpuslice run` using it
 //   <root>/vgpus/<name>/boards   symlink to ../../boards
 //   <root>/boards/gpu-<uuid>     0600, struct Board: GPU turns (pacing_board.h)
+// A store with a StatePublisher (the daemon's) makes vGPUs whose ledger and
+// boards are sealed memfds handed out on a socket instead (state_handout.h):
+//   <root>/vgpus/<name>/state.sock   0600 (0660 for the daemon's group)
+// and no `ledger` file, no `boards`. Either kind is opened by VgpuHandle.
 //
 // A vGPU is created complete in a temporary directory and renamed into place,
 // so readers never see a half-written one. All locks are flock(2) locks, which
@@ -25,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/state_publisher.h"
 #include "core/status.h"
 #include "core/vgpu_layout.h"
 #include "port/mapped_file.h"
@@ -46,7 +51,8 @@ struct VgpuSpec {
 };
 
 // An open vGPU: both regions mapped. Limits are mapped read-only unless the
-// caller is the vGPU's manager (creator, resizer).
+// caller is the vGPU's manager (creator, resizer). The ledger is the file, or,
+// for a vGPU that hands out its state, the sealed memfd its socket gives.
 class VgpuHandle {
  public:
   static StatusOr<VgpuHandle> Open(const std::string& dir, port::MappedFile::Access limits_access);
@@ -70,6 +76,9 @@ class VgpuStore {
   static Status ValidateName(const std::string& name);
   std::string DirOf(const std::string& name) const { return root_ + "/vgpus/" + name; }
   const std::string& root() const { return root_; }
+  // vGPUs made from now on hand out sealed state through `publisher`
+  // (outlives the store and its copies); null: files, as standalone.
+  void set_state_publisher(StatePublisher* publisher) { publisher_ = publisher; }
 
   // Creates the vGPU, or joins it if it exists. When joining and
   // `spec_is_explicit`, the existing devices and limits must match `spec`.
@@ -89,7 +98,10 @@ class VgpuStore {
 
  private:
   Status EnsureRoot() const;
+  Status PublishSealed(const std::string& name, const std::string& tmp, const std::string& dir, const Ledger& ledger,
+                       const Limits& limits);
   std::string root_;
+  StatePublisher* publisher_ = nullptr;
 };
 
 }  // namespace gpuslice::core

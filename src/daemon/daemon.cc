@@ -25,6 +25,7 @@
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
+#include "daemon/state_keeper_client.h"
 #include "daemon/utilization_sampler.h"
 #include "node/checkpoint_driver.h"
 #include "node/vgpu_manager.h"
@@ -51,8 +52,13 @@ int Fail(const std::string& message) {
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              std::chrono::milliseconds interval)
-      : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval) {
+              StateKeeperClient* keeper, std::chrono::milliseconds interval)
+      : manager_(manager),
+        sampler_(sampler),
+        audit_(audit),
+        exporter_(exporter),
+        keeper_(keeper),
+        interval_(interval) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Housekeeper() {
@@ -70,6 +76,10 @@ class Housekeeper {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       lock.unlock();
+      // A keeper that died is replaced, and given every vGPU's state, within
+      // a reap interval: until then new processes of those vGPUs are refused
+      // device memory.
+      if (Status s = keeper_->Check(); !s.ok()) spdlog::error("state keeper: {}", s.message());
       const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
       if (std::chrono::steady_clock::now() >= next_sample) {
@@ -87,6 +97,7 @@ class Housekeeper {
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   MetricsExporter* const exporter_;
+  StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -153,7 +164,17 @@ int RunDaemon(const config::DaemonConfig& config) {
                  g.pci_bus_id.empty() ? "no PCI id" : g.pci_bus_id);
   }
 
+  // Every vGPU this daemon makes keeps its ledger and boards in sealed
+  // memory held by the state keeper, so no tenant can truncate them under
+  // anyone (core/state_handout.h). The keeper outlives this process: a
+  // restarted daemon finds it, with everything it held.
+  auto keeper = StateKeeperClient::Connect(state_dir, "/proc/self/exe", group);
+  if (!keeper.ok()) return Fail(keeper.status().message());
+  // Its own descriptor of every vGPU's state, to hand a new keeper if this
+  // one dies.
+  keeper.value()->Adopt();
   core::VgpuStore store(state_dir);
+  store.set_state_publisher(keeper.value().get());
   const policy::TimeslicePolicyConfig timeslices = config.timeslices;
   // Standalone commands (no daemon answering) schedule with these constants.
   if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
@@ -239,7 +260,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
-                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
+                      keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");

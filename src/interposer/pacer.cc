@@ -7,10 +7,12 @@
 #include <time.h>
 
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
+#include "core/state_handout.h"
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
 #include "interposer/event_markers.h"
@@ -133,9 +135,30 @@ void Start(VgpuRuntime* rt) {
   g_single_device = g_device_count == 1;
   g_config.backfill = BackfillTurnsWanted();
   const uint64_t now = port::MonotonicNanos();
+  // A daemon-made vGPU's boards are sealed memfds from the state keeper
+  // (core/state_handout.h). Without them, compute fails open: the GPU's
+  // hardware timeslices still apply, and nobody's memory depends on a board.
+  std::optional<core::HandedState> handed;
+  struct stat boards_link {};
+  if (lstat((std::string(dir) + "/boards").c_str(), &boards_link) != 0 && core::HandsOutState(dir)) {
+    auto fetched = core::FetchState(dir);
+    if (fetched.ok()) {
+      handed.emplace(std::move(fetched.value()));
+    } else {
+      port::Log(port::LogLevel::kWarn, "no pacing boards (%s): compute shares and caps rely on hardware timeslices "
+                "only, and a --compute-cap is NOT enforced", fetched.status().message().c_str());
+      atexit(&ReleaseAtExit);
+      return;
+    }
+  }
   for (int s = 0; s < g_device_count; ++s) {
-    const std::string path = std::string(dir) + "/boards/" + core::BoardFileName(limits.devices[s].uuid);
-    auto file = port::MappedFile::Open(path, sizeof(core::Board), port::MappedFile::Access::kReadWrite);
+    const std::string path = handed ? "the handed-out board of device slot " + std::to_string(s)
+                                    : std::string(dir) + "/boards/" + core::BoardFileName(limits.devices[s].uuid);
+    const int board_fd = handed ? handed->BoardFd(limits.devices[s].uuid) : -1;
+    auto file = !handed ? port::MappedFile::Open(path, sizeof(core::Board), port::MappedFile::Access::kReadWrite)
+                : board_fd >= 0
+                    ? port::MappedFile::FromFd(board_fd, sizeof(core::Board), port::MappedFile::Access::kReadWrite, path)
+                    : StatusOr<port::MappedFile>(Status::Error(path + ": the keeper handed out none"));
     Status valid = file.ok() ? core::ValidateBoard(*static_cast<core::Board*>(file->data()), path) : file.status();
     if (!valid.ok()) {
       port::Log(port::LogLevel::kWarn, "no pacing board (%s): compute shares and caps on this GPU rely on "

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/state_handout.h"
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
 #include "port/clock.h"
@@ -131,7 +132,19 @@ bool VgpuRuntime::Attach(const char* dir) {
   g_limits_file = new port::MappedFile(std::move(limits.value()));
   limits_ = static_cast<const core::Limits*>(g_limits_file->data());
 
-  auto ledger = port::MappedFile::Open(d + "/ledger", sizeof(core::Ledger), port::MappedFile::Access::kReadWrite);
+  StatusOr<port::MappedFile> ledger = Status::Error("");
+  if (!Exists(d + "/ledger") && core::HandsOutState(d)) {
+    // A daemon-made vGPU: its ledger is a sealed memfd from the state
+    // keeper, which nobody can truncate under this mapping. A socket that
+    // does not answer leaves this process's memory unaccountable, so it is
+    // refused below, as for a corrupt ledger (memory fails closed).
+    auto handed = core::FetchState(d);
+    ledger = handed.ok() ? port::MappedFile::FromFd(handed->ledger.get(), sizeof(core::Ledger),
+                                                    port::MappedFile::Access::kReadWrite, "the vGPU's ledger")
+                         : StatusOr<port::MappedFile>(handed.status());
+  } else {
+    ledger = port::MappedFile::Open(d + "/ledger", sizeof(core::Ledger), port::MappedFile::Access::kReadWrite);
+  }
   Status ledger_valid = ledger.ok() ? core::ValidateLedger(*static_cast<const core::Ledger*>(ledger->data()), d)
                                     : ledger.status();
   if (!ledger_valid.ok()) {

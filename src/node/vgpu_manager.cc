@@ -187,6 +187,10 @@ void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
   const Item items[] = {{store_.root(), 0710},   {store_.root() + "/vgpus", 0710}, {dir, 0750},
                         {dir + "/limits", 0444}, {dir + "/ledger", 0660},          {dir + "/members", 0660}};
   for (const Item& item : items) {
+    struct stat st;
+    // A vGPU that hands out its state has no ledger file (the keeper's
+    // client shares its socket instead).
+    if (lstat(item.path.c_str(), &st) != 0 && errno == ENOENT) continue;
     if (chown(item.path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(item.path.c_str(), item.mode) != 0) {
       spdlog::warn("cannot share {} with group {}: {}", item.path, gid, strerror(errno));
     }

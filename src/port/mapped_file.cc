@@ -46,4 +46,14 @@ StatusOr<MappedFile> MappedFile::Open(const std::string& path, size_t size, Acce
   return file;
 }
 
+StatusOr<MappedFile> MappedFile::FromFd(int fd, size_t size, Access access, const std::string& what) {
+  const bool rw = access == Access::kReadWrite;
+  void* data = mmap(nullptr, size, rw ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+  if (data == MAP_FAILED) return Status::Error(what + ": mmap: " + strerror(errno));
+  MappedFile file;
+  file.data_ = data;
+  file.size_ = size;
+  return file;
+}
+
 }  // namespace gpuslice::port

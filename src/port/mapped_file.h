@@ -28,6 +28,11 @@ class MappedFile {
   // Maps exactly `size` bytes of an existing file; fails if it is shorter.
   static StatusOr<MappedFile> Open(const std::string& path, size_t size, Access access);
 
+  // Maps exactly `size` bytes of an open descriptor (a sealed memfd handed
+  // out by the daemon: port/sealed_memfd.h), which the caller still owns and
+  // may close at once. `what` names it in errors.
+  static StatusOr<MappedFile> FromFd(int fd, size_t size, Access access, const std::string& what);
+
   void* data() const { return data_; }
   size_t size() const { return size_; }
 

@@ -76,6 +76,8 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -288,15 +290,68 @@ T BoardField(const unsigned char* board, int member, size_t offset) {
                          __ATOMIC_ACQUIRE);
 }
 
-// Prints (or only counts) the members of every board in DIR/boards that this
-// vGPU (id `self`) is on; returns how many rows it found.
+// The boards of a daemon-made vGPU, which has no DIR/boards: the sealed
+// memfds its state socket hands out (core/state_handout.h), as (uuid hex, fd).
+std::vector<std::pair<std::string, int>> HandedBoards(const char* dir) {
+  std::vector<std::pair<std::string, int>> boards;
+  const std::string path = std::string(dir) + "/state.sock";
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) return boards;
+  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  const int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return boards;
+  const timeval give_up{2, 0};  // a stopped keeper must not hang the app
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &give_up, sizeof give_up);
+  if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(s);
+    return boards;
+  }
+  char text[4096];
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 64)];
+  iovec iov{text, sizeof text - 1};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+  close(s);
+  std::vector<int> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); n > 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    for (size_t k = 0; k < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++k) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + k * sizeof(int), sizeof fd);
+      fds.push_back(fd);
+    }
+  }
+  if (n <= 0) return boards;
+  text[n] = 0;
+  // "gpuslice-state 1\nledger\nboard HEX\n...": descriptor k+1 is board line k.
+  size_t fd_index = 1;
+  for (char* line = strtok(text, "\n"); line != nullptr; line = strtok(nullptr, "\n")) {
+    if (strncmp(line, "board ", 6) == 0 && fd_index < fds.size()) boards.emplace_back(line + 6, fds[fd_index++]);
+  }
+  if (!fds.empty()) close(fds[0]);
+  for (size_t k = fd_index; k < fds.size(); ++k) close(fds[k]);
+  return boards;
+}
+
+// Prints (or only counts) the members of every board in DIR/boards (or handed
+// out on DIR/state.sock) that this vGPU (id `self`) is on; returns how many
+// rows it found.
 int VisitBoards(const char* dir, uint64_t self, bool print) {
-  DIR* boards = self != 0 ? opendir((std::string(dir) + "/boards").c_str()) : nullptr;
-  int rows = 0;
-  while (dirent* e = boards != nullptr ? readdir(boards) : nullptr) {
+  std::vector<std::pair<std::string, int>> files;
+  DIR* listing = self != 0 ? opendir((std::string(dir) + "/boards").c_str()) : nullptr;
+  while (dirent* e = listing != nullptr ? readdir(listing) : nullptr) {
     const std::string file = e->d_name;
     if (file.rfind("gpu-", 0) != 0 || file.find('.') != std::string::npos) continue;
-    const int fd = open((std::string(dir) + "/boards/" + file).c_str(), O_RDONLY);
+    files.emplace_back(file.substr(4), open((std::string(dir) + "/boards/" + file).c_str(), O_RDONLY));
+  }
+  if (listing != nullptr) closedir(listing);
+  else if (self != 0) files = HandedBoards(dir);
+  int rows = 0;
+  for (const auto& [uuid_hex, fd] : files) {
     void* map = fd >= 0 ? mmap(nullptr, kBoardSize, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
     if (fd >= 0) close(fd);
     if (map == MAP_FAILED) continue;
@@ -313,7 +368,7 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
       if (id == 0) continue;
       ++rows;
       if (!print) continue;
-      printf("board %s %d %d %u %u %llu %llu %llu %llu\n", file.c_str() + 4, m, id == self ? 1 : 0,
+      printf("board %s %d %d %u %u %llu %llu %llu %llu\n", uuid_hex.c_str(), m, id == self ? 1 : 0,
              BoardField<uint32_t>(board, m, 16), BoardField<uint32_t>(board, m, 20),  // weight, cap_pct
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 64)),     // charged_ns
              static_cast<unsigned long long>(BoardField<uint64_t>(board, m, 88)),     // turns
@@ -322,7 +377,6 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
     }
     munmap(map, kBoardSize);
   }
-  if (boards != nullptr) closedir(boards);
   return rows;
 }
 

@@ -1,0 +1,247 @@
+#include "daemon/state_keeper_client.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "core/pacing_board.h"
+#include "core/state_handout.h"
+#include "daemon/state_keeper.h"
+#include "port/fd_passing.h"
+#include "port/sealed_memfd.h"
+
+extern char** environ;
+
+namespace gpuslice::daemon {
+namespace {
+
+constexpr int kAnswerTimeoutMs = 5000;
+// A keeper starts in milliseconds; this bounds a broken one.
+constexpr int kStartTimeoutMs = 10000;
+
+std::string Errno(const std::string& what) { return what + ": " + strerror(errno); }
+
+}  // namespace
+
+StatusOr<std::unique_ptr<StateKeeperClient>> StateKeeperClient::Connect(const std::string& root,
+                                                                        const std::string& exe,
+                                                                        std::optional<gid_t> group) {
+  std::unique_ptr<StateKeeperClient> client(new StateKeeperClient(root, exe, group));
+  std::lock_guard<std::mutex> lock(client->mu_);
+  bool fresh = false;
+  if (Status s = client->EnsureKeeperLocked(&fresh); !s.ok()) return s;
+  return client;
+}
+
+StatusOr<std::string> StateKeeperClient::Ask(const std::string& request, const std::vector<int>& fds,
+                                             std::vector<port::UniqueFd>* received) {
+  auto conn = port::ConnectUnix(StateKeeperSocketPath(root_));
+  if (!conn.ok()) return conn.status();
+  port::UniqueFd socket(conn.value());
+  if (Status s = port::SendWithFds(socket.get(), request, fds); !s.ok()) return s;
+  std::string answer;
+  std::vector<int> raw;
+  if (Status s = port::ReceiveWithFds(socket.get(), kAnswerTimeoutMs, &answer, &raw); !s.ok()) return s;
+  for (int fd : raw) {
+    if (received != nullptr) {
+      received->emplace_back(fd);
+    } else {
+      close(fd);
+    }
+  }
+  if (answer.compare(0, 2, "ok") != 0) return Status::Error("the state keeper refused: " + answer);
+  return answer;
+}
+
+Status StateKeeperClient::EnsureKeeperLocked(bool* fresh) {
+  *fresh = false;
+  auto pong = Ask("ping", {});
+  if (!pong.ok()) {
+    if (keeper_pid_ != 0) {
+      spdlog::error("the state keeper {} is gone ({}); starting another and handing it every vGPU's state",
+                    keeper_pid_, pong.status().message());
+    }
+    if (Status s = SpawnKeeper(); !s.ok()) return s;
+    pong = Ask("ping", {});
+    if (!pong.ok()) return Status::Error("the state keeper started but does not answer: " + pong.status().message());
+  }
+  // "ok <pid> <instance>"
+  const std::string& text = pong.value();
+  const size_t space = text.find(' ', 3);
+  const pid_t pid = static_cast<pid_t>(strtol(text.c_str() + 3, nullptr, 10));
+  const std::string instance = space == std::string::npos ? "" : text.substr(space + 1);
+  if (instance != keeper_instance_ || pid != keeper_pid_) {
+    *fresh = !keeper_instance_.empty();
+    spdlog::info("state keeper {} holds the vGPUs' sealed state", pid);
+    keeper_pid_ = pid;
+    keeper_instance_ = instance;
+  }
+  return Status::Ok();
+}
+
+Status StateKeeperClient::SpawnKeeper() {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Status::Error(Errno("pipe"));
+  port::UniqueFd read_end(ready[0]), write_end(ready[1]);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // dup2 onto 3 clears close-on-exec there: the keeper's readiness byte.
+  posix_spawn_file_actions_adddup2(&actions, write_end.get(), 3);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  std::string arg0 = "gpuslice", arg1 = "state-keeper", arg2 = "--state-dir", arg3 = root_, arg4 = "--ready-fd",
+              arg5 = "3";
+  char* argv[] = {arg0.data(), arg1.data(), arg2.data(), arg3.data(), arg4.data(), arg5.data(), nullptr};
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, exe_.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return Status::Error("cannot start the state keeper " + exe_ + ": " + strerror(err));
+  write_end.reset();
+  // The spawned process forks the keeper and exits at once.
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  pollfd p{read_end.get(), POLLIN, 0};
+  char byte = 0;
+  if (poll(&p, 1, kStartTimeoutMs) != 1 || read(read_end.get(), &byte, 1) != 1) {
+    return Status::Error("the state keeper (" + exe_ + " state-keeper) did not start; see its lines in this log");
+  }
+  return Status::Ok();
+}
+
+Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u) {
+  if (boards_.count(u) != 0) return Status::Ok();
+  // The keeper's board first: applications of earlier vGPUs map it.
+  std::vector<port::UniqueFd> held;
+  auto answer = Ask("get-board\n" + core::UuidHex(u), {}, &held);
+  if (!answer.ok()) return answer.status();
+  if (held.size() == 1 && port::CheckSealed(held[0].get(), sizeof(core::Board), "board").ok()) {
+    boards_.emplace(u, std::move(held[0]));
+    return Status::Ok();
+  }
+  auto board = std::make_unique<core::Board>();
+  core::InitBoard(board.get());
+  auto memfd =
+      port::CreateSealedMemfd(("gpuslice-board-" + core::UuidHex(u)).c_str(), board.get(), sizeof(core::Board));
+  if (!memfd.ok()) return memfd.status();
+  port::UniqueFd fd(memfd.value());
+  answer = Ask("board\n" + core::UuidHex(u), {fd.get()});
+  if (!answer.ok()) return answer.status();
+  boards_.emplace(u, std::move(fd));
+  return Status::Ok();
+}
+
+void StateKeeperClient::ShareSocket(const std::string& socket_path) const {
+  if (!group_) return;
+  // Group members' processes connect to the socket (connect needs write).
+  if (chown(socket_path.c_str(), static_cast<uid_t>(-1), *group_) != 0 || chmod(socket_path.c_str(), 0660) != 0) {
+    spdlog::warn("cannot share {} with group {}: {}", socket_path, *group_, strerror(errno));
+  }
+}
+
+Status StateKeeperClient::Publish(const std::string& name, const std::string& socket_path, int listen_fd,
+                                  int ledger_fd, const std::vector<core::GpuUuid>& gpus) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool fresh = false;
+  if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
+  if (fresh) {
+    if (Status s = ReseedLocked(); !s.ok()) return s;
+  }
+  if (Status s = PublishLocked(name, socket_path, listen_fd, ledger_fd, gpus); !s.ok()) return s;
+  const int copy = fcntl(ledger_fd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) return Status::Error(Errno("dup"));
+  served_.insert_or_assign(name, Served{socket_path, port::UniqueFd(copy), gpus});
+  return Status::Ok();
+}
+
+Status StateKeeperClient::PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd,
+                                        int ledger_fd, const std::vector<core::GpuUuid>& gpus) {
+  for (const core::GpuUuid& u : gpus) {
+    if (Status s = EnsureBoardLocked(u); !s.ok()) return s;
+  }
+  ShareSocket(socket_path);
+  std::string request = "vgpu\n" + name + "\n" + socket_path;
+  for (const core::GpuUuid& u : gpus) request += "\n" + core::UuidHex(u);
+  auto answer = Ask(request, {listen_fd, ledger_fd});
+  return answer.ok() ? Status::Ok() : answer.status();
+}
+
+void StateKeeperClient::Withdraw(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  served_.erase(name);
+  // Best effort: the keeper also drops a vGPU whose socket path is gone.
+  (void)Ask("drop\n" + name, {});
+}
+
+size_t StateKeeperClient::Adopt() {
+  std::lock_guard<std::mutex> lock(mu_);
+  DIR* d = opendir((root_ + "/vgpus").c_str());
+  if (d == nullptr) return 0;
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  }
+  closedir(d);
+  size_t adopted = 0;
+  for (const std::string& name : names) {
+    const std::string dir = root_ + "/vgpus/" + name;
+    struct stat st;
+    if (lstat((dir + "/ledger").c_str(), &st) == 0 || !core::HandsOutState(dir)) continue;
+    auto state = core::FetchState(dir);
+    if (!state.ok()) {
+      spdlog::warn("vGPU '{}': {}", name, state.status().message());
+      continue;
+    }
+    Served served{core::StateSocketPath(dir), std::move(state->ledger), {}};
+    for (core::HandedBoard& b : state->boards) {
+      served.gpus.push_back(b.uuid);
+      if (boards_.count(b.uuid) == 0) boards_.emplace(b.uuid, std::move(b.fd));
+    }
+    served_.insert_or_assign(name, std::move(served));
+    ++adopted;
+  }
+  return adopted;
+}
+
+Status StateKeeperClient::Check() {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool fresh = false;
+  if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
+  return fresh ? ReseedLocked() : Status::Ok();
+}
+
+Status StateKeeperClient::ReseedLocked() {
+  for (const auto& [uuid, fd] : boards_) {
+    if (auto a = Ask("board\n" + core::UuidHex(uuid), {fd.get()}); !a.ok()) return a.status();
+  }
+  size_t served = 0;
+  for (auto it = served_.begin(); it != served_.end();) {
+    Served& v = it->second;
+    const std::string dir = v.socket_path.substr(0, v.socket_path.rfind('/'));
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) {  // removed meanwhile
+      it = served_.erase(it);
+      continue;
+    }
+    // The dead keeper's socket file stays and refuses connections; a new one
+    // at the same path is what the vGPU's processes will find.
+    auto listening = port::ListenUnix(v.socket_path, 0600);
+    if (!listening.ok()) return listening.status();
+    port::UniqueFd listen_fd(listening.value());
+    if (Status s = PublishLocked(it->first, v.socket_path, listen_fd.get(), v.ledger.get(), v.gpus); !s.ok()) return s;
+    ++served;
+    ++it;
+  }
+  spdlog::warn("handed {} vGPU(s) and {} board(s) to the new state keeper {}", served, boards_.size(), keeper_pid_);
+  return Status::Ok();
+}
+
+}  // namespace gpuslice::daemon
