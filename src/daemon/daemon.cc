@@ -19,9 +19,11 @@
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "daemon/control_socket.h"
+#include "daemon/gpu_health.h"
 #include "daemon/instance_lock.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
+#include "daemon/power_cap_controller.h"
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
@@ -46,13 +48,16 @@ int Fail(const std::string& message) {
   return kStartError;
 }
 
-// The housekeeping thread: GC every reap interval, compute and LC latency
-// sampling every second. Stops (and joins) on destruction.
+// The housekeeping thread: GC and XID events every reap interval; compute,
+// energy and LC latency sampling, then the power caps, every second. Stops
+// (and joins) on destruction.
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              std::chrono::milliseconds interval)
-      : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval) {
+              std::chrono::milliseconds interval, port::NvmlLibrary* nvml = nullptr, GpuHealth* health = nullptr,
+              PowerCapController* power = nullptr)
+      : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval), nvml_(nvml),
+        health_(health), power_(power) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Housekeeper() {
@@ -72,8 +77,19 @@ class Housekeeper {
       lock.unlock();
       const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
+      if (health_ != nullptr) {
+        // Only what is queued (timeout 0): this thread must not block here.
+        // NVML is used from this thread only, so the sampler is never raced.
+        for (int i = 0; i < 64; ++i) {
+          auto e = nvml_->NextXid(0);
+          if (!e) break;
+          health_->OnXid(e->gpu_index, e->xid, GpuHealth::Clock::now());
+        }
+        health_->Tick(GpuHealth::Clock::now());
+      }
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
+        if (power_ != nullptr) power_->Pass();
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
@@ -88,6 +104,9 @@ class Housekeeper {
   NodeAudit* const audit_;
   MetricsExporter* const exporter_;
   const std::chrono::milliseconds interval_;
+  port::NvmlLibrary* const nvml_;
+  GpuHealth* const health_;
+  PowerCapController* const power_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
@@ -189,11 +208,13 @@ int RunDaemon(const config::DaemonConfig& config) {
   identity.socket_path = socket_path;
 
   GpuUsageMeter usage;
+  GpuHealth health(std::chrono::seconds(config.health.xid_quiet_period_s));
+  if (Status s = nvml.value()->WatchXids(); !s.ok()) spdlog::warn("{}", s.message());
   metrics::Registry registry;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   std::optional<MetricsExporter> exporter;
   if (config.metrics.enabled) {
-    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds, &usage);
+    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds, &usage, &health);
     if (!e.ok()) return Fail(e.status().message());
     exporter.emplace(std::move(e.value()));
     metrics::HttpServerOptions http;
@@ -204,7 +225,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     identity.metrics_address = metrics_server->bound_address();
   }
 
-  ControlService service(&manager, &devices.value(), &identity);
+  ControlService service(&manager, &devices.value(), &identity, &usage, &health);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
@@ -223,6 +244,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
 
   UtilizationSampler sampler(nvml.value().get(), &manager, &usage);
+  PowerCapController power_caps(&usage, &manager);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;
@@ -239,7 +261,8 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
-                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
+                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)), nvml.value().get(),
+                      &health, &power_caps);
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");
