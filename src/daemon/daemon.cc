@@ -77,7 +77,7 @@ class Housekeeper {
       lock.unlock();
       const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
-      if (health_ != nullptr) {
+      if (health_ != nullptr && nvml_ != nullptr) {
         // Only what is queued (timeout 0): this thread must not block here.
         // NVML is used from this thread only, so the sampler is never raced.
         for (int i = 0; i < 64; ++i) {

@@ -3,7 +3,11 @@
 // (including the fixtures) and bad input, and each error must name the field.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "k8s/device_ids.h"
+#include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
 #include "k8s/pod_request.h"
@@ -110,6 +114,23 @@ TEST(Topology, ErrorsNameTheField) {
     EXPECT_NE(topo.status().message().find(c.want), std::string::npos)
         << "input " << c.json << "\nerror " << topo.status().message();
   }
+}
+
+TEST(Topology, TheDaemonsXidHealthTakesGpusOut) {
+  // `gpuslice devices --json` of a daemon that saw XID 79 on GPU 1 and an
+  // application XID (13) on GPU 0; the device plugin drops GPU 1 only.
+  json doc = FixtureJson("devices-2gpu-nvlink.json");
+  doc["gpus"][0]["healthy"] = true;
+  doc["gpus"][0]["xid_errors"] = json::array({{{"xid", 13}, {"count", 1}, {"critical", false}}});
+  doc["gpus"][1]["healthy"] = false;
+  doc["gpus"][1]["last_xid"] = 79;
+  EXPECT_EQ(UnhealthyGpusInDevicesJson(doc.dump()), std::set<std::string>{doc["gpus"][1]["uuid"].get<std::string>()});
+  // The devices document still parses as the topology.
+  EXPECT_TRUE(ParseTopology(doc.dump()).ok());
+  // An older daemon (no "healthy") or an unreadable document: nothing removed.
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson(ReadFixture("devices-2gpu-nvlink.json")).empty());
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson("not json").empty());
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson(R"({"gpus": [{"healthy": false}]})").empty());
 }
 
 TEST(NodeUsage, RoundTripAndErrors) {
