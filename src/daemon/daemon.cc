@@ -23,7 +23,7 @@
 #include "daemon/instance_lock.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
-#include "daemon/power_cap_controller.h"
+#include "daemon/power_cap_enforcer.h"
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
@@ -55,7 +55,7 @@ class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
               std::chrono::milliseconds interval, port::NvmlLibrary* nvml = nullptr, GpuHealth* health = nullptr,
-              PowerCapController* power = nullptr)
+              PowerCapEnforcer* power = nullptr)
       : manager_(manager), sampler_(sampler), audit_(audit), exporter_(exporter), interval_(interval), nvml_(nvml),
         health_(health), power_(power) {
     thread_ = std::thread([this] { Loop(); });
@@ -83,13 +83,19 @@ class Housekeeper {
         for (int i = 0; i < 64; ++i) {
           auto e = nvml_->NextXid(0);
           if (!e) break;
-          health_->OnXid(e->gpu_index, e->xid, GpuHealth::Clock::now());
+          if (e->gpu_index) {
+            health_->OnXid(*e->gpu_index, e->xid, GpuHealth::Clock::now());
+          } else {
+            // As NVIDIA's device plugin does: an XID of no known GPU may be
+            // any GPU's, so it counts against every one.
+            for (const auto& g : manager_->devices().gpus) health_->OnXid(g.index, e->xid, GpuHealth::Clock::now());
+          }
         }
         health_->Tick(GpuHealth::Clock::now());
       }
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
-        if (power_ != nullptr) power_->Pass();
+        if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
@@ -106,7 +112,7 @@ class Housekeeper {
   const std::chrono::milliseconds interval_;
   port::NvmlLibrary* const nvml_;
   GpuHealth* const health_;
-  PowerCapController* const power_;
+  PowerCapEnforcer* const power_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
@@ -244,7 +250,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
 
   UtilizationSampler sampler(nvml.value().get(), &manager, &usage);
-  PowerCapController power_caps(&usage, &manager);
+  PowerCapEnforcer power_caps(&usage, &manager);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;

@@ -9,6 +9,7 @@ void GpuUsageMeter::Add(const Interval& in) {
   if (in.end_us <= in.start_us) return;
   const double seconds = static_cast<double>(in.end_us - in.start_us) / 1e6;
   double busy = 0;
+  totals_.seconds[in.gpu_index] += seconds;
   for (const auto& [vgpu, s] : in.gpu_seconds) {
     totals_.gpu_seconds[{in.gpu_index, vgpu}] += s;
     busy += s;
@@ -44,6 +45,7 @@ void GpuUsageMeter::Add(const Interval& in) {
   totals_.idle_joules[in.gpu_index] += idle;
   totals_.device_joules[in.gpu_index] += *joules;
   totals_.idle_watts[in.gpu_index] = idle_watts;
+  totals_.energy_seconds[in.gpu_index] += seconds;
 }
 
 GpuUsageMeter::Totals GpuUsageMeter::totals() const {

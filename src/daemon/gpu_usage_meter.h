@@ -59,6 +59,8 @@ class GpuUsageMeter {
     std::map<uint32_t, double> idle_joules;    // per GPU
     std::map<uint32_t, double> device_joules;  // per GPU: idle + every vGPU's
     std::map<uint32_t, double> idle_watts;     // the idle power in use, per GPU
+    std::map<uint32_t, double> seconds;         // per GPU: the time measured
+    std::map<uint32_t, double> energy_seconds;  // per GPU: the part of it with a known energy
   };
   Totals totals() const;
 

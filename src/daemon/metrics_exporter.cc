@@ -41,8 +41,11 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
         m.vgpu_compute_share_measured_ratio->WithLabels(labels).Set(*d.compute_measured_ratio);
       }
       if (v.power_cap_watts) {
+        // The budget in force: the compute cap the pacer enforces now,
+        // min(user's cap, power budget); 0 in the limits is no cap at all.
         m.vgpu_power_cap_watts->WithLabels(labels).Set(*v.power_cap_watts);
-        if (d.power_budget_pct != 0) m.vgpu_power_budget_ratio->WithLabels(labels).Set(d.power_budget_pct / 100.0);
+        const uint32_t effective = d.effective_compute_cap_pct == 0 ? 100 : d.effective_compute_cap_pct;
+        m.vgpu_power_budget_ratio->WithLabels(labels).Set(effective / 100.0);
       }
     }
     const metrics::LabelValues vgpu = {v.name};

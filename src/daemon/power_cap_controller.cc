@@ -1,66 +1,76 @@
 #include "daemon/power_cap_controller.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 namespace gpuslice::daemon {
+namespace {
 
-uint32_t NextPowerBudget(const PowerBudgetInput& in) {
-  const uint32_t ceiling = in.user_cap_pct == 0 ? 100 : in.user_cap_pct;
-  const uint32_t current = in.current_pct == 0 ? ceiling : std::min(in.current_pct, ceiling);
-  const auto clamp = [ceiling](double pct) {
-    return static_cast<uint32_t>(std::clamp(std::floor(pct), 1.0, static_cast<double>(ceiling)));
-  };
-  // No (or too little) GPU time: its watts per GPU-second are unknown, and
-  // it draws nothing worth capping. Keep the budget for when it runs again.
-  if (in.window_seconds <= 0 || in.gpu_seconds < kMinBusyFraction * in.window_seconds || in.joules <= 0) {
-    return current;
-  }
-  const double watts = in.joules / in.window_seconds;
-  const double busy_watts = in.joules / in.gpu_seconds;
-  const double fit = 100.0 * in.cap_watts / busy_watts * kPowerMargin;
-  if (watts > in.cap_watts) {
-    return clamp(std::min(fit, static_cast<double>(current) * in.cap_watts / watts));
-  }
-  return clamp(std::min(fit, static_cast<double>(current + kRaiseStepPct)));
+uint32_t FloorPct(double pct) {
+  if (!std::isfinite(pct) || pct <= 0) return 0;
+  return pct >= 100 ? 100u : static_cast<uint32_t>(std::floor(pct));
 }
 
-void PowerCapController::Pass() {
-  std::vector<node::VgpuView> views;
-  if (!manager_->List("", &views).ok()) return;
-  bool any = false;
-  for (const auto& v : views) any = any || v.power_cap_watts.has_value();
-  if (!any) return;  // a node without power caps costs one listing a second
-  const GpuUsageMeter::Window window = meter_->Recent(window_us_);
-  const auto at = [](const auto& map, const auto& key) {
-    auto it = map.find(key);
-    return it != map.end() ? it->second : 0.0;
-  };
-  for (const auto& v : views) {
-    if (!v.power_cap_watts || !v.corrupt.empty()) continue;
-    std::vector<uint32_t> budgets;
-    bool changed = false;
-    for (const auto& d : v.devices) {
-      PowerBudgetInput in;
-      in.cap_watts = *v.power_cap_watts;
-      in.user_cap_pct = d.compute_cap_pct;
-      in.current_pct = d.power_budget_pct;
-      if (d.gpu_index) {
-        in.window_seconds = at(window.seconds, *d.gpu_index);
-        in.gpu_seconds = at(window.gpu_seconds, std::make_pair(*d.gpu_index, v.name));
-        in.joules = at(window.joules, std::make_pair(*d.gpu_index, v.name));
-      }
-      const uint32_t next = NextPowerBudget(in);
-      changed = changed || next != d.power_budget_pct;
-      budgets.push_back(next);
-    }
-    if (!changed) continue;
-    if (node::ApiStatus s = manager_->SetPowerBudget(v.name, budgets); !s.ok()) {
-      spdlog::warn("power cap of vGPU '{}' not applied: {}", v.name, s.message());
-    }
+}  // namespace
+
+uint32_t PowerCapController::Update(const Key& key, const PowerCapTarget& target, const PowerSample& sample,
+                                    Clock::time_point now) {
+  const uint32_t ceiling = std::clamp(target.ceiling_pct, kFloorPct, 100u);
+  const uint32_t in_force = target.budget_pct == 0 ? ceiling : std::clamp(target.budget_pct, kFloorPct, ceiling);
+  State& s = states_[key];
+  if (s.budget_pct != in_force) {
+    // New, or changed by someone else: what was measured so far ran under
+    // another budget and says nothing about this one.
+    s = State{in_force, now, false, {}};
+    return in_force;
+  }
+  if (!s.settled) {
+    // This sample began before the budget did (and NVML's utilisation
+    // samples and the pacer's bucket trail a change): not evidence.
+    s.settled = true;
+    return s.budget_pct;
+  }
+  if (sample.seconds > 0) s.evidence.push_back(sample);
+  PowerSample sum;
+  for (const PowerSample& e : s.evidence) sum.seconds += e.seconds;
+  while (!s.evidence.empty() && sum.seconds - s.evidence.front().seconds >= kMaxEvidenceSeconds) {
+    sum.seconds -= s.evidence.front().seconds;
+    s.evidence.pop_front();
+  }
+  sum = {};
+  for (const PowerSample& e : s.evidence) {
+    sum.seconds += e.seconds;
+    sum.gpu_seconds += e.gpu_seconds;
+    sum.energy_seconds += e.energy_seconds;
+    sum.joules += e.joules;
+  }
+  const uint32_t budget = s.budget_pct;
+  if (sum.seconds < kMinEvidenceSeconds || sum.energy_seconds < kMinEvidenceSeconds) return budget;
+  const double busy = std::min(1.0, sum.gpu_seconds / sum.seconds);
+  // Without GPU time its draw per GPU-second is unknown: hold, lest its
+  // next burst run over the cap.
+  if (busy < kMinBusyFraction) return budget;
+  const double watts = sum.joules / sum.energy_seconds;  // W: attributed, over wall time
+  const double busy_watts = watts / busy;                 // its draw per GPU-second
+  // The budget at which the vGPU, running all of it, would draw the cap.
+  const double fit = busy_watts > 0 ? 100.0 * target.cap_watts / busy_watts : 100.0;
+  uint32_t next = budget;
+  if (watts > target.cap_watts) {
+    // Multiplicative: B * P / W is where it would have drawn P at the same
+    // efficiency; the fit covers a vGPU that was not using all of B.
+    const uint32_t aim = FloorPct(std::min(budget * target.cap_watts / watts, fit) * kMargin);
+    next = std::max(kFloorPct, std::min(aim, budget - std::min(budget, 1u)));
+  } else if (watts < kRaiseBelow * target.cap_watts && now - s.since >= kRaiseHold) {
+    const uint32_t room = FloorPct(fit * kMargin);
+    next = std::max(budget, std::min({budget + kRaiseStepPct, ceiling, room}));
+  }
+  if (next != budget) s = State{next, now, false, {}};
+  return next;
+}
+
+void PowerCapController::Retain(const std::set<Key>& live) {
+  for (auto it = states_.begin(); it != states_.end();) {
+    it = live.contains(it->first) ? std::next(it) : states_.erase(it);
   }
 }
 

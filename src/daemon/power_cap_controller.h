@@ -1,71 +1,92 @@
-// power_cap_controller.h — keeps each power-capped vGPU's attributed power
-// (gpu_usage_meter.h) at or below its cap by tightening its GPU-time budget:
-// the compute cap the interposer's pacer enforces (the `--compute-cap` token
-// bucket, read from the vGPU's limits), set to min(user's cap, derived cap).
+// power_cap_controller.h — the rule that turns a vGPU's measured power into
+// the GPU-time budget that holds it at or below its power cap.
 //
-// Why a GPU-time budget works: the meter gives a vGPU the device's energy
-// above the idle line in proportion to its GPU time, so a vGPU that runs a
-// fraction f of the time draws busy_watts * f, where busy_watts is its
-// attributed energy per GPU-second. The cap that holds it at P watts is
-// f = P / busy_watts, whatever the vGPU's demand. The controller
-// (docs/design.md, "Power caps") each pass, per vGPU and GPU, over a recent
-// window:
-//   - fit = P / busy_watts (with a 5% margin): the budget at which the vGPU,
-//     running all of it, would draw just the cap;
-//   - above the cap: decrease at once, multiplicatively,
-//     to min(fit, current * P / watts) (the integral correction covers the
-//     pacer's own error and a busy_watts that changes with the budget);
-//   - at or below: increase additively (kRaiseStepPct per pass), never past
-//     fit nor past the user's compute cap: elastic toward zero, never
-//     deliberately above the cap;
-//   - no GPU time in the window: no evidence, keep the budget.
+// A power cap (`--power-cap WATTS`, per GPU) is enforced with the same token
+// bucket as `--compute-cap`: the daemon writes min(user's compute cap,
+// budget) into the vGPU's limits as its compute cap, and the interposer's
+// pacer holds the vGPU's GPU time to it (docs/design.md, "Power caps"). This
+// class decides the budget, one (vGPU, GPU) at a time, from the samples the
+// daemon hands in: each covers the time since the previous one and gives
+// the vGPU's GPU time and attributed energy in it (gpu_usage_meter.h), so
+// its watts W and its busy fraction f over the evidence, and its draw per
+// GPU-second W / f. With P the cap, B the budget in force and C the ceiling
+// (the user's compute cap, or 100):
+//   - evidence is what was measured since B was set, less the first sample
+//     (it straddles the change, and NVML's samples and the pacer's bucket
+//     lag), and at most the newest kMaxEvidence; nothing is decided on less
+//     than kMinEvidence;
+//   - W > P: multiplicative decrease, at once, to
+//     min(B * P / W, fit) * kMargin, at least 1 below B (fit: the budget
+//     at which the vGPU, running all of it, draws P);
+//   - W < kRaiseBelow * P, and B has held for kRaiseHold: additive increase
+//     by kRaiseStepPct, never past the fit nor C;
+//   - in between: hold (the hysteresis band), and with no GPU time
+//     measured: hold (its draw per GPU-second is unknown, and raising blind
+//     would let its next burst run over the cap);
+//   - always within [kFloorPct, C]: elastic toward zero, never above C.
 //
-// NextPowerBudget is pure. PowerCapController is called from the daemon's
-// housekeeping thread only, after each sampler pass; it allocates and takes
-// the manager's lock (through VgpuManager) for its writes.
+// Pure: no clock, no I/O; time comes in with each call. Not thread-safe: one
+// caller (the daemon's housekeeping thread, power_cap_enforcer.h).
+// Allocates (one map entry per capped vGPU and GPU).
 #ifndef GPUSLICE_DAEMON_POWER_CAP_CONTROLLER_H_
 #define GPUSLICE_DAEMON_POWER_CAP_CONTROLLER_H_
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
-#include "daemon/gpu_usage_meter.h"
-#include "node/vgpu_manager.h"
-
 namespace gpuslice::daemon {
 
-struct PowerBudgetInput {
-  double cap_watts = 0;        // > 0
-  uint32_t user_cap_pct = 0;   // the user's --compute-cap; 0 = none (100)
-  uint32_t current_pct = 0;    // the budget now in force; 0 = none yet (starts at the user's)
-  double window_seconds = 0;   // the measurement window
-  double gpu_seconds = 0;      // the vGPU's GPU time in it
-  double joules = 0;           // its attributed energy in it
+// What the controller knows of one vGPU on one GPU now.
+struct PowerCapTarget {
+  double cap_watts = 0;      // P, > 0
+  uint32_t ceiling_pct = 100;  // C: the user's compute cap, 100 when none
+  uint32_t budget_pct = 0;   // B in force (1..100); 0: none yet, start at C
 };
 
-inline constexpr uint32_t kRaiseStepPct = 5;
-inline constexpr double kPowerMargin = 0.95;
-// Below this share of the window the vGPU's watts per GPU-second are noise.
-inline constexpr double kMinBusyFraction = 0.005;
-
-// The next compute budget, 1..ceiling (ceiling = the user's cap or 100).
-uint32_t NextPowerBudget(const PowerBudgetInput& in);
+// One measurement interval of that vGPU on that GPU.
+struct PowerSample {
+  double seconds = 0;         // the time it covers
+  double gpu_seconds = 0;     // the vGPU's GPU time in it
+  double energy_seconds = 0;  // the part of `seconds` with a known device energy
+  double joules = 0;          // the vGPU's attributed energy over energy_seconds
+};
 
 class PowerCapController {
  public:
-  // Both must outlive the controller.
-  PowerCapController(const GpuUsageMeter* meter, node::VgpuManager* manager, uint64_t window_us = 5'000'000)
-      : meter_(meter), manager_(manager), window_us_(window_us) {}
+  using Clock = std::chrono::steady_clock;
+  using Key = std::pair<std::string, uint32_t>;  // (vGPU, GPU index)
 
-  // One pass over every power-capped vGPU; writes changed budgets.
-  void Pass();
+  static constexpr double kMargin = 0.95;       // a decrease aims 5% under the cap
+  static constexpr double kRaiseBelow = 0.85;   // raise only below 85% of the cap
+  static constexpr uint32_t kRaiseStepPct = 3;  // per raise
+  static constexpr Clock::duration kRaiseHold = std::chrono::seconds(3);
+  static constexpr double kMinEvidenceSeconds = 1.5;
+  static constexpr double kMaxEvidenceSeconds = 6;
+  static constexpr double kMinBusyFraction = 0.005;  // below: no GPU time worth judging
+  static constexpr uint32_t kFloorPct = 1;  // the token bucket's resolution; 0 would mean "no cap"
+
+  // Adds `sample` to the key's evidence and returns the budget to hold from
+  // `now` on, in kFloorPct..target.ceiling_pct. A budget in force that is
+  // not the one this controller last returned (a daemon restart, a `set`)
+  // starts the evidence afresh.
+  uint32_t Update(const Key& key, const PowerCapTarget& target, const PowerSample& sample, Clock::time_point now);
+
+  // Drops the state of every key not in `live` (vGPUs gone or uncapped).
+  void Retain(const std::set<Key>& live);
 
  private:
-  const GpuUsageMeter* const meter_;
-  node::VgpuManager* const manager_;
-  const uint64_t window_us_;
+  struct State {
+    uint32_t budget_pct = 0;  // what Update last returned
+    Clock::time_point since;  // when it was first returned
+    bool settled = false;     // the first sample after the change was dropped
+    std::deque<PowerSample> evidence;
+  };
+  std::map<Key, State> states_;
 };
 
 }  // namespace gpuslice::daemon

@@ -163,14 +163,14 @@ Status VgpuManager::AdoptLocked(const std::string& name) {
   m->limits_inode = InodeOf(dir + "/limits");
   m->persistent = Exists(dir + "/" + kPersistentMarker);
   m->grace_until = Clock::now() + options_.grace;
-  if (auto power = LoadPowerCap(dir)) {
-    // A restarted daemon resumes from the budget in force, not from the
-    // user's cap: that would let the vGPU run over its power cap until the
-    // controller's next measurements.
+  if (LoadPowerCap(dir)) {
+    // A restarted daemon resumes from the budget in force (the limits hold
+    // min(user's cap, budget)), not from the user's cap: that would let the
+    // vGPU run over its power cap until the controller measured it again.
     const core::Limits& limits = m->handle.limits();
     for (uint32_t i = 0; i < std::min(limits.device_count, core::kMaxDevices); ++i) {
       const uint32_t in_force = core::LoadAcquire(limits.devices[i].compute_cap_pct);
-      m->power_budget.push_back(in_force != 0 && in_force != power->user_cap_pct ? in_force : 0);
+      m->power_budget.push_back(in_force == 0 ? 100 : in_force);
     }
   }
   vgpus_[name] = std::move(m);
@@ -404,7 +404,9 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
     new_power = PowerCapSetting{*o.power_cap_watts, power ? power->user_cap_pct : cap_in_limits};
   }
   if (o.compute_cap_pct && new_power) new_power->user_cap_pct = *o.compute_cap_pct == 100 ? 0 : *o.compute_cap_pct;
-  if (o.power_cap_watts) {
+  // A new compute cap under a power cap changes the user's cap the file
+  // keeps, so the file is rewritten then too.
+  if (o.power_cap_watts || (o.compute_cap_pct && new_power)) {
     Status s = new_power ? StorePowerCap(m.handle.dir(), *new_power) : RemovePowerCap(m.handle.dir());
     if (!s.ok()) return {ApiCode::kInternal, s.message()};
     if (!new_power) m.power_budget.clear();

@@ -102,8 +102,8 @@ class NvmlLibrary {
   // the next one (0: only what is queued) and answers nullopt when none
   // came.
   struct XidEvent {
-    uint32_t gpu_index = 0;
-    uint64_t xid = 0;
+    std::optional<uint32_t> gpu_index;  // nullopt: NVML could not say which GPU
+    uint64_t xid = 0;                   // 999: NVML does not know which XID
   };
   Status WatchXids();
   std::optional<XidEvent> NextXid(uint32_t timeout_ms);

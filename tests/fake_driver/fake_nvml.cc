@@ -23,7 +23,9 @@
 // Energy and power: FAKE_NVML_ENERGY_FILE names a file of "GPU MILLIJOULES
 // MILLIWATTS" lines, re-read at every call (a test scripts the counter);
 // unset, or no line for the GPU: NVML_ERROR_NOT_SUPPORTED, as on a GPU
-// without the counter.
+// without the counter. MILLIJOULES 0 is a GPU with a power reading but no
+// energy counter (the daemon then integrates power over time), so a test
+// can hold a steady power without advancing a counter in step with time.
 //
 // XID events: FAKE_NVML_XID_FILE names a file of "GPU XID" lines, which a
 // test appends to. Each event set hands out every line once, in order, to
@@ -334,7 +336,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
   int index = 0;
   if (nvmlReturn_t r = fake_nvml::CheckDevice(device, energy_mj, &index); r != NVML_SUCCESS) return r;
   unsigned int mw = 0;
-  return fake_nvml::EnergyLine(index, energy_mj, &mw) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+  return fake_nvml::EnergyLine(index, energy_mj, &mw) && *energy_mj != 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw) {
