@@ -5,11 +5,15 @@
 // memory page fault, 43 GPU stopped processing, 45 preemptive cleanup, 68
 // video processor exception, 109 context switch timeout) are counted but
 // leave the GPU healthy: one tenant's bad kernel must not take the GPU from
-// every other tenant. Recovery (docs/operations.md, "GPU health"):
-//   - automatic, once `quiet_period` has passed with no critical XID
-//     (0: never automatic; NVIDIA's plugin never recovers on its own, a
-//     choice an operator can restore with 0);
-//   - or at once, by the operator (`gpuslice devices --clear-health`).
+// every other tenant. Every other XID (999, "unknown", included) is
+// critical (docs/design.md, "GPU health", lists the common ones and cites
+// NVIDIA's XID table). Recovery (docs/operations.md, "GPU health"):
+//   - by the operator, at once (`gpuslice devices --clear-health`, the
+//     ClearGpuHealth RPC), after draining and resetting the GPU;
+//   - or, where the config sets one, once `quiet_period` has passed with no
+//     critical XID. The default is 0, never on its own, as NVIDIA's device
+//     plugin: most critical XIDs need a GPU reset, which a quiet log does
+//     not show.
 // Counts per (GPU, XID) are kept either way, since the daemon started.
 //
 // Thread-safe: the housekeeping thread reports events and ticks; gRPC

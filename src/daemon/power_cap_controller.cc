@@ -31,13 +31,14 @@ uint32_t PowerCapController::Update(const Key& key, const PowerCapTarget& target
     return s.budget_pct;
   }
   if (sample.seconds > 0) s.evidence.push_back(sample);
-  PowerSample sum;
-  for (const PowerSample& e : s.evidence) sum.seconds += e.seconds;
-  while (!s.evidence.empty() && sum.seconds - s.evidence.front().seconds >= kMaxEvidenceSeconds) {
-    sum.seconds -= s.evidence.front().seconds;
+  // The newest kMaxEvidenceSeconds: a load that changes is seen within it.
+  double kept = 0;
+  for (const PowerSample& e : s.evidence) kept += e.seconds;
+  while (!s.evidence.empty() && kept - s.evidence.front().seconds >= kMaxEvidenceSeconds) {
+    kept -= s.evidence.front().seconds;
     s.evidence.pop_front();
   }
-  sum = {};
+  PowerSample sum;
   for (const PowerSample& e : s.evidence) {
     sum.seconds += e.seconds;
     sum.gpu_seconds += e.gpu_seconds;
