@@ -44,31 +44,33 @@ def test_power_cap_tightens_the_compute_budget_when_power_is_high(dworld):
         f.write("0 0 300000\n")  # 300 W, no energy counter: power times time
     d = dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples, "FAKE_NVML_ENERGY_FILE": energy})
     ready, go = dworld.path("ready"), dworld.path("go")
-    app = dworld.start("run", "--name", "hot", "--compute-cap", "80", "--power-cap", "100", "--",
+    app = dworld.start("run", "--name", "hot", "--compute-cap", "80", "--power-cap", "50", "--",
                        *dworld.app_cmd(["init", "alloc", "1M", "ready", ready, "await", go]))
     pid = int(dworld.wait_for_file(ready))
     with open(samples, "w") as f:
         f.write(f"{pid} 100\n")  # busy all the time: the GPU's 300 W are its
     v = dworld.ls("hot")["hot"]
-    assert v["power_cap_watts"] == 100
+    assert v["power_cap_watts"] == 50
     assert v["devices"][0]["compute_cap_pct"] == 80  # the user's cap, kept apart
 
     def tightened():
         dev = dworld.ls("hot")["hot"]["devices"][0]
         return dev if 0 < dev["effective_compute_cap_pct"] <= 40 else None
-    # 300 W against 100 W: the first decrease alone takes 80% to 25%.
+    # 300 W against 50 W: the first decrease alone takes 80% to 15%. (A
+    # cap far below the draw keeps the vGPU over it even when a loaded
+    # machine stretches the daemon's passes and the samples cover less.)
     dev = poll(tightened, timeout=60, what="the power cap tightened the budget")
     assert dev["power_budget_pct"] == dev["effective_compute_cap_pct"]
     assert dev["compute_cap_pct"] == 80
-    assert dev["watts"] is not None and dev["watts"] > 100
+    assert dev["watts"] is not None and dev["watts"] > 50
     text = scrape(d.metrics_port)
-    assert series(text, "gpuslice_vgpu_power_cap_watts") == {'gpu="0",vgpu="hot"': 100.0}
+    assert series(text, "gpuslice_vgpu_power_cap_watts") == {'gpu="0",vgpu="hot"': 50.0}
     ratio = series(text, "gpuslice_vgpu_power_budget_ratio")['gpu="0",vgpu="hot"']
     assert 0 < ratio <= 0.40
     # The limits file the pacer reads holds the effective cap: what `ls`
     # shows comes from it.
     table = dworld.gpuslice("ls").stdout
-    assert re.search(r"hot\s.*cap 80% pwr 100W now \d+%", table), table
+    assert re.search(r"hot\s.*cap 80% pwr 50W now \d+%", table), table
 
     # Removing the power cap gives the user's compute cap back at once.
     r = dworld.gpuslice("set", "hot", "--power-cap", "none")
