@@ -1,7 +1,7 @@
 #include "daemon/control_service.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <optional>
 
 namespace gpuslice::daemon {
