@@ -292,7 +292,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     if (!mismatch.empty()) {
       return {ApiCode::kFailedPrecondition,
               "vGPU '" + o.name + "' already exists with " + mismatch +
-                  "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
+                  "; join it without --memory/--gpu/--compute/--priority/--power-cap, or pick another --name"};
     }
   }
   bool created = false;
