@@ -40,6 +40,36 @@ std::string RatioText(bool present, double ratio) {
   return std::to_string(static_cast<int>(std::lround(ratio * 100))) + "%";
 }
 
+std::string WattsText(double watts, bool present) {
+  if (!present || !std::isfinite(watts)) return "-";
+  char buf[32];
+  snprintf(buf, sizeof buf, watts < 10 ? "%.1f W" : "%.0f W", watts);
+  return buf;
+}
+
+std::string MeasuredText(const pb::VgpuDevice& d) {
+  if (d.has_measured_recent_ratio()) return RatioText(true, d.measured_recent_ratio());
+  return RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio());
+}
+
+std::string ComputeText(const pb::Vgpu& v, const pb::VgpuDevice& d) {
+  std::string out = std::to_string(d.compute_share_pct()) + "%";
+  if (d.compute_cap_pct() != 0) out += " cap " + std::to_string(d.compute_cap_pct()) + "%";
+  if (v.has_power_cap_watts()) {
+    char buf[32];
+    snprintf(buf, sizeof buf, " pwr %gW", v.power_cap_watts());
+    out += buf;
+    const uint32_t ceiling = d.compute_cap_pct() == 0 ? 100 : d.compute_cap_pct();
+    if (d.power_budget_pct() != 0 && d.power_budget_pct() < ceiling) out += " now " + std::to_string(d.power_budget_pct()) + "%";
+  }
+  return out;
+}
+
+std::string HealthText(const pb::Gpu& g) {
+  if (!g.unhealthy()) return "ok";
+  return "UNHEALTHY (" + (g.health_detail().empty() ? "XID " + std::to_string(g.last_xid()) : g.health_detail()) + ")";
+}
+
 std::string LatencyText(bool present, double seconds) {
   if (!present || !std::isfinite(seconds) || seconds < 0) return "-";
   char buf[32];
@@ -86,6 +116,17 @@ Json DevicesJson(const pb::GetDevicesResponse& devices) {
     gpu["name"] = g.name();
     gpu["memory_total_bytes"] = g.memory_total_bytes();
     gpu["pci_bus_id"] = g.pci_bus_id();
+    gpu["healthy"] = !g.unhealthy();
+    gpu["health_detail"] = g.health_detail();
+    gpu["last_xid"] = g.last_xid() != 0 ? Json(g.last_xid()) : Json(nullptr);
+    gpu["xid_errors"] = Json::array();
+    for (const auto& x : g.xid_errors()) {
+      Json xid;
+      xid["xid"] = x.xid();
+      xid["count"] = x.count();
+      xid["critical"] = x.critical();
+      gpu["xid_errors"].push_back(xid);
+    }
     out["gpus"].push_back(gpu);
   }
   out["links"] = Json::array();
@@ -112,6 +153,19 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["has_members"] = v.has_members();
   out["generation"] = v.generation();
   out["dir"] = v.dir();
+  out["power_cap_watts"] = v.has_power_cap_watts() ? Json(v.power_cap_watts()) : Json(nullptr);
+  // Sums over the vGPU's GPUs (each device has its own below).
+  double gpu_seconds = 0, energy = 0, watts = 0;
+  bool any_watts = false;
+  for (const auto& d : v.devices()) {
+    gpu_seconds += d.gpu_seconds();
+    energy += d.energy_joules();
+    if (d.has_watts()) watts += d.watts();
+    any_watts = any_watts || d.has_watts();
+  }
+  out["gpu_seconds"] = gpu_seconds;
+  out["energy_joules"] = energy;
+  out["watts"] = any_watts ? Json(watts) : Json(nullptr);
   out["devices"] = Json::array();
   for (const auto& d : v.devices()) {
     Json dev;
@@ -126,6 +180,12 @@ Json VgpuJson(const pb::Vgpu& v) {
     dev["timeslice_beside_lc_us"] = d.timeslice_beside_lc_us();
     dev["applied_timeslice_us"] = d.applied_timeslice_us();
     dev["compute_measured_ratio"] = d.has_compute_measured_ratio() ? Json(d.compute_measured_ratio()) : Json(nullptr);
+    dev["measured_recent_ratio"] = d.has_measured_recent_ratio() ? Json(d.measured_recent_ratio()) : Json(nullptr);
+    dev["gpu_seconds"] = d.gpu_seconds();
+    dev["energy_joules"] = d.energy_joules();
+    dev["watts"] = d.has_watts() ? Json(d.watts()) : Json(nullptr);
+    dev["effective_compute_cap_pct"] = d.effective_compute_cap_pct();
+    dev["power_budget_pct"] = d.power_budget_pct();
     out["devices"].push_back(dev);
   }
   out["processes"] = Json::array();
@@ -169,10 +229,10 @@ Json VgpuJson(const pb::Vgpu& v) {
 std::string DevicesTable(const pb::GetDevicesResponse& devices) {
   std::string out = "node " + devices.node() + ", NVIDIA driver " +
                     (devices.driver_version().empty() ? "unknown" : devices.driver_version()) + "\n\n";
-  std::vector<std::vector<std::string>> rows = {{"GPU", "NAME", "MEMORY", "PCI BUS ID", "UUID"}};
+  std::vector<std::vector<std::string>> rows = {{"GPU", "NAME", "MEMORY", "PCI BUS ID", "UUID", "HEALTH"}};
   for (const auto& g : devices.gpus()) {
     rows.push_back({std::to_string(g.index()), g.name(), core::FormatByteSize(g.memory_total_bytes()),
-                    g.pci_bus_id().empty() ? "-" : g.pci_bus_id(), g.uuid()});
+                    g.pci_bus_id().empty() ? "-" : g.pci_bus_id(), g.uuid(), HealthText(g)});
   }
   out += FormatColumns(rows);
   if (devices.gpus_size() > 1) {
@@ -226,12 +286,11 @@ std::string VgpuTable(const std::vector<pb::Vgpu>& vgpus, const pb::GetDevicesRe
     }
     for (int i = 0; i < v.devices_size(); ++i) {
       const auto& d = v.devices(i);
-      std::string compute = std::to_string(d.compute_share_pct()) + "%";
-      if (d.compute_cap_pct() != 0) compute += " cap " + std::to_string(d.compute_cap_pct()) + "%";
+      const std::string compute = ComputeText(v, d);
       rows.push_back({i == 0 ? v.name() + (v.persistent() ? " (persistent)" : "") + SuspendSuffix(v) : "",
                       i == 0 ? PriorityText(v) : "", d.has_gpu_index() ? std::to_string(d.gpu_index()) : "?",
                       core::FormatByteSize(d.memory_used_bytes()), LimitText(d), compute,
-                      RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
+                      MeasuredText(d),
                       SliceText(d),
                       i == 0 ? std::to_string(v.processes_size()) : "", i == 0 ? (pids.empty() ? "-" : pids) : ""});
     }

@@ -36,6 +36,16 @@ std::string PriorityText(control::v1::Priority priority);  // "be" / "lc"
 // The vGPU's class ("be" / "lc") when it is at its class's lowest level,
 // else its level's name ("critical"): the PRIORITY column.
 std::string PriorityText(const control::v1::Vgpu& v);
+// "212 W", "87.5 W"; "-" when absent.
+std::string WattsText(double watts, bool present = true);
+// The MEASURED column: the share of GPU time over the last few seconds of
+// measured GPU time (the daemon's meter), else NVML's last window.
+std::string MeasuredText(const control::v1::VgpuDevice& d);
+// The COMPUTE/SHARE column: "30% cap 50%", with "pwr 150W" under a power
+// cap (and the budget in force when it is tighter than the cap).
+std::string ComputeText(const control::v1::Vgpu& v, const control::v1::VgpuDevice& d);
+// "ok", or "XID 79 ..." for an unhealthy GPU: the HEALTH column.
+std::string HealthText(const control::v1::Gpu& g);
 // "37%", or "-" when absent.
 std::string RatioText(bool present, double ratio);
 // A latency: "313us", "1.45ms", "250ms", "1.00s"; "-" when absent.

@@ -23,6 +23,7 @@
 #include "node/node_devices.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
+#include "node/power_cap_file.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
@@ -129,6 +130,12 @@ int RunCommand(const RunOptions& options) {
     if (!pct.ok()) return Fail(pct.status().message());
     compute_cap = pct.value() == 100 ? 0 : pct.value();
   }
+  std::optional<double> power_cap;
+  if (!options.power_cap.empty()) {
+    auto watts = node::ParsePowerFlag("--power-cap", options.power_cap, /*allow_none=*/false);
+    if (!watts.ok()) return Fail(watts.status().message());
+    power_cap = watts.value();
+  }
   const std::string name = options.name.empty() ? "run-" + std::to_string(getpid()) : options.name;
   if (Status s = core::VgpuStore::ValidateName(name); !s.ok()) return Fail("--name: " + s.message());
 
@@ -196,6 +203,14 @@ int RunCommand(const RunOptions& options) {
   if (!membership.ok()) return Fail(membership.status().message());
   auto handle = core::VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly);
   if (!handle.ok()) return Fail(handle.status().message());
+  if (power_cap && created) {
+    // Fail open: only the daemon measures energy, so without one the cap is
+    // stored (and held once a daemon starts) but the command runs uncapped.
+    if (Status s = node::StorePowerCap(dir.value(), {*power_cap, compute_cap}); !s.ok()) {
+      std::cerr << "gpuslice: warning: power cap not stored: " << s.message() << "\n";
+    }
+    std::cerr << "gpuslice: warning: no daemon answers; --power-cap is held only while `gpuslice daemon` runs\n";
+  }
   const bool compute_is_explicit = !options.compute.empty() || !options.compute_cap.empty() || !options.priority.empty();
   if (!created && compute_is_explicit) {
     const core::DeviceLimit& d = handle->limits().devices[0];
@@ -265,13 +280,16 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--priority", options->priority,
                   "A priority level: lc (latency-critical: takes the GPU from best-effort work), be (best-effort, default), "
                   "or one of the node's levels (default: critical, high, normal, low; docs/configuration.md)");
+  run->add_option("--power-cap", options->power_cap,
+                  "Power cap per GPU in watts, e.g. 150: the daemon holds the vGPU's attributed power at or below it "
+                  "by tightening its compute cap (needs `gpuslice daemon`)");
   run->add_option("--audit", options->audit,
                   "What the memory audit does to a process of the command that holds GPU memory its vGPU does not "
                   "account (report, deny: SIGSTOP, kill; default kill), or off")
       ->check(CLI::IsMember({"report", "deny", "kill", "off"}));
   run->add_option("command", options->command, "The command and its arguments, after --")->required();
   run->callback([run, options, inject, gpus] {
-    if (std::string flag = FlagGivenEmpty(*run, {"--memory", "--compute", "--compute-cap", "--priority", "--name"});
+    if (std::string flag = FlagGivenEmpty(*run, {"--memory", "--compute", "--compute-cap", "--priority", "--name", "--power-cap"});
         !flag.empty()) {
       ExitCode() = Fail(EmptyFlagMessage(flag));
       return;

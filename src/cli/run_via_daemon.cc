@@ -50,6 +50,11 @@ StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::str
     request.set_compute_cap_pct(pct.value());
   }
   request.set_priority_level(o.priority);  // "": the daemon's default; resolved by the daemon's levels
+  if (!o.power_cap.empty()) {
+    auto watts = node::ParsePowerFlag("--power-cap", o.power_cap, /*allow_none=*/false);
+    if (!watts.ok()) return watts.status();
+    request.set_power_cap_watts(watts.value());
+  }
   request.set_join_existing(true);
   request.set_client_pid(static_cast<uint32_t>(getpid()));
   return request;

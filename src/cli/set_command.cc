@@ -31,6 +31,7 @@ struct SetOptions {
   std::string compute;
   std::string compute_cap;
   std::string priority;
+  std::string power_cap;
   bool force = false;
   bool json = false;
   std::string state_dir;
@@ -71,12 +72,17 @@ int RunSet(const SetOptions& o) {
     if (!pct.ok()) return Fail(pct.status().message());
     resize.compute_cap_pct = pct.value();
   }
+  if (!o.power_cap.empty()) {
+    auto watts = node::ParsePowerFlag("--power-cap", o.power_cap, /*allow_none=*/true);
+    if (!watts.ok()) return Fail(watts.status().message());
+    resize.power_cap_watts = watts.value();
+  }
   // A level name resolves where the node's levels are: in the daemon, or in
   // the standalone manager (which loads the stored levels).
   resize.priority_level = o.priority;
   if (!resize.memory_limit_bytes && !resize.compute_share_pct && !resize.compute_cap_pct &&
-      resize.priority_level.empty()) {
-    return Fail("nothing to change; give --memory, --compute, --compute-cap or --priority, e.g. gpuslice set " +
+      resize.priority_level.empty() && !resize.power_cap_watts) {
+    return Fail("nothing to change; give --memory, --compute, --compute-cap, --priority or --power-cap, e.g. gpuslice set " +
                 o.name + " --memory 8GiB");
   }
 
@@ -94,6 +100,7 @@ int RunSet(const SetOptions& o) {
     if (resize.compute_share_pct) request.set_compute_share_pct(*resize.compute_share_pct);
     if (resize.compute_cap_pct) request.set_compute_cap_pct(*resize.compute_cap_pct);
     request.set_priority_level(resize.priority_level);
+    if (resize.power_cap_watts) request.set_power_cap_watts(*resize.power_cap_watts);
     request.set_force(resize.force);
     auto response = client->ResizeVgpu(request);
     if (response.ok())
@@ -101,6 +108,11 @@ int RunSet(const SetOptions& o) {
     else
       result = response.status();
   } else {
+    if (resize.power_cap_watts && *resize.power_cap_watts > 0) {
+      // Stored now; only the daemon measures energy, so only it can hold the cap.
+      std::cerr << "gpuslice: warning: no daemon answers; the power cap is stored but enforced only once "
+                   "`gpuslice daemon` runs\n";
+    }
     result = ResizeStandalone(o.state_dir, resize);
   }
   if (!result.ok()) return Fail(result.status().message());
@@ -114,7 +126,7 @@ int RunSet(const SetOptions& o) {
     const auto& d = v.devices(0);
     what = "memory " + LimitText(d) + ", compute " + std::to_string(d.compute_share_pct()) + "%" +
            (d.compute_cap_pct() != 0 ? " cap " + std::to_string(d.compute_cap_pct()) + "%" : "") + ", priority " +
-           PriorityText(v);
+           PriorityText(v) + (v.has_power_cap_watts() ? ", power cap " + WattsText(v.power_cap_watts()) : "");
   }
   std::cout << "vGPU '" << v.name() << "': " << what << "; in force for its " << v.processes_size() << " process(es)\n";
   return 0;
@@ -131,13 +143,16 @@ void AddSetCommand(CLI::App& app) {
   cmd->add_option("--compute-cap", o->compute_cap, "Hard compute ceiling in percent (1-100; 100 = none)");
   cmd->add_option("--priority", o->priority, "a priority level: lc (latency-critical), be (best-effort) or one of the node's levels "
                   "(default: critical, high, normal, low)");
+  cmd->add_option("--power-cap", o->power_cap,
+                  "Power cap per GPU in watts (e.g. 150; 'none' removes it): the daemon holds the vGPU's attributed "
+                  "power at or below it by tightening its compute cap");
   cmd->add_flag("--force", o->force,
                 "Shrink memory below current use anyway: new allocations are refused until usage falls below it");
   cmd->add_flag("--json", o->json, "Print the vGPU after the change as JSON");
   cmd->add_option("--state-dir", o->state_dir, "State directory (default: as for run)");
   cmd->add_option("--socket", o->socket, "The daemon's socket (default: $GPUSLICE_SOCKET, <state-dir>/gpuslice.sock)");
   cmd->callback([cmd, o] {
-    if (std::string flag = FlagGivenEmpty(*cmd, {"--memory", "--compute", "--compute-cap", "--priority"});
+    if (std::string flag = FlagGivenEmpty(*cmd, {"--memory", "--compute", "--compute-cap", "--priority", "--power-cap"});
         !flag.empty()) {
       ExitCode() = Fail(EmptyFlagMessage(flag));
       return;

@@ -1,5 +1,6 @@
 // `gpuslice top`: a live view per GPU and vGPU, redrawn every interval:
-// memory used/limit, compute share target and measured, priority, the
+// GPU health, memory used/limit, compute share target and measured (GPU
+// time over the daemon's last few seconds), attributed watts, priority, the
 // timeslice in force, processes, denials, LC request latency p99. --once /
 // --iterations N print that many frames and exit (for scripts and captures);
 // --json prints one JSON object per frame and line.
@@ -56,24 +57,23 @@ std::string Frame(const NodeSnapshot& s) {
   for (const auto& gpu : s.devices.gpus()) {
     uint64_t used = 0;
     std::vector<std::vector<std::string>> rows = {
-        {"  VGPU", "PRIO", "MEMORY USED / LIMIT", "SHARE", "MEASURED", "SLICE", "PROCS", "DENIED", "LC P99"}};
+        {"  VGPU", "PRIO", "MEMORY USED / LIMIT", "SHARE", "MEASURED", "WATTS", "SLICE", "PROCS", "DENIED", "LC P99"}};
     for (const auto& v : s.vgpus) {
       for (const auto& d : v.devices()) {
         if (!d.has_gpu_index() || d.gpu_index() != gpu.index()) continue;
         used += d.memory_used_bytes();
         const uint64_t limit = d.memory_unlimited() ? gpu.memory_total_bytes() : d.memory_limit_bytes();
-        std::string share = std::to_string(d.compute_share_pct()) + "%";
-        if (d.compute_cap_pct() != 0) share += " cap " + std::to_string(d.compute_cap_pct()) + "%";
+        const std::string share = ComputeText(v, d);
         rows.push_back(
             {"  " + v.name() + SuspendSuffix(v), PriorityText(v),
              core::FormatByteSize(d.memory_used_bytes()) + " / " + LimitText(d) + Percent(d.memory_used_bytes(), limit),
-             share, RatioText(d.has_compute_measured_ratio(), d.compute_measured_ratio()),
+             share, MeasuredText(d), WattsText(d.watts(), d.has_watts()),
              SliceText(d), std::to_string(v.processes_size()),
              std::to_string(v.denied_allocations()),
              LatencyText(v.lc_latency().has_p99_seconds(), v.lc_latency().p99_seconds())});
       }
     }
-    out += "\nGPU " + std::to_string(gpu.index()) + "  " + gpu.name() + "  " +
+    out += "\nGPU " + std::to_string(gpu.index()) + "  " + gpu.name() + "  " + HealthText(gpu) + "  " +
            core::FormatByteSize(gpu.memory_total_bytes()) + ", vGPUs hold " + core::FormatByteSize(used) +
            Percent(used, gpu.memory_total_bytes()) + "\n";
     if (rows.size() == 1)

@@ -268,6 +268,9 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };
+  const std::vector<F> health = {
+      {"xid_quiet_period_s", [&](N v, K k) { return r.Uint32(v, k, &c.health.xid_quiet_period_s); }},
+  };
   const std::vector<F> top = {
       {"version", [&](N v, K k) { return r.Uint(v, k, std::numeric_limits<uint64_t>::max(), &version); }},
       {"state_dir", [&](N v, K k) { return r.String(v, k, &c.state_dir); }},
@@ -276,6 +279,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"defaults", [&](N v, K k) { return r.Map(v, k, defaults); }},
       {"timeslices", [&](N v, K k) { return r.Map(v, k, timeslices); }},
       {"audit", [&](N v, K k) { return r.Map(v, k, audit); }},
+      {"health", [&](N v, K k) { return r.Map(v, k, health); }},
       {"levels", [&](N v, K k) { return ParseLevels(r, v, k, &c.levels_yaml); }},
       {"reap_interval_ms", [&](N v, K k) { return r.Uint32(v, k, &c.reap_interval_ms); }},
       {"log_level", [&](N v, K k) { return r.String(v, k, &c.log_level); }},

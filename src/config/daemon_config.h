@@ -68,6 +68,13 @@ struct DaemonConfig {
     uint32_t grace_ms = 1000;
     uint64_t context_allowance_bytes = 1ull << 30;
   } audit;
+  // GPU health (daemon/gpu_health.h): a GPU marked unhealthy by a critical
+  // XID is healthy again after this long without another; 0 (the default,
+  // NVIDIA's device plugin's convention): only `gpuslice devices
+  // --clear-health` (or a daemon restart) brings it back.
+  struct Health {
+    uint32_t xid_quiet_period_s = 0;
+  } health;
   uint32_t reap_interval_ms = 200;  // how often dead processes are looked for
   std::string log_level = "info";   // trace, debug, info, warn, error, off
 };

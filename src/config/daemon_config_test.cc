@@ -89,7 +89,7 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "(docs/configuration.md)"},
       {"version: 1\nsockets: {}\n",
        "c.yaml:2: sockets: unknown key; the keys at the top level are version, state_dir, socket, metrics, "
-       "defaults, timeslices, audit, levels, reap_interval_ms, log_level (docs/configuration.md)"},
+       "defaults, timeslices, audit, health, levels, reap_interval_ms, log_level (docs/configuration.md)"},
       {"version: 1\nmetrics:\n  address: 0.0.0.0:9400\n",
        "c.yaml:3: metrics.address: \"0.0.0.0:9400\" is not a loopback address; set metrics.allow_remote: true "
        "to serve other hosts, or use 127.0.0.1:PORT"},
@@ -139,6 +139,16 @@ TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->audit.action, audit::AuditAction::kKill) << "kill after a grace, by default";
   EXPECT_EQ(d->audit.unmanaged, audit::AuditAction::kReport);
+}
+
+TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {
+  auto c = ParseDaemonConfig("version: 1\nhealth:\n  xid_quiet_period_s: 900\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->health.xid_quiet_period_s, 900u);
+  auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->health.xid_quiet_period_s, 0u) << "no automatic recovery by default, as NVIDIA's device plugin";
+  EXPECT_NE(ErrorOf("version: 1\nhealth:\n  quiet: 5\n").find("health.quiet: unknown key"), std::string::npos);
 }
 
 TEST(DaemonConfigTest, BadSizesAndSyntaxAreOneLineErrors) {

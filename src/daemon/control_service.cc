@@ -1,6 +1,8 @@
 #include "daemon/control_service.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 namespace gpuslice::daemon {
 namespace {
@@ -51,6 +53,7 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_has_members(view.has_members);
   out->set_state(view.corrupt.empty() ? "ok" : "corrupt");
   out->set_state_detail(view.corrupt);
+  if (view.power_cap_watts) out->set_power_cap_watts(*view.power_cap_watts);
   for (const auto& d : view.devices) {
     pb::VgpuDevice* pd = out->add_devices();
     if (d.gpu_index) pd->set_gpu_index(*d.gpu_index);
@@ -61,6 +64,8 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
     pd->set_memory_used_bytes(d.memory_used_bytes);
     pd->set_compute_share_pct(d.compute_share_pct);
     pd->set_compute_cap_pct(d.compute_cap_pct);
+    pd->set_effective_compute_cap_pct(d.effective_compute_cap_pct);
+    pd->set_power_budget_pct(d.power_budget_pct);
     pd->set_timeslice_us(d.timeslice_us);
     pd->set_timeslice_beside_lc_us(d.timeslice_beside_lc_us);
     pd->set_applied_timeslice_us(d.applied_timeslice_us);
@@ -118,9 +123,69 @@ void ToProto(const node::NodeDevices& devices, pb::GetDevicesResponse* response)
   }
 }
 
+void ControlService::AddUsage(const GpuUsageMeter::Totals& totals, const GpuUsageMeter::Window& window,
+                              pb::Vgpu* vgpu) const {
+  const auto at = [](const auto& map, const auto& key) -> std::optional<double> {
+    auto it = map.find(key);
+    return it != map.end() ? std::optional<double>(it->second) : std::nullopt;
+  };
+  for (pb::VgpuDevice& d : *vgpu->mutable_devices()) {
+    if (!d.has_gpu_index()) continue;
+    const auto key = std::make_pair(d.gpu_index(), vgpu->name());
+    d.set_gpu_seconds(at(totals.gpu_seconds, key).value_or(0));
+    d.set_energy_joules(at(totals.joules, key).value_or(0));
+    const double seconds = at(window.seconds, d.gpu_index()).value_or(0);
+    if (seconds <= 0) continue;
+    // A vGPU the window saw nothing of ran 0 s there (the sampler reports
+    // every GPU each pass); its processes in other pid namespaces are the
+    // exception (counted under ""), as for compute_measured_ratio.
+    if (d.has_compute_measured_ratio() || at(window.gpu_seconds, key)) {
+      d.set_measured_recent_ratio(std::min(1.0, at(window.gpu_seconds, key).value_or(0) / seconds));
+    }
+    if (auto j = at(window.joules, key)) d.set_watts(*j / seconds);
+    else if (d.has_measured_recent_ratio()) d.set_watts(0);
+  }
+}
+
+void ControlService::AddHealth(pb::GetDevicesResponse* response) const {
+  if (health_ == nullptr) return;
+  const auto states = health_->Snapshot();
+  for (pb::Gpu& g : *response->mutable_gpus()) {
+    auto it = states.find(g.index());
+    if (it == states.end()) continue;
+    g.set_unhealthy(!it->second.healthy);
+    g.set_health_detail(it->second.detail);
+    g.set_last_xid(static_cast<uint32_t>(it->second.last_xid));
+    for (const auto& [xid, n] : it->second.xid_counts) {
+      pb::XidCount* c = g.add_xid_errors();
+      c->set_xid(static_cast<uint32_t>(xid));
+      c->set_count(n);
+      c->set_critical(IsCriticalXid(xid));
+    }
+  }
+}
+
 grpc::Status ControlService::GetDevices(grpc::ServerContext*, const pb::GetDevicesRequest*,
                                         pb::GetDevicesResponse* response) {
   ToProto(*devices_, response);
+  AddHealth(response);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ClearGpuHealth(grpc::ServerContext*, const pb::ClearGpuHealthRequest* request,
+                                            pb::ClearGpuHealthResponse* response) {
+  std::vector<std::string> names(request->gpus().begin(), request->gpus().end());
+  std::vector<uint32_t> indices;
+  if (!names.empty()) {
+    auto gpus = devices_->Select(names);
+    if (!gpus.ok()) return Invalid(gpus.status().message());
+    for (const auto& g : gpus.value()) indices.push_back(g.index);
+  }
+  if (health_ != nullptr) health_->Clear(indices);
+  pb::GetDevicesResponse devices;
+  ToProto(*devices_, &devices);
+  AddHealth(&devices);
+  for (const auto& g : devices.gpus()) *response->add_gpus() = g;
   return grpc::Status::OK;
 }
 
@@ -134,6 +199,7 @@ grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVg
   if (request->has_compute_cap_pct()) o.compute_cap_pct = request->compute_cap_pct();
   if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
   o.priority_level = request->priority_level();
+  if (request->has_power_cap_watts()) o.power_cap_watts = request->power_cap_watts();
   o.join_existing = request->join_existing();
   o.persistent = request->persistent();
   o.client_pid = request->client_pid();
@@ -151,6 +217,12 @@ grpc::Status ControlService::ListVgpus(grpc::ServerContext*, const pb::ListVgpus
   std::vector<node::VgpuView> views;
   if (node::ApiStatus s = manager_->List(request->name(), &views); !s.ok()) return ToGrpc(s);
   for (const auto& v : views) ToProto(v, response->add_vgpus());
+  if (meter_ != nullptr) {
+    const auto totals = meter_->totals();
+    const auto window = meter_->Recent(kUsageWindowUs);
+    for (pb::Vgpu& v : *response->mutable_vgpus()) AddUsage(totals, window, &v);
+    response->set_usage_window_seconds(static_cast<double>(kUsageWindowUs) / 1e6);
+  }
   return grpc::Status::OK;
 }
 
@@ -168,9 +240,11 @@ grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVg
   if (!FromProto(request->priority(), &o.priority)) return Invalid(kBadPriority);
   o.priority_level = request->priority_level();
   o.force = request->force();
+  if (request->has_power_cap_watts()) o.power_cap_watts = request->power_cap_watts();
   node::VgpuView after;
   if (node::ApiStatus s = manager_->Resize(o, &after); !s.ok()) return ToGrpc(s);
   ToProto(after, response->mutable_vgpu());
+  if (meter_ != nullptr) AddUsage(meter_->totals(), meter_->Recent(kUsageWindowUs), response->mutable_vgpu());
   return grpc::Status::OK;
 }
 

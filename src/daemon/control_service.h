@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/gpu_health.h"
+#include "daemon/gpu_usage_meter.h"
 #include "node/node_devices.h"
 #include "node/vgpu_manager.h"
 #include "gpuslice/control.grpc.pb.h"
@@ -30,9 +32,12 @@ struct DaemonIdentity {
 
 class ControlService final : public control::v1::Control::Service {
  public:
-  // All three must outlive the service.
-  ControlService(node::VgpuManager* manager, const node::NodeDevices* devices, const DaemonIdentity* identity)
-      : manager_(manager), devices_(devices), identity_(identity) {}
+  // All must outlive the service. `meter` (GPU time, energy, watts in
+  // views) and `health` (GPU health in GetDevices) may be null: views then
+  // carry no usage and every GPU reports healthy.
+  ControlService(node::VgpuManager* manager, const node::NodeDevices* devices, const DaemonIdentity* identity,
+                 const GpuUsageMeter* meter = nullptr, GpuHealth* health = nullptr)
+      : manager_(manager), devices_(devices), identity_(identity), meter_(meter), health_(health) {}
 
   grpc::Status GetDevices(grpc::ServerContext*, const control::v1::GetDevicesRequest*,
                           control::v1::GetDevicesResponse*) override;
@@ -50,11 +55,22 @@ class ControlService final : public control::v1::Control::Service {
                           control::v1::ResumeVgpuResponse*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const control::v1::GetStatusRequest*,
                          control::v1::GetStatusResponse*) override;
+  grpc::Status ClearGpuHealth(grpc::ServerContext*, const control::v1::ClearGpuHealthRequest*,
+                              control::v1::ClearGpuHealthResponse*) override;
+
+  // Over how much recent measurement views' watts and recent shares are.
+  static constexpr uint64_t kUsageWindowUs = 5'000'000;
 
  private:
+  // Adds GPU time, energy, watts and recent shares to `vgpu` (meter_ set).
+  void AddUsage(const GpuUsageMeter::Totals& totals, const GpuUsageMeter::Window& window,
+                control::v1::Vgpu* vgpu) const;
+  void AddHealth(control::v1::GetDevicesResponse* response) const;
   node::VgpuManager* const manager_;
   const node::NodeDevices* const devices_;
   const DaemonIdentity* const identity_;
+  const GpuUsageMeter* const meter_;
+  GpuHealth* const health_;
 };
 
 // Exposed for the CLI's standalone views and for tests.

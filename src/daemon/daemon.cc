@@ -19,9 +19,11 @@
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "daemon/control_socket.h"
+#include "daemon/gpu_health.h"
 #include "daemon/instance_lock.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
+#include "daemon/power_cap_enforcer.h"
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
@@ -47,18 +49,23 @@ int Fail(const std::string& message) {
   return kStartError;
 }
 
-// The housekeeping thread: GC every reap interval, compute and LC latency
-// sampling every second. Stops (and joins) on destruction.
+// The housekeeping thread: GC and XID events every reap interval; compute,
+// energy and LC latency sampling, then the power caps, every second. Stops
+// (and joins) on destruction.
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              StateKeeperClient* keeper, std::chrono::milliseconds interval)
+              StateKeeperClient* keeper, std::chrono::milliseconds interval, port::NvmlLibrary* nvml,
+              GpuHealth* health, PowerCapEnforcer* power)
       : manager_(manager),
         sampler_(sampler),
         audit_(audit),
         exporter_(exporter),
         keeper_(keeper),
-        interval_(interval) {
+        interval_(interval),
+        nvml_(nvml),
+        health_(health),
+        power_(power) {
     thread_ = std::thread([this] { Loop(); });
   }
   ~Housekeeper() {
@@ -82,8 +89,25 @@ class Housekeeper {
       if (Status s = keeper_->Check(); !s.ok()) spdlog::error("state keeper: {}", s.message());
       const node::GcResult gc = manager_->CollectGarbage();
       if (exporter_ != nullptr && gc.reaped_processes > 0) exporter_->CountReaped(gc.reaped_processes);
+      if (health_ != nullptr && nvml_ != nullptr) {
+        // Only what is queued (timeout 0): this thread must not block here.
+        // NVML is used from this thread only, so the sampler is never raced.
+        for (int i = 0; i < 64; ++i) {
+          auto e = nvml_->NextXid(0);
+          if (!e) break;
+          if (e->gpu_index) {
+            health_->OnXid(*e->gpu_index, e->xid, GpuHealth::Clock::now());
+          } else {
+            // As NVIDIA's device plugin does: an XID of no known GPU may be
+            // any GPU's, so it counts against every one.
+            for (const auto& g : manager_->devices().gpus) health_->OnXid(g.index, e->xid, GpuHealth::Clock::now());
+          }
+        }
+        health_->Tick(GpuHealth::Clock::now());
+      }
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
+        if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
@@ -99,6 +123,9 @@ class Housekeeper {
   MetricsExporter* const exporter_;
   StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
+  port::NvmlLibrary* const nvml_;
+  GpuHealth* const health_;
+  PowerCapEnforcer* const power_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // guarded by mu_
@@ -210,11 +237,13 @@ int RunDaemon(const config::DaemonConfig& config) {
   identity.socket_path = socket_path;
 
   GpuUsageMeter usage;
+  GpuHealth health(std::chrono::seconds(config.health.xid_quiet_period_s));
+  if (Status s = nvml.value()->WatchXids(); !s.ok()) spdlog::warn("{}", s.message());
   metrics::Registry registry;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   std::optional<MetricsExporter> exporter;
   if (config.metrics.enabled) {
-    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds, &usage);
+    auto e = MetricsExporter::Create(&registry, &manager, identity.start_time_unix_seconds, &usage, &health);
     if (!e.ok()) return Fail(e.status().message());
     exporter.emplace(std::move(e.value()));
     metrics::HttpServerOptions http;
@@ -225,7 +254,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     identity.metrics_address = metrics_server->bound_address();
   }
 
-  ControlService service(&manager, &devices.value(), &identity);
+  ControlService service(&manager, &devices.value(), &identity, &usage, &health);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
@@ -244,6 +273,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
 
   UtilizationSampler sampler(nvml.value().get(), &manager, &usage);
+  PowerCapEnforcer power_caps(&usage, &manager);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;
@@ -260,7 +290,8 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
-                      keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)));
+                      keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
+                      nvml.value().get(), &health, &power_caps);
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");

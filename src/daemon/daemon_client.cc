@@ -98,4 +98,9 @@ StatusOr<pb::ResumeVgpuResponse> DaemonClient::ResumeVgpu(const pb::ResumeVgpuRe
       std::chrono::minutes(10));
 }
 
+StatusOr<pb::ClearGpuHealthResponse> DaemonClient::ClearGpuHealth(const pb::ClearGpuHealthRequest& request) {
+  return Invoke<pb::ClearGpuHealthResponse>(
+      [&](grpc::ClientContext* c, pb::ClearGpuHealthResponse* r) { return stub_->ClearGpuHealth(c, request, r); });
+}
+
 }  // namespace gpuslice::daemon

@@ -9,10 +9,14 @@ void GpuUsageMeter::Add(const Interval& in) {
   if (in.end_us <= in.start_us) return;
   const double seconds = static_cast<double>(in.end_us - in.start_us) / 1e6;
   double busy = 0;
+  totals_.seconds[in.gpu_index] += seconds;
   for (const auto& [vgpu, s] : in.gpu_seconds) {
     totals_.gpu_seconds[{in.gpu_index, vgpu}] += s;
     busy += s;
   }
+  recent_.push_back({in.gpu_index, in.end_us, seconds, in.gpu_seconds, {}});
+  Record& record = recent_.back();
+  while (!recent_.empty() && recent_.front().end_us + kHistoryUs < in.end_us) recent_.pop_front();
   Gpu& g = gpus_[in.gpu_index];
   std::optional<double> joules;
   if (in.energy_mj) {
@@ -33,16 +37,34 @@ void GpuUsageMeter::Add(const Interval& in) {
   const double idle = busy == 0 ? *joules : std::min(*joules, idle_watts * std::max(0.0, seconds - busy));
   const double active = *joules - idle;
   for (const auto& [vgpu, s] : in.gpu_seconds) {
-    if (busy > 0) totals_.joules[{in.gpu_index, vgpu}] += active * (s / busy);
+    if (busy > 0) {
+      totals_.joules[{in.gpu_index, vgpu}] += active * (s / busy);
+      record.joules[vgpu] = active * (s / busy);
+    }
   }
   totals_.idle_joules[in.gpu_index] += idle;
   totals_.device_joules[in.gpu_index] += *joules;
   totals_.idle_watts[in.gpu_index] = idle_watts;
+  totals_.energy_seconds[in.gpu_index] += seconds;
 }
 
 GpuUsageMeter::Totals GpuUsageMeter::totals() const {
   std::lock_guard<std::mutex> lock(mu_);
   return totals_;
+}
+
+GpuUsageMeter::Window GpuUsageMeter::Recent(uint64_t window_us) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<uint32_t, uint64_t> newest;
+  for (const Record& r : recent_) newest[r.gpu_index] = std::max(newest[r.gpu_index], r.end_us);
+  Window w;
+  for (const Record& r : recent_) {
+    if (r.end_us + window_us <= newest[r.gpu_index]) continue;
+    w.seconds[r.gpu_index] += r.seconds;
+    for (const auto& [vgpu, s] : r.gpu_seconds) w.gpu_seconds[{r.gpu_index, vgpu}] += s;
+    for (const auto& [vgpu, j] : r.joules) w.joules[{r.gpu_index, vgpu}] += j;
+  }
+  return w;
 }
 
 }  // namespace gpuslice::daemon

@@ -20,12 +20,17 @@
 //     have used it.
 // So the vGPUs' energy plus the idle energy is exactly the device's.
 //
+// Recent: the same figures over the last few seconds (top's MEASURED and
+// WATTS, the power-cap controller), from the intervals of the last minute.
+//
 // Thread-safe: one writer (the housekeeping thread, Add) and readers (the
-// metrics collector, Totals) under one mutex. Allocates.
+// metrics collector, Totals; gRPC handlers and the power-cap controller,
+// Recent) under one mutex. Allocates.
 #ifndef GPUSLICE_DAEMON_GPU_USAGE_METER_H_
 #define GPUSLICE_DAEMON_GPU_USAGE_METER_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -54,10 +59,29 @@ class GpuUsageMeter {
     std::map<uint32_t, double> idle_joules;    // per GPU
     std::map<uint32_t, double> device_joules;  // per GPU: idle + every vGPU's
     std::map<uint32_t, double> idle_watts;     // the idle power in use, per GPU
+    std::map<uint32_t, double> seconds;         // per GPU: the time measured
+    std::map<uint32_t, double> energy_seconds;  // per GPU: the part of it with a known energy
   };
   Totals totals() const;
 
+  // The intervals that ended within `window_us` of each GPU's newest one.
+  struct Window {
+    std::map<uint32_t, double> seconds;  // per GPU: the time they cover
+    std::map<std::pair<uint32_t, std::string>, double> gpu_seconds;  // (GPU, vGPU)
+    std::map<std::pair<uint32_t, std::string>, double> joules;       // (GPU, vGPU), where energy was known
+  };
+  Window Recent(uint64_t window_us) const;
+
  private:
+  struct Record {
+    uint32_t gpu_index;
+    uint64_t end_us;
+    double seconds;
+    std::map<std::string, double> gpu_seconds;
+    std::map<std::string, double> joules;
+  };
+  // Longest window Recent can answer: older records are dropped.
+  static constexpr uint64_t kHistoryUs = 60'000'000;
   struct Gpu {
     std::optional<uint64_t> last_energy_mj;
     std::optional<double> idle_watts;    // lowest power of an interval with nothing running
@@ -66,6 +90,7 @@ class GpuUsageMeter {
   mutable std::mutex mu_;
   std::map<uint32_t, Gpu> gpus_;  // guarded by mu_
   Totals totals_;                 // guarded by mu_
+  std::deque<Record> recent_;     // guarded by mu_; oldest first
 };
 
 }  // namespace gpuslice::daemon

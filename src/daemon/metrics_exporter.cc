@@ -23,6 +23,8 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
   m.vgpu_suspend_bytes_moved_total->Clear();
   m.vgpu_last_suspend_duration_seconds->Clear();
   m.vgpu_last_resume_duration_seconds->Clear();
+  m.vgpu_power_cap_watts->Clear();
+  m.vgpu_power_budget_ratio->Clear();
   m.gpu_memory_total_bytes->Clear();
   for (const auto& g : devices.gpus) {
     m.gpu_memory_total_bytes->WithLabels({std::to_string(g.index)}).Set(static_cast<double>(g.memory_total_bytes));
@@ -37,6 +39,13 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
       m.vgpu_compute_share_target_ratio->WithLabels(labels).Set(d.compute_share_pct / 100.0);
       if (d.compute_measured_ratio) {
         m.vgpu_compute_share_measured_ratio->WithLabels(labels).Set(*d.compute_measured_ratio);
+      }
+      if (v.power_cap_watts) {
+        // The budget in force: the compute cap the pacer enforces now,
+        // min(user's cap, power budget); 0 in the limits is no cap at all.
+        m.vgpu_power_cap_watts->WithLabels(labels).Set(*v.power_cap_watts);
+        const uint32_t effective = d.effective_compute_cap_pct == 0 ? 100 : d.effective_compute_cap_pct;
+        m.vgpu_power_budget_ratio->WithLabels(labels).Set(effective / 100.0);
       }
     }
     const metrics::LabelValues vgpu = {v.name};
@@ -79,18 +88,33 @@ void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::To
   }
 }
 
+void FillHealthMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices& devices,
+                       const std::map<uint32_t, GpuHealth::State>& health) {
+  for (const auto& g : devices.gpus) {
+    auto it = health.find(g.index);
+    m.gpu_healthy->WithLabels({std::to_string(g.index)}).Set(it == health.end() || it->second.healthy ? 1 : 0);
+  }
+  for (const auto& [gpu, s] : health) {
+    for (const auto& [xid, n] : s.xid_counts) {
+      m.gpu_xid_errors_total->WithLabels({std::to_string(gpu), std::to_string(xid)}).Set(static_cast<double>(n));
+    }
+  }
+}
+
 StatusOr<MetricsExporter> MetricsExporter::Create(metrics::Registry* registry, node::VgpuManager* manager,
-                                                  int64_t start_time_unix_seconds, const GpuUsageMeter* meter) {
+                                                  int64_t start_time_unix_seconds, const GpuUsageMeter* meter,
+                                                  const GpuHealth* health) {
   auto m = metrics::RegisterGpusliceMetrics(*registry);
   if (!m.ok()) return m.status();
   const metrics::GpusliceMetrics families = m.value();
   families.daemon_up->WithLabels({}).Set(1);
   families.daemon_start_time_seconds->WithLabels({}).Set(static_cast<double>(start_time_unix_seconds));
   families.daemon_reaped_processes_total->WithLabels({});  // exported as 0 from the start
-  registry->AddCollector([families, manager, meter] {
+  registry->AddCollector([families, manager, meter, health] {
     std::vector<node::VgpuView> views;
     if (manager->List("", &views).ok()) FillVgpuMetrics(families, manager->devices(), views);
     if (meter != nullptr) FillUsageMetrics(families, meter->totals());
+    if (health != nullptr) FillHealthMetrics(families, manager->devices(), health->Snapshot());
   });
   return MetricsExporter(families);
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "daemon/gpu_health.h"
 #include "daemon/gpu_usage_meter.h"
 #include "node/vgpu_manager.h"
 #include "metrics/gpuslice_metrics.h"
@@ -25,7 +26,8 @@ class MetricsExporter {
   // Registers the families and the collector. `manager` must outlive the
   // registry's last Render().
   static StatusOr<MetricsExporter> Create(metrics::Registry* registry, node::VgpuManager* manager,
-                                          int64_t start_time_unix_seconds, const GpuUsageMeter* meter = nullptr);
+                                          int64_t start_time_unix_seconds, const GpuUsageMeter* meter = nullptr,
+                                          const GpuHealth* health = nullptr);
 
   // Dead processes reclaimed by this daemon.
   void CountReaped(uint32_t n) { metrics_.daemon_reaped_processes_total->WithLabels({}).Increment(n); }
@@ -43,6 +45,10 @@ class MetricsExporter {
 void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices& devices, const std::vector<node::VgpuView>& views);
 // ... and the GPU time and energy series from the meter's totals.
 void FillUsageMetrics(const metrics::GpusliceMetrics& m, const GpuUsageMeter::Totals& totals);
+// ... and each GPU's health and XID counts (every GPU of `devices` has a
+// gpuslice_gpu_healthy series).
+void FillHealthMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices& devices,
+                       const std::map<uint32_t, GpuHealth::State>& health);
 
 }  // namespace gpuslice::daemon
 

@@ -7,6 +7,7 @@
 
 #include "k8s/names.h"
 #include "k8s/pod_matcher.h"
+#include "node/power_cap_file.h"
 #include "port/log.h"
 #include "port/nvml_library.h"
 
@@ -79,6 +80,13 @@ core::VgpuSpec SpecFor(const Assignment& a) {
     spec.devices.push_back(d);
   }
   return spec;
+}
+
+// The power cap beside the vGPU's limits, before the container starts: the
+// node daemon holds it from its next pass (node/power_cap_file.h).
+Status StorePowerCapOf(const Assignment& a, const std::string& dir) {
+  if (a.power_cap_watts <= 0) return Status::Ok();
+  return node::StorePowerCap(dir, {a.power_cap_watts, 0});
 }
 
 uint32_t UnitOf(const std::string& id) {
@@ -181,6 +189,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     if (waiting) {
       auto dir = provisioner_->Provision(SpecFor(*done));
       if (!dir.ok()) return Internal("vGPU " + done->vgpu + ": " + dir.status().message());
+      if (Status s = StorePowerCapOf(*done, *dir); !s.ok()) return Internal("vGPU " + done->vgpu + ": " + s.message());
       auto built = BuildContainerResponse(*done, *dir, resources_->topology(), environment_);
       if (!built.ok()) return Precondition(built.status().message());
       *response = std::move(*built);
@@ -242,6 +251,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     a.vcore_per_gpu = c.VcorePerGpu();
     a.vmemory_units_per_gpu = c.VmemoryUnitsPerGpu();
     a.priority = pod.priority;
+    a.power_cap_watts = pod.power_cap_watts;
     a.created_unix_s = now_unix_s_();
   }
   a.device_ids[resource] = ids;
@@ -251,6 +261,10 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   auto undo = [&] {
     if (!existing) (void)provisioner_->Release(a.vgpu, port::SystemProcessProbe());
   };
+  if (Status s = StorePowerCapOf(a, *dir); !s.ok()) {
+    undo();
+    return Internal("cannot set the power cap of " + who + ": " + s.message());
+  }
   auto built = BuildContainerResponse(a, *dir, resources_->topology(), environment_);
   if (!built.ok()) {
     undo();

@@ -48,6 +48,7 @@ std::string AssignmentToJson(const Assignment& a) {
               {"vmemory_units_per_gpu", a.vmemory_units_per_gpu},
               {"priority", a.priority == core::Priority::kLatencyCritical ? "lc" : "be"},
               {"created_unix_s", a.created_unix_s}};
+  if (a.power_cap_watts > 0) doc["power_cap_watts"] = a.power_cap_watts;
   json ids = json::object();
   for (const auto& [resource, list] : a.device_ids) ids[ResourceName(resource)] = list;
   doc["device_ids"] = ids;
@@ -72,6 +73,10 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   a.vcore_per_gpu = static_cast<uint32_t>(std::min<uint64_t>(vcore, 100));
   a.created_unix_s = static_cast<int64_t>(created);
   a.priority = priority == "lc" ? core::Priority::kLatencyCritical : core::Priority::kBestEffort;
+  if (const auto w = doc.find("power_cap_watts"); w != doc.end()) {
+    if (!w->is_number() || w->get<double>() <= 0) return Status::Error("power_cap_watts holds " + w->dump());
+    a.power_cap_watts = w->get<double>();
+  }
   const json* gpus = nullptr;
   const json* uuids = nullptr;
   if (Status s = f.RequiredArray("gpus", &gpus); !s.ok()) return s;

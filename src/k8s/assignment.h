@@ -35,6 +35,7 @@ struct Assignment {
   uint32_t vcore_per_gpu = 0;
   uint64_t vmemory_units_per_gpu = 0;  // 0: no memory cap (whole GPUs without vmemory)
   core::Priority priority = core::Priority::kBestEffort;
+  double power_cap_watts = 0;  // the pod's gpuslice.io/power-cap-watts; 0 = none
   std::map<Resource, std::vector<std::string>> device_ids;  // what the kubelet allocated, per resource
   int64_t created_unix_s = 0;
 

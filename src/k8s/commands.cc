@@ -155,9 +155,9 @@ void AddDevicePluginCommand(CLI::App& app) {
     options.reclaim_grace = std::chrono::seconds(f->reclaim_grace_s);
 
     DevicePluginParts parts;
-    parts.discovery = NewGpuDiscovery(f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe, options.node_name,
-                                      options.state_dir);
-    parts.health = NewNvmlHealthSource();
+    const std::string exe = f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe;
+    parts.discovery = NewGpuDiscovery(exe, options.node_name, options.state_dir);
+    parts.health = NewNvmlHealthSource(exe, options.state_dir);
     auto api = MakeKubeApi(f->kube);
     if (!api.ok()) {
       cli::ExitCode() = Fail(name, api.status().message());
@@ -284,9 +284,9 @@ void AddDraPluginCommand(CLI::App& app) {
     options.health_interval = std::chrono::seconds(f->health_interval_s);
 
     dra::DraPluginParts parts;
-    parts.discovery = NewGpuDiscovery(f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe, options.node_name,
-                                      options.state_dir);
-    parts.health = NewNvmlHealthSource();
+    const std::string exe = f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe;
+    parts.discovery = NewGpuDiscovery(exe, options.node_name, options.state_dir);
+    parts.health = NewNvmlHealthSource(exe, options.state_dir);
     auto api = MakeKubeApi(f->kube);
     if (!api.ok()) {
       cli::ExitCode() = Fail(name, api.status().message());

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "port/log.h"
 #include "port/nvml_library.h"
 
@@ -121,6 +123,8 @@ class NodeGpuDiscovery final : public GpuDiscovery {
 
 class NvmlHealthSource final : public HealthSource {
  public:
+  NvmlHealthSource(std::string exe, std::string state_dir) : exe_(std::move(exe)), state_dir_(std::move(state_dir)) {}
+
   StatusOr<std::set<std::string>> HealthyGpus() override {
     // A fresh NVML session per poll: a session opened before a GPU fell off
     // the bus may keep answering from stale state.
@@ -130,8 +134,25 @@ class NvmlHealthSource final : public HealthSource {
     if (!gpus.ok()) return gpus.status();
     std::set<std::string> healthy;
     for (const port::GpuInfo& g : *gpus) healthy.insert(g.uuid_text);
+    if (!exe_.empty()) {
+      // XID health lives in the node daemon; `devices --json` without one
+      // answers from NVML with every GPU healthy, which removes nothing.
+      auto out = RunAndCapture({exe_, "devices", "--json", "--state-dir", state_dir_});
+      if (out.ok()) {
+        for (const std::string& uuid : UnhealthyGpusInDevicesJson(*out)) healthy.erase(uuid);
+      } else if (!warned_) {
+        warned_ = true;
+        port::Log(port::LogLevel::kWarn, "device plugin: GPU health from XID errors unknown (%s); using NVML's alone",
+                  out.status().message().c_str());
+      }
+    }
     return healthy;
   }
+
+ private:
+  const std::string exe_;
+  const std::string state_dir_;
+  bool warned_ = false;
 };
 
 }  // namespace
@@ -140,7 +161,24 @@ std::unique_ptr<GpuDiscovery> NewGpuDiscovery(std::string gpuslice_exe, std::str
   return std::make_unique<NodeGpuDiscovery>(std::move(gpuslice_exe), std::move(node_name), std::move(state_dir));
 }
 
-std::unique_ptr<HealthSource> NewNvmlHealthSource() { return std::make_unique<NvmlHealthSource>(); }
+std::unique_ptr<HealthSource> NewNvmlHealthSource(std::string gpuslice_exe, std::string state_dir) {
+  return std::make_unique<NvmlHealthSource>(std::move(gpuslice_exe), std::move(state_dir));
+}
+
+std::set<std::string> UnhealthyGpusInDevicesJson(const std::string& document) {
+  std::set<std::string> out;
+  const nlohmann::json doc = nlohmann::json::parse(document, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || !doc.contains("gpus") || !doc["gpus"].is_array()) return out;
+  for (const nlohmann::json& g : doc["gpus"]) {
+    if (!g.is_object()) continue;
+    const auto healthy = g.find("healthy");
+    const auto uuid = g.find("uuid");
+    // Absent (an older daemon): healthy, as before XIDs were watched.
+    if (healthy == g.end() || !healthy->is_boolean() || healthy->get<bool>()) continue;
+    if (uuid != g.end() && uuid->is_string()) out.insert(uuid->get<std::string>());
+  }
+  return out;
+}
 
 uint32_t DeviceMinor(const TopologyGpu& gpu, const std::string& proc_root) {
   // NVML writes "00000000:19:00.0"; the driver's directory is "0000:19:00.0".

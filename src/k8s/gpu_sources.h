@@ -8,8 +8,11 @@
 // command, so the annotation is exactly its output) and, when that command
 // is unavailable or fails, describes the GPUs from NVML itself (no links).
 // The real health source asks NVML which GPUs it can see: a GPU that fell off
-// the bus, or an NVML that no longer answers, is unhealthy. (XID events are
-// not watched yet; see docs/kubernetes.md.)
+// the bus, or an NVML that no longer answers, is unhealthy. Given the
+// gpuslice binary, it also asks the node daemon (`gpuslice devices --json`)
+// which GPUs a critical XID error marked unhealthy (daemon/gpu_health.h),
+// and takes those out too; without a daemon (or when the command fails) the
+// NVML answer stands alone, since XIDs are watched by the daemon only.
 //
 // Implementations are called from one thread at a time (the plugin's start,
 // then its health thread). They block (NVML, a child process: at most 30 s)
@@ -45,7 +48,12 @@ class HealthSource {
 // <state_dir>` with (empty: skip it and use NVML directly). `node_name` fills
 // "node" in NVML's document.
 std::unique_ptr<GpuDiscovery> NewGpuDiscovery(std::string gpuslice_exe, std::string node_name, std::string state_dir);
-std::unique_ptr<HealthSource> NewNvmlHealthSource();
+// `gpuslice_exe` (empty: NVML only) and `state_dir` find the node daemon.
+std::unique_ptr<HealthSource> NewNvmlHealthSource(std::string gpuslice_exe = "", std::string state_dir = "");
+
+// The UUIDs of the GPUs that `gpuslice devices --json` reports with
+// "healthy": false (a critical XID). A document it cannot read names none.
+std::set<std::string> UnhealthyGpusInDevicesJson(const std::string& document);
 
 // The GPU's /dev/nvidiaN number: the driver's "Device Minor" from
 // <proc_root>/driver/nvidia/gpus/<PCI bus id>/information, which need not be

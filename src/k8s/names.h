@@ -25,7 +25,10 @@ inline constexpr uint64_t kVmemoryUnitBytes = 256ull << 20;  // 256 MiB
 //   bind-time  set by the extender's bind: nanoseconds since the epoch; orders
 //              pods waiting for Allocate on one node
 //   lc-slo-p99-us, lc-alone-p99-us  set by the user on an LC pod (below)
+//   power-cap-watts  set by the user: each container's vGPU's power cap per
+//              GPU, in watts (docs/design.md, "Power caps"); absent: none
 inline constexpr char kPriorityAnnotation[] = "gpuslice.io/priority";
+inline constexpr char kPowerCapAnnotation[] = "gpuslice.io/power-cap-watts";
 // A latency-critical pod's p99 SLO and its p99 measured alone, in µs: the
 // extender's prioritize prefers nodes where the SLO holds (lc_slo.h).
 inline constexpr char kLcSloP99Annotation[] = "gpuslice.io/lc-slo-p99-us";

@@ -1,9 +1,11 @@
 #include "k8s/pod_request.h"
 
 #include <charconv>
+#include <cstdlib>
 
 #include "k8s/json_fields.h"
 #include "k8s/names.h"
+#include "node/power_cap_file.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -146,6 +148,16 @@ StatusOr<PodRequest> ParsePodRequest(const json& pod) {
     } else {
       return Status::Error(who_pod + ": annotation " + kPriorityAnnotation + " is \"" + priority +
                            "\"; set it to lc (latency-critical) or be (best effort)");
+    }
+    if (const std::string watts = text(kPowerCapAnnotation); !watts.empty()) {
+      char* end = nullptr;
+      req.power_cap_watts = strtod(watts.c_str(), &end);
+      const std::string why = end == watts.c_str() || *end != '\0' ? "it is not a number"
+                                                                    : node::PowerCapProblem(req.power_cap_watts);
+      if (!why.empty()) {
+        return Status::Error(who_pod + ": annotation " + kPowerCapAnnotation + " is \"" + watts + "\": " + why +
+                             "; set it to the watts per GPU, e.g. \"150\"");
+      }
     }
     const std::string slo = text(kLcSloP99Annotation);
     const std::string alone = text(kLcAloneP99Annotation);

@@ -52,6 +52,7 @@ struct PodRequest {
   bool deleting = false;  // metadata.deletionTimestamp is set
   std::string creation_timestamp;
   core::Priority priority = core::Priority::kBestEffort;
+  double power_cap_watts = 0;  // per GPU, for each container's vGPU; 0 = none
   // A latency-critical pod's p99 SLO and its p99 alone (µs); 0 = none.
   uint64_t lc_slo_p99_us = 0;
   uint64_t lc_alone_p99_us = 0;

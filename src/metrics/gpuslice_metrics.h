@@ -39,10 +39,14 @@ struct GpusliceMetrics {
   Family<Counter>* vgpu_suspend_bytes_moved_total;       // vgpu
   Family<Gauge>* vgpu_last_suspend_duration_seconds;     // vgpu
   Family<Gauge>* vgpu_last_resume_duration_seconds;      // vgpu
+  Family<Gauge>* vgpu_power_cap_watts;                 // gpu, vgpu
+  Family<Gauge>* vgpu_power_budget_ratio;              // gpu, vgpu
   // Per GPU.
   Family<Gauge>* gpu_memory_total_bytes;          // gpu
   Family<Counter>* gpu_energy_joules_total;       // gpu
   Family<Counter>* gpu_idle_energy_joules_total;  // gpu
+  Family<Gauge>* gpu_healthy;                     // gpu
+  Family<Counter>* gpu_xid_errors_total;          // gpu, xid
   // The daemon.
   Family<Gauge>* daemon_up;                        // (none)
   Family<Gauge>* daemon_start_time_seconds;        // (none)

@@ -2,6 +2,10 @@
 
 #include "core/byte_size.h"
 
+#include <cstdlib>
+
+#include "node/power_cap_file.h"
+
 namespace gpuslice::node {
 
 StatusOr<uint32_t> ParsePercentFlag(const std::string& flag, const std::string& text) {
@@ -28,6 +32,20 @@ StatusOr<uint32_t> ParseLevelFlag(const std::string& flag, const std::string& te
   return Status::Error(flag + ": '" + text + "' is not a priority level; write " + flag +
                        " and one of: " + levels.Names() + " (lc: latency-critical, be: best-effort; the node's "
                        "levels come from the daemon config's `levels:`, docs/configuration.md)");
+}
+
+StatusOr<double> ParsePowerFlag(const std::string& flag, const std::string& text, bool allow_none) {
+  if (allow_none && (text == "none" || text == "0")) return 0.0;
+  std::string number = text;
+  if (!number.empty() && (number.back() == 'W' || number.back() == 'w')) number.pop_back();
+  char* end = nullptr;
+  const double watts = number.empty() ? 0 : strtod(number.c_str(), &end);
+  if (number.empty() || end == nullptr || *end != '\0') {
+    return Status::Error(flag + ": '" + text + "' is not a number of watts; write e.g. " + flag + " 150" +
+                         (allow_none ? " (or " + flag + " none to remove the cap)" : ""));
+  }
+  if (std::string why = PowerCapProblem(watts); !why.empty()) return Status::Error(flag + ": " + why);
+  return watts;
 }
 
 StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text) {

@@ -28,6 +28,11 @@ inline constexpr uint64_t kMinMemoryLimitBytes = 1ull << 20;
 // "" when `bytes` is a usable limit, else the one-line reason and fix.
 std::string MemoryLimitProblem(uint64_t bytes);
 
+// Watts for --power-cap: a positive number ("150", "150W", "87.5"), at most
+// kMaxPowerCapWatts (power_cap_file.h); with `allow_none`, "none" or "0"
+// (`set`: remove the cap) give 0.
+StatusOr<double> ParsePowerFlag(const std::string& flag, const std::string& text, bool allow_none);
+
 // A byte size of at least 1 MiB, or "unlimited" (core::kUnlimited).
 StatusOr<uint64_t> ParseMemoryFlag(const std::string& flag, const std::string& text);
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 
@@ -14,6 +15,7 @@
 #include "node/flag_values.h"
 #include "node/limits_writer.h"
 #include "node/suspend_record.h"
+#include "node/power_cap_file.h"
 #include "port/process.h"
 
 namespace gpuslice::node {
@@ -121,6 +123,20 @@ ApiStatus CheckClientPid(uint32_t pid) {
   return ApiStatus::Ok();
 }
 
+// The compute cap the pacer enforces (limits' compute_cap_pct, 0 = none):
+// the user's cap (0 = none), tightened by a power cap's budget (0 = none).
+uint32_t EffectiveCap(uint32_t user_cap_pct, uint32_t budget_pct) {
+  if (budget_pct == 0) return user_cap_pct;
+  const uint32_t cap = std::min(user_cap_pct == 0 ? 100u : user_cap_pct, budget_pct);
+  return cap >= 100 ? 0 : cap;
+}
+
+ApiStatus CheckPowerCap(const std::optional<double>& watts, bool zero_removes) {
+  if (!watts || (zero_removes && *watts == 0)) return ApiStatus::Ok();
+  if (std::string why = PowerCapProblem(*watts); !why.empty()) return {ApiCode::kInvalidArgument, why};
+  return ApiStatus::Ok();
+}
+
 }  // namespace
 
 VgpuManager::VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule,
@@ -147,6 +163,16 @@ Status VgpuManager::AdoptLocked(const std::string& name) {
   m->limits_inode = InodeOf(dir + "/limits");
   m->persistent = Exists(dir + "/" + kPersistentMarker);
   m->grace_until = Clock::now() + options_.grace;
+  if (LoadPowerCap(dir)) {
+    // A restarted daemon resumes from the budget in force (the limits hold
+    // min(user's cap, budget)), not from the user's cap: that would let the
+    // vGPU run over its power cap until the controller measured it again.
+    const core::Limits& limits = m->handle.limits();
+    for (uint32_t i = 0; i < std::min(limits.device_count, core::kMaxDevices); ++i) {
+      const uint32_t in_force = core::LoadAcquire(limits.devices[i].compute_cap_pct);
+      m->power_budget.push_back(in_force == 0 ? 100 : in_force);
+    }
+  }
   vgpus_[name] = std::move(m);
   return Status::Ok();
 }
@@ -204,6 +230,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   }
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  if (auto s = CheckPowerCap(o.power_cap_watts, /*zero_removes=*/false); !s.ok()) return s;
   std::optional<uint32_t> level;
   if (auto s = RequestedLevel(options_.levels, o.priority, o.priority_level, &level); !s.ok()) return s;
   if (o.memory_limit_bytes) {
@@ -243,6 +270,9 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     if (!existing.ok()) return {ApiCode::kInternal, existing.status().message()};
     const core::Limits& limits = existing->limits();
     const core::DeviceLimit& d0 = limits.devices[0];
+    const std::optional<PowerCapSetting> power = LoadPowerCap(dir);
+    // Under a power cap the limits hold the effective cap; the user's is kept aside.
+    const uint32_t user_cap = power ? power->user_cap_pct : core::LoadAcquire(d0.compute_cap_pct);
     std::string mismatch;
     if (!o.gpus.empty()) {
       bool same = limits.device_count == spec.devices.size();
@@ -255,20 +285,30 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
       mismatch = "a " + Limit(core::LoadAcquire(d0.memory_limit_bytes)) + " memory limit";
     }
     if ((o.compute_share_pct && core::LoadAcquire(d0.compute_share_pct) != *o.compute_share_pct) ||
-        (o.compute_cap_pct && core::LoadAcquire(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
+        (o.compute_cap_pct && user_cap != spec.devices[0].compute_cap_pct) ||
         (level && core::LoadAcquire(d0.priority) != *level)) {
       mismatch = "compute share " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) + "%, priority " +
                  options_.levels.NameOf(core::LoadAcquire(d0.priority));
     }
+    if (o.power_cap_watts && (!power || power->watts != *o.power_cap_watts)) {
+      mismatch = power ? "a " + std::to_string(static_cast<long long>(power->watts)) + " W power cap" : "no power cap";
+    }
     if (!mismatch.empty()) {
       return {ApiCode::kFailedPrecondition,
               "vGPU '" + o.name + "' already exists with " + mismatch +
-                  "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
+                  "; join it without --memory/--gpu/--compute/--priority/--power-cap, or pick another --name"};
     }
   }
   bool created = false;
   auto made = store_.CreateOrJoin(spec, /*spec_is_explicit=*/false, &created);
   if (!made.ok()) return {ApiCode::kInternal, made.status().message()};
+  if (created && o.power_cap_watts) {
+    if (Status s = StorePowerCap(dir, {*o.power_cap_watts, spec.devices[0].compute_cap_pct}); !s.ok()) {
+      // Made but not as asked: remove it rather than run it uncapped.
+      (void)store_.RemoveIfUnused(o.name);
+      return {ApiCode::kInternal, s.message()};
+    }
+  }
   if (created) {
     if (o.persistent) {
       const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
@@ -317,6 +357,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   if (ApiStatus s = CheckName(o.name); !s.ok()) return s;
   if (auto s = CheckPercent("compute share", o.compute_share_pct); !s.ok()) return s;
   if (auto s = CheckPercent("compute cap", o.compute_cap_pct); !s.ok()) return s;
+  if (auto s = CheckPowerCap(o.power_cap_watts, /*zero_removes=*/true); !s.ok()) return s;
   std::optional<uint32_t> level;
   if (auto s = RequestedLevel(options_.levels, o.priority, o.priority_level, &level); !s.ok()) return s;
   if (o.memory_limit_bytes) {
@@ -324,8 +365,9 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
       return {ApiCode::kInvalidArgument, why};
     }
   }
-  if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !level) {
-    return {ApiCode::kInvalidArgument, "nothing to change; give --memory, --compute, --compute-cap or --priority"};
+  if (!o.memory_limit_bytes && !o.compute_share_pct && !o.compute_cap_pct && !level && !o.power_cap_watts) {
+    return {ApiCode::kInvalidArgument,
+            "nothing to change; give --memory, --compute, --compute-cap, --priority or --power-cap"};
   }
   std::unique_lock<std::mutex> lock(mu_);
   RefreshLocked();
@@ -356,6 +398,23 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
   auto* w = static_cast<core::Limits*>(writable->data());
   auto keep = it->second;  // `it` may not outlive an unlock
+  // The power cap and the user's compute cap (power_cap_file.h): the file
+  // first, so that the limits never hold a cap the file does not explain.
+  const std::optional<PowerCapSetting> power = LoadPowerCap(m.handle.dir());
+  std::optional<PowerCapSetting> new_power = power;
+  const uint32_t cap_in_limits = core::LoadAcquire(limits.devices[0].compute_cap_pct);
+  if (o.power_cap_watts && *o.power_cap_watts == 0) new_power.reset();
+  if (o.power_cap_watts && *o.power_cap_watts > 0) {
+    new_power = PowerCapSetting{*o.power_cap_watts, power ? power->user_cap_pct : cap_in_limits};
+  }
+  if (o.compute_cap_pct && new_power) new_power->user_cap_pct = *o.compute_cap_pct == 100 ? 0 : *o.compute_cap_pct;
+  // A new compute cap under a power cap changes the user's cap the file
+  // keeps, so the file is rewritten then too.
+  if (o.power_cap_watts || (o.compute_cap_pct && new_power)) {
+    Status s = new_power ? StorePowerCap(m.handle.dir(), *new_power) : RemovePowerCap(m.handle.dir());
+    if (!s.ok()) return {ApiCode::kInternal, s.message()};
+    if (!new_power) m.power_budget.clear();
+  }
   auto write = [&] {
     for (uint32_t i = 0; i < device_count; ++i) {
       core::DeviceLimit& d = w->devices[i];
@@ -363,7 +422,13 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
       // allocation (and in cuMemGetInfo), so this store is the resize.
       if (o.memory_limit_bytes) core::StoreRelease(d.memory_limit_bytes, *o.memory_limit_bytes);
       if (o.compute_share_pct) core::StoreRelease(d.compute_share_pct, *o.compute_share_pct);
-      if (o.compute_cap_pct) core::StoreRelease(d.compute_cap_pct, *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct);
+      if (o.compute_cap_pct || o.power_cap_watts) {
+        uint32_t user = power ? power->user_cap_pct : cap_in_limits;
+        if (new_power) user = new_power->user_cap_pct;
+        if (o.compute_cap_pct) user = *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct;
+        const uint32_t budget = new_power && i < keep->power_budget.size() ? keep->power_budget[i] : 0;
+        core::StoreRelease(d.compute_cap_pct, EffectiveCap(user, budget));
+      }
       if (level) core::StoreRelease(d.priority, *level);
     }
   };
@@ -371,17 +436,20 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
     // Release: whoever sees the new generation sees the new values.
     core::FetchAddRelease(w->generation, 1);
   };
-  spdlog::info("resized vGPU '{}'{}{}{}{}", o.name,
+  spdlog::info("resized vGPU '{}'{}{}{}{}{}", o.name,
                o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",
                o.compute_share_pct ? " compute " + std::to_string(*o.compute_share_pct) + "%" : "",
                o.compute_cap_pct ? " cap " + std::to_string(*o.compute_cap_pct) + "%" : "",
-               level ? " priority " + options_.levels.NameOf(*level) : "");
+               level ? " priority " + options_.levels.NameOf(*level) : "",
+               o.power_cap_watts ? " power cap " + (*o.power_cap_watts == 0 ? std::string("removed")
+                                                                             : std::to_string(*o.power_cap_watts) + " W")
+                                 : "");
   // One change, one generation bump. Shares and priority become timeslices
   // through the node schedule, which writes them and bumps once for both:
   // the values are written inside its pass (no other pass in between) and
   // the pass runs before answering, so the change is in force when `set`
   // returns. Anything else is written and bumped here.
-  if (!(o.compute_share_pct || o.compute_cap_pct || level) || schedule_ == nullptr) {
+  if (!(o.compute_share_pct || o.compute_cap_pct || o.power_cap_watts || level) || schedule_ == nullptr) {
     write();
     bump();
   } else {
@@ -485,6 +553,13 @@ VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   view.persistent = m.persistent;
   view.priority_level = options_.levels.NameOf(core::LevelWord(view.priority, view.priority_rank));
   SetSuspendView(view.dir, &view);
+  if (auto power = LoadPowerCap(m.handle.dir())) {
+    view.power_cap_watts = power->watts;
+    for (size_t i = 0; i < view.devices.size(); ++i) {
+      view.devices[i].compute_cap_pct = power->user_cap_pct;
+      view.devices[i].power_budget_pct = i < m.power_budget.size() ? m.power_budget[i] : 0;
+    }
+  }
   for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
     view.devices[i].compute_measured_ratio = m.measured[i];
   }
@@ -559,6 +634,38 @@ void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std:
     auto it = ratios.find(name);
     m->measured = it != ratios.end() ? it->second : std::vector<std::optional<double>>{};
   }
+}
+
+ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = vgpus_.find(name);
+  if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node"};
+  Managed& m = *it->second;
+  const std::optional<PowerCapSetting> power = LoadPowerCap(m.handle.dir());
+  if (!power) {
+    m.power_budget.clear();
+    return ApiStatus::Ok();
+  }
+  const core::Limits& limits = m.handle.limits();
+  const uint32_t device_count = std::min(limits.device_count, core::kMaxDevices);
+  std::vector<uint32_t> effective(device_count);
+  bool changed = false;
+  for (uint32_t i = 0; i < device_count; ++i) {
+    effective[i] = EffectiveCap(power->user_cap_pct, i < budget_pct.size() ? std::clamp(budget_pct[i], 1u, 100u) : 0);
+    changed = changed || core::LoadAcquire(limits.devices[i].compute_cap_pct) != effective[i];
+  }
+  m.power_budget.assign(budget_pct.begin(), budget_pct.end());
+  if (!changed) return ApiStatus::Ok();
+  auto writable = OpenLimitsForWrite(m.handle.dir());
+  if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
+  auto* w = static_cast<core::Limits*>(writable->data());
+  // The pacer reads the cap at every heartbeat (and the generation tells
+  // every process that limits changed): no schedule pass is needed, caps
+  // do not enter the timeslices.
+  for (uint32_t i = 0; i < device_count; ++i) core::StoreRelease(w->devices[i].compute_cap_pct, effective[i]);
+  core::FetchAddRelease(w->generation, 1);
+  spdlog::debug("vGPU '{}': power budget {}% on its first GPU", name, effective[0]);
+  return ApiStatus::Ok();
 }
 
 std::vector<VgpuManager::ProcessOnGpu> VgpuManager::ProcessesInDaemonNamespace() {

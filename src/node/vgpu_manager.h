@@ -98,6 +98,7 @@ struct CreateOptions {
   std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
   std::optional<core::Priority> priority;  // a class: its lowest level (`lc`, `be`)
   std::string priority_level;              // or a level by name ("": none), as `--priority` takes it
+  std::optional<double> power_cap_watts;   // per GPU (power_cap_file.h); unset: none
   bool join_existing = false;
   bool persistent = false;
   uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
@@ -117,6 +118,7 @@ struct ResizeOptions {
   std::optional<uint32_t> compute_cap_pct;  // 100 = no cap
   std::optional<core::Priority> priority;  // a class: its lowest level (`lc`, `be`)
   std::string priority_level;              // or a level by name ("": none), as `--priority` takes it
+  std::optional<double> power_cap_watts;   // per GPU; 0 removes the power cap
   bool force = false;
 };
 
@@ -156,6 +158,11 @@ class VgpuManager {
   // to running, so that no process stays locked. Suspended ones stay
   // suspended. Returns how many were recovered.
   size_t RecoverSuspends();
+  // The power cap's GPU-time budget of each of the vGPU's devices (1..100,
+  // in device order; daemon/power_cap_controller.h): writes the effective
+  // compute cap min(user's cap, budget) where it changes and bumps the
+  // generation once. A vGPU without a power cap is left alone (OK).
+  ApiStatus SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct);
 
   // Reaps dead processes from every ledger, then removes unused ephemeral
   // vGPUs. Run by the housekeeping thread every reap interval.
@@ -194,6 +201,7 @@ class VgpuManager {
     std::chrono::steady_clock::time_point grace_until;
     std::vector<Pending> pending;
     std::vector<std::optional<double>> measured;
+    std::vector<uint32_t> power_budget;  // per device; empty: none set by this manager yet
     struct LcSample {
       std::chrono::steady_clock::time_point at;
       core::LcLatencySnapshot snapshot;

@@ -201,6 +201,78 @@ TEST_F(VgpuManagerTest, EveryResizeBumpsTheGenerationOnce) {
   EXPECT_EQ(after.devices[0].compute_cap_pct, 50u);
 }
 
+TEST_F(VgpuManagerTest, APowerBudgetTightensTheEffectiveCapAndTheUsersCapIsKeptApart) {
+  auto m = Manager();
+  CreateResult r;
+  CreateOptions c = Create("a");
+  c.compute_cap_pct = 80;
+  c.power_cap_watts = 150;
+  ASSERT_TRUE(m->Create(c, &r).ok());
+  auto view = [&] {
+    std::vector<VgpuView> views;
+    EXPECT_TRUE(m->List("a", &views).ok());
+    return views.at(0);
+  };
+  EXPECT_EQ(view().power_cap_watts, 150.0);
+  EXPECT_EQ(view().devices[0].effective_compute_cap_pct, 80u);
+  const uint64_t generation = view().generation;
+  // The controller's budget goes into the limits as min(user's cap, budget),
+  // with one generation bump; the user's cap stays what the user set.
+  ASSERT_TRUE(m->SetPowerBudget("a", {30}).ok());
+  VgpuView v = view();
+  EXPECT_EQ(v.devices[0].effective_compute_cap_pct, 30u);
+  EXPECT_EQ(v.devices[0].compute_cap_pct, 80u);
+  EXPECT_EQ(v.devices[0].power_budget_pct, 30u);
+  EXPECT_EQ(v.generation, generation + 1);
+  ASSERT_TRUE(m->SetPowerBudget("a", {30}).ok());  // no change: no bump
+  EXPECT_EQ(view().generation, generation + 1);
+  // A budget above the user's cap never lifts the effective cap past it.
+  ASSERT_TRUE(m->SetPowerBudget("a", {100}).ok());
+  EXPECT_EQ(view().devices[0].effective_compute_cap_pct, 80u);
+  ASSERT_TRUE(m->SetPowerBudget("a", {30}).ok());
+
+  // A new compute cap under a power cap is the user's new cap, remembered
+  // (and still tightened by the budget).
+  ResizeOptions resize;
+  resize.name = "a";
+  resize.compute_cap_pct = 20;
+  VgpuView after;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(after.devices[0].compute_cap_pct, 20u);
+  EXPECT_EQ(after.devices[0].effective_compute_cap_pct, 20u);
+  resize.compute_cap_pct = 60;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_EQ(after.devices[0].compute_cap_pct, 60u);
+  EXPECT_EQ(after.devices[0].effective_compute_cap_pct, 30u);
+
+  // A restarted manager resumes from the budget in force, not the user's cap.
+  m = Manager();
+  v = view();
+  EXPECT_EQ(v.power_cap_watts, 150.0);
+  EXPECT_EQ(v.devices[0].effective_compute_cap_pct, 30u);
+  EXPECT_EQ(v.devices[0].power_budget_pct, 30u);
+  EXPECT_EQ(v.devices[0].compute_cap_pct, 60u);
+
+  // Removing the power cap gives the user's cap back at once.
+  resize.compute_cap_pct.reset();
+  resize.power_cap_watts = 0;
+  ASSERT_TRUE(m->Resize(resize, &after).ok());
+  EXPECT_FALSE(after.power_cap_watts.has_value());
+  EXPECT_EQ(after.devices[0].effective_compute_cap_pct, 60u);
+  EXPECT_EQ(after.devices[0].power_budget_pct, 0u);
+  ASSERT_TRUE(m->SetPowerBudget("a", {5}).ok());  // a late budget for an uncapped vGPU is ignored
+  EXPECT_EQ(view().devices[0].effective_compute_cap_pct, 60u);
+
+  // Bad watts are refused with the fix.
+  resize.power_cap_watts = -3;
+  EXPECT_EQ(m->Resize(resize, &after).code(), ApiCode::kInvalidArgument);
+  c.name = "b";
+  c.power_cap_watts = 1e9;
+  const ApiStatus big = m->Create(c, &r);
+  EXPECT_EQ(big.code(), ApiCode::kInvalidArgument);
+  EXPECT_NE(big.message().find("watts, not milliwatts"), std::string::npos) << big.message();
+}
+
 TEST_F(VgpuManagerTest, GcRemovesUnusedEphemeralVgpusOnly) {
   auto m = Manager();
   CreateResult r;

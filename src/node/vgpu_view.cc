@@ -79,6 +79,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     dv.memory_used_bytes = account.UsedBytes(i);
     dv.compute_share_pct = core::LoadAcquire(d.compute_share_pct);
     dv.compute_cap_pct = core::LoadAcquire(d.compute_cap_pct);
+    dv.effective_compute_cap_pct = dv.compute_cap_pct;  // VgpuManager tells them apart under a power cap
     const uint32_t level = core::LoadAcquire(d.priority);  // a level word: class and rank
     dv.priority = core::LevelClass(level);
     dv.priority_rank = core::LevelRank(level);

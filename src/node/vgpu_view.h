@@ -29,7 +29,11 @@ struct VgpuDeviceView {
   uint64_t memory_limit_bytes = core::kUnlimited;
   uint64_t memory_used_bytes = 0;
   uint32_t compute_share_pct = 100;
+  // The user's hard cap (0: none). With a power cap, the pacer enforces
+  // effective_compute_cap_pct = min(this, power_budget_pct) instead.
   uint32_t compute_cap_pct = 0;
+  uint32_t effective_compute_cap_pct = 0;  // what the limits hold (0: none)
+  uint32_t power_budget_pct = 0;           // the power cap's GPU-time budget (0: none yet / no power cap)
   core::Priority priority = core::Priority::kBestEffort;  // the level's class
   uint32_t priority_rank = 0;                             // its rank in the class (core::LevelRank)
   uint64_t timeslice_us = 0;
@@ -73,6 +77,7 @@ struct VgpuView {
   core::Priority priority = core::Priority::kBestEffort;  // the first device's
   uint32_t priority_rank = 0;                             // the first device's
   std::string priority_level;  // its level's name; set by VgpuManager, which knows the node's levels
+  std::optional<double> power_cap_watts;  // per GPU; set by VgpuManager (node/power_cap_file.h)
   std::vector<VgpuDeviceView> devices;
   std::vector<VgpuProcessView> processes;
   uint64_t denied_allocations = 0;

@@ -16,7 +16,10 @@
 //   - nvmlProcessUtilizationSample_t as nvmlDeviceGetProcessUtilization
 //     fills it;
 //   - nvmlProcessInfo_t (the v2/v3 layout) as
-//     nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+//     nvmlDeviceGetComputeRunningProcesses_v3 fills it;
+//   - event sets and nvmlEventData_t, as NVIDIA's nvml.h declares them
+//     ("Event Handling Methods": nvmlEventSetCreate,
+//     nvmlDeviceRegisterEvents, nvmlEventSetWait_v2, nvmlEventSetFree).
 // Add what a new caller needs here, from the same reference.
 //
 // Declarations only: no code, no state. (The fake NVML in tests/fake_driver
@@ -31,6 +34,7 @@ inline constexpr nvmlReturn_t NVML_SUCCESS = 0;
 inline constexpr nvmlReturn_t NVML_ERROR_UNINITIALIZED = 1;
 inline constexpr nvmlReturn_t NVML_ERROR_NOT_FOUND = 6;          // e.g. no sample newer than asked
 inline constexpr nvmlReturn_t NVML_ERROR_INSUFFICIENT_SIZE = 7;
+inline constexpr nvmlReturn_t NVML_ERROR_TIMEOUT = 10;           // nvmlEventSetWait: no event in time
 
 typedef struct nvmlDevice_st* nvmlDevice_t;
 
@@ -84,6 +88,22 @@ inline constexpr int NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02;
 // nvmlGpuP2PCapsIndex_t and nvmlGpuP2PStatus_t
 inline constexpr int NVML_P2P_CAPS_INDEX_NVLINK = 2;
 inline constexpr int NVML_P2P_STATUS_OK = 0;
+
+// Events (NVIDIA's nvml.h, "Event Handling Methods" and "Event Types").
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // for nvmlEventTypeXidCriticalError: the XID (999: unknown)
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+// An XID error; despite the name, every XID, application errors included.
+inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x0000000000000008ull;
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types, nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeout_ms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 
 }  // extern "C"
 

@@ -35,6 +35,10 @@ using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using PowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
 using ErrorStringFn = const char* (*)(nvmlReturn_t);
+using EventSetCreateFn = decltype(&nvmlEventSetCreate);
+using RegisterEventsFn = decltype(&nvmlDeviceRegisterEvents);
+using EventSetWaitFn = decltype(&nvmlEventSetWait_v2);
+using DeviceIndexFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 
 using PciAddress = std::tuple<unsigned int, unsigned int, unsigned int>;  // domain, bus, device
 
@@ -94,6 +98,9 @@ StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Open() {
 
 NvmlLibrary::~NvmlLibrary() {
   if (handle_ == nullptr) return;
+  if (auto free_fn = reinterpret_cast<decltype(&nvmlEventSetFree)>(Symbol("nvmlEventSetFree")); free_fn && xid_events_) {
+    free_fn(static_cast<nvmlEventSet_t>(xid_events_));
+  }
   if (auto shutdown = reinterpret_cast<ShutdownFn>(Symbol("nvmlShutdown"))) shutdown();
   dlclose(handle_);
 }
@@ -254,6 +261,49 @@ StatusOr<std::vector<ProcessUtilization>> NvmlLibrary::ProcessUtilizations(uint3
     return out;
   }
   return Status::Error("NVML kept changing its process count on GPU " + std::to_string(index));
+}
+
+Status NvmlLibrary::WatchXids() {
+  auto create_fn = reinterpret_cast<EventSetCreateFn>(Symbol("nvmlEventSetCreate"));
+  auto register_fn = reinterpret_cast<RegisterEventsFn>(Symbol("nvmlDeviceRegisterEvents"));
+  auto count_fn = reinterpret_cast<CountFn>(Symbol("nvmlDeviceGetCount_v2"));
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  if (!create_fn || !register_fn || !count_fn || !handle_fn || !Symbol("nvmlEventSetWait_v2")) {
+    return Status::Error("this NVIDIA driver has no NVML events (nvmlEventSetWait_v2); GPU health from XID errors is "
+                         "off until the driver is updated");
+  }
+  nvmlEventSet_t set = nullptr;
+  if (create_fn(&set) != NVML_SUCCESS) return Status::Error("NVML could not create an event set; GPU health from XID errors is off");
+  unsigned int count = 0;
+  if (count_fn(&count) != NVML_SUCCESS) count = 0;
+  std::string refused;
+  for (unsigned int i = 0; i < count; ++i) {
+    nvmlDevice_t device = nullptr;
+    if (handle_fn(i, &device) != NVML_SUCCESS || register_fn(device, nvmlEventTypeXidCriticalError, set) != NVML_SUCCESS) {
+      refused += (refused.empty() ? "" : ", ") + std::to_string(i);
+    }
+  }
+  xid_events_ = set;
+  if (!refused.empty()) {
+    return Status::Error("NVML refused XID events of GPU(s) " + refused + " (run the daemon as root to watch them); "
+                         "their health stays unknown, reported healthy");
+  }
+  return Status::Ok();
+}
+
+std::optional<NvmlLibrary::XidEvent> NvmlLibrary::NextXid(uint32_t timeout_ms) {
+  if (xid_events_ == nullptr) return std::nullopt;
+  auto wait_fn = reinterpret_cast<EventSetWaitFn>(Symbol("nvmlEventSetWait_v2"));
+  auto index_fn = reinterpret_cast<DeviceIndexFn>(Symbol("nvmlDeviceGetIndex"));
+  nvmlEventData_t data{};
+  if (wait_fn == nullptr || wait_fn(static_cast<nvmlEventSet_t>(xid_events_), &data, timeout_ms) != NVML_SUCCESS) {
+    return std::nullopt;
+  }
+  XidEvent e;
+  unsigned int index = 0;
+  if (index_fn != nullptr && index_fn(data.device, &index) == NVML_SUCCESS) e.gpu_index = index;
+  e.xid = data.eventData;
+  return e;
 }
 
 std::optional<uint64_t> NvmlLibrary::TotalEnergyMillijoules(uint32_t index) {

@@ -96,11 +96,24 @@ class NvmlLibrary {
   // there (nvmlDeviceGetComputeRunningProcesses_v3).
   StatusOr<std::vector<ProcessMemory>> ComputeProcesses(uint32_t index);
 
+  // XID events (nvmlEventTypeXidCriticalError) of every GPU. Watch once
+  // registers them all (an error where the driver or a GPU cannot: health
+  // then stays unknown, i.e. healthy); NextXid waits up to `timeout_ms` for
+  // the next one (0: only what is queued) and answers nullopt when none
+  // came.
+  struct XidEvent {
+    std::optional<uint32_t> gpu_index;  // nullopt: NVML could not say which GPU
+    uint64_t xid = 0;                   // 999: NVML does not know which XID
+  };
+  Status WatchXids();
+  std::optional<XidEvent> NextXid(uint32_t timeout_ms);
+
  private:
   NvmlLibrary() = default;
   void* Symbol(const char* name) const;
   void* handle_ = nullptr;
   std::string path_;
+  void* xid_events_ = nullptr;  // nvmlEventSet_t once WatchXids succeeded
 };
 
 }  // namespace gpuslice::port

@@ -35,7 +35,8 @@ def test_devices_json_has_exactly_the_documented_shape(dworld):
     assert d["driver_version"] == "580.00-fake"
     assert d["gpus"] == [
         {"index": i, "uuid": f"GPU-face0000-0000-0000-0000-00000000000{i}", "name": "Fake H100",
-         "memory_total_bytes": 1024 * MiB, "pci_bus_id": f"00000000:0{i}:00.0"} for i in range(2)]
+         "memory_total_bytes": 1024 * MiB, "pci_bus_id": f"00000000:0{i}:00.0",
+         "healthy": True, "health_detail": "", "last_xid": None, "xid_errors": []} for i in range(2)]
     assert d["links"] == [{"a": 0, "b": 1, "type": "nvlink", "nvlinks": 18}]
 
 

@@ -23,14 +23,22 @@
 // Energy and power: FAKE_NVML_ENERGY_FILE names a file of "GPU MILLIJOULES
 // MILLIWATTS" lines, re-read at every call (a test scripts the counter);
 // unset, or no line for the GPU: NVML_ERROR_NOT_SUPPORTED, as on a GPU
-// without the counter.
+// without the counter. MILLIJOULES 0 is a GPU with a power reading but no
+// energy counter (the daemon then integrates power over time), so a test
+// can hold a steady power without advancing a counter in step with time.
+//
+// XID events: FAKE_NVML_XID_FILE names a file of "GPU XID" lines, which a
+// test appends to. Each event set hands out every line once, in order, to
+// nvmlEventSetWait_v2 (for GPUs registered in it); with no new line it
+// waits up to its timeout, re-reading the file every 10 ms, then answers
+// NVML_ERROR_TIMEOUT. Unset: events are supported, none ever comes.
 //
 // Processes' memory: with FAKE_GPU_PROCESS_DIR set, every process of the
 // fake CUDA driver keeps what it holds per device in DIR/<pid> (physical.h),
 // and nvmlDeviceGetComputeRunningProcesses_v3 lists the live ones among them.
 //
 // Thread-safe. Never allocates after the configuration is first read, except
-// to list processes' memory.
+// to list processes' memory and to make event sets.
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -328,7 +336,7 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
   int index = 0;
   if (nvmlReturn_t r = fake_nvml::CheckDevice(device, energy_mj, &index); r != NVML_SUCCESS) return r;
   unsigned int mw = 0;
-  return fake_nvml::EnergyLine(index, energy_mj, &mw) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+  return fake_nvml::EnergyLine(index, energy_mj, &mw) && *energy_mj != 0 ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
 }
 
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw) {
@@ -364,6 +372,55 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   if (d != nullptr) closedir(d);
   *count = found;
   return found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+struct nvmlEventSet_st {
+  std::atomic<unsigned long long> registered{0};  // bit per GPU index
+  std::atomic<long> consumed_lines{0};            // lines of FAKE_NVML_XID_FILE handed out
+};
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  if (!fake_nvml::Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (set == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *set = new nvmlEventSet_st;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types, nvmlEventSet_t set) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, set, &index); r != NVML_SUCCESS) return r;
+  if ((event_types & ~static_cast<unsigned long long>(nvmlEventTypeXidCriticalError)) != 0) return NVML_ERROR_NOT_SUPPORTED;
+  set->registered.fetch_or(1ull << index);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeout_ms) {
+  if (!fake_nvml::Initialized()) return NVML_ERROR_UNINITIALIZED;
+  if (set == nullptr || data == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const char* path = getenv("FAKE_NVML_XID_FILE");
+  for (unsigned int waited = 0;; waited += 10) {
+    FILE* f = path != nullptr ? fopen(path, "r") : nullptr;
+    long line = 0;
+    int gpu = 0;
+    unsigned long long xid = 0;
+    while (f != nullptr && fscanf(f, "%d %llu", &gpu, &xid) == 2) {
+      if (line++ < set->consumed_lines.load()) continue;
+      set->consumed_lines.store(line);
+      if (gpu < 0 || gpu >= static_cast<int>(fake_nvml::Count()) || ((set->registered.load() >> gpu) & 1) == 0) continue;
+      fclose(f);
+      *data = {&fake_nvml::g_devices[gpu], static_cast<unsigned long long>(nvmlEventTypeXidCriticalError), xid, ~0u, ~0u};
+      return NVML_SUCCESS;
+    }
+    if (f != nullptr) fclose(f);
+    if (waited >= timeout_ms) return NVML_ERROR_TIMEOUT;
+    timespec tick{0, 10'000'000};
+    nanosleep(&tick, nullptr);
+  }
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  delete set;
+  return NVML_SUCCESS;
 }
 
 }  // extern "C"

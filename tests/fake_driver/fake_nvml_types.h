@@ -3,7 +3,8 @@
 // declared here, with layouts and values as given by NVML's public API
 // reference (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t,
 // nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t (v3 layout), nvmlEnableState_t
-// nvmlGpuTopologyLevel_t, nvmlProcessUtilizationSample_t and nvmlProcessInfo_t, and the prototypes of the entry points the fake
+// nvmlGpuTopologyLevel_t, nvmlProcessUtilizationSample_t, nvmlProcessInfo_t and
+// event sets (nvmlEventData_t), and the prototypes of the entry points the fake
 // implements. Only what fake_nvml.cc and its tests use.
 //
 // Declarations only: no state, no allocation.
@@ -19,6 +20,7 @@ typedef enum nvmlReturn_enum {
   NVML_ERROR_NOT_SUPPORTED = 3,
   NVML_ERROR_NOT_FOUND = 6,
   NVML_ERROR_INSUFFICIENT_SIZE = 7,
+  NVML_ERROR_TIMEOUT = 10,
   NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
   NVML_ERROR_UNKNOWN = 999,
 } nvmlReturn_t;
@@ -89,6 +91,17 @@ typedef struct nvmlProcessInfo_st {
   unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+// Events, as NVIDIA's nvml.h declares them.
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+#define nvmlEventTypeXidCriticalError 0x0000000000000008LL
+
 // The entry points fake_nvml.cc implements, with NVML's signatures.
 nvmlReturn_t nvmlInit(void);
 nvmlReturn_t nvmlInit_v2(void);
@@ -119,6 +132,10 @@ nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned l
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
                                                      nvmlProcessInfo_t* infos);
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long event_types, nvmlEventSet_t set);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data, unsigned int timeout_ms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
 
 }  // extern "C"
 

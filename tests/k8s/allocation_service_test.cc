@@ -12,6 +12,7 @@
 #include "core/vgpu_store.h"
 #include "fake_kube_api.h"
 #include "k8s/names.h"
+#include "node/power_cap_file.h"
 #include "port/nvml_library.h"
 #include "test_util.h"
 
@@ -122,7 +123,9 @@ std::map<std::string, std::pair<std::string, bool>> MountsOf(const v1beta1::Cont
 TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu) {
   api_.PutPod(MakePod(
       "ml", "infer", "uid-infer", {{"main", 50, 8}},
-      {{kPriorityAnnotation, "lc"}, {kGpusAnnotation, R"({"main": [1]})"}, {kBindNodeAnnotation, "node-a"}}, "node-a"));
+      {{kPriorityAnnotation, "lc"}, {kPowerCapAnnotation, "150"}, {kGpusAnnotation, R"({"main": [1]})"},
+       {kBindNodeAnnotation, "node-a"}},
+      "node-a"));
   // The kubelet took IDs of GPU 0; the extender's annotation says GPU 1.
   v1beta1::AllocateResponse response;
   ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &response).ok());
@@ -172,6 +175,12 @@ TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu)
   EXPECT_EQ(st.st_mode & 0777, 0444u);
   ASSERT_EQ(stat((vgpu_dir + "/ledger").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0666u);
+  // The pod's power cap, beside the limits, for the node daemon to hold;
+  // the directory is not mounted, only limits and ledger are (above).
+  const auto power = node::LoadPowerCap(vgpu_dir);
+  ASSERT_TRUE(power.has_value());
+  EXPECT_EQ(power->watts, 150.0);
+  EXPECT_EQ(power->user_cap_pct, 0u);
 
   // The container's other resource joins the same vGPU.
   ASSERT_TRUE(Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 1, 0, 8)}, &response).ok());

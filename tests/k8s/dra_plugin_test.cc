@@ -506,5 +506,22 @@ TEST(DraClaimAllocation, ClassConfigComesFirstAndClaimConfigOverridesIt) {
   EXPECT_EQ(parsed->devices[0].cores, 50u);
 }
 
+TEST(DraClaimAllocation, PowerCapWattsIsParsedAndBadValuesNameTheFix) {
+  const json base = {{"apiVersion", kConfigApiVersion}, {"kind", kConfigKind}};
+  json p = base;
+  p["powerCapWatts"] = 150;
+  auto config = ParseVgpuConfig(p, {}, "opaque.parameters");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(config->power_cap_watts, 150.0);
+  EXPECT_EQ(ParseVgpuConfig(base, {}, "opaque.parameters")->power_cap_watts, 0.0);  // absent: none
+  for (const json& bad : {json(-1), json(0), json("150W"), json(150000)}) {
+    p["powerCapWatts"] = bad;
+    auto r = ParseVgpuConfig(p, {}, "opaque.parameters");
+    ASSERT_FALSE(r.ok()) << bad.dump();
+    EXPECT_NE(r.status().message().find("opaque.parameters.powerCapWatts is " + bad.dump()), std::string::npos)
+        << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace gpuslice::k8s::dra

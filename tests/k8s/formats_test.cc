@@ -3,7 +3,12 @@
 // (including the fixtures) and bad input, and each error must name the field.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
+#include "k8s/assignment.h"
 #include "k8s/device_ids.h"
+#include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
 #include "k8s/pod_request.h"
@@ -112,6 +117,46 @@ TEST(Topology, ErrorsNameTheField) {
   }
 }
 
+TEST(Topology, TheDaemonsXidHealthTakesGpusOut) {
+  // `gpuslice devices --json` of a daemon that saw XID 79 on GPU 1 and an
+  // application XID (13) on GPU 0; the device plugin drops GPU 1 only.
+  json doc = FixtureJson("devices-2gpu-nvlink.json");
+  doc["gpus"][0]["healthy"] = true;
+  doc["gpus"][0]["xid_errors"] = json::array({{{"xid", 13}, {"count", 1}, {"critical", false}}});
+  doc["gpus"][1]["healthy"] = false;
+  doc["gpus"][1]["last_xid"] = 79;
+  EXPECT_EQ(UnhealthyGpusInDevicesJson(doc.dump()), std::set<std::string>{doc["gpus"][1]["uuid"].get<std::string>()});
+  // The devices document still parses as the topology.
+  EXPECT_TRUE(ParseTopology(doc.dump()).ok());
+  // An older daemon (no "healthy") or an unreadable document: nothing removed.
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson(ReadFixture("devices-2gpu-nvlink.json")).empty());
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson("not json").empty());
+  EXPECT_TRUE(UnhealthyGpusInDevicesJson(R"({"gpus": [{"healthy": false}]})").empty());
+}
+
+TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
+  Assignment a;
+  a.vgpu = "k8s-u-0";
+  a.pod_uid = "u";
+  a.namespace_name = "ns";
+  a.pod = "p";
+  a.container = "c";
+  a.gpus = {0};
+  a.uuids = {"GPU-x"};
+  a.vcore_per_gpu = 50;
+  a.power_cap_watts = 87.5;
+  auto back = ParseAssignment(AssignmentToJson(a));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->power_cap_watts, 87.5);
+  a.power_cap_watts = 0;
+  const std::string older = AssignmentToJson(a);
+  EXPECT_EQ(older.find("power_cap_watts"), std::string::npos);
+  EXPECT_EQ(ParseAssignment(older)->power_cap_watts, 0.0);
+  json bad = json::parse(older);
+  bad["power_cap_watts"] = "lots";
+  EXPECT_FALSE(ParseAssignment(bad.dump()).ok());
+}
+
 TEST(NodeUsage, RoundTripAndErrors) {
   NodeUsage usage;
   usage.node = "n";
@@ -166,6 +211,10 @@ TEST(PodRequest, RulesAndTheirMessages) {
       {{{"a", 1700, 0}}, json::object(), "at most 16"},
       {{{"a", 50, 8}}, {{"gpuslice.io/priority", "urgent"}}, "set it to lc (latency-critical) or be"},
       {{{"a", 50, 8}}, {{"gpuslice.io/gpus", "[0]"}}, "must be a JSON object"},
+      {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150"}}, nullptr},
+      {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150W"}}, "is \"150W\": it is not a number; set it to the watts"},
+      {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "-1"}}, "a power cap must be a positive number of watts"},
+      {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150000"}}, "watts, not milliwatts"},
       {{{"a", 50, 8}}, {{"gpuslice.io/gpus", R"({"a": [99]})"}}, "not a GPU index"},
   };
   for (const Case& c : cases) {

@@ -6,6 +6,7 @@
 #include "k8s/dra/quantity.h"
 #include "k8s/dra/resource_slice.h"
 #include "k8s/names.h"
+#include "node/power_cap_file.h"
 
 namespace gpuslice::k8s::dra {
 
@@ -70,9 +71,13 @@ StatusOr<VgpuConfig> ParseVgpuConfig(const json& parameters, const VgpuConfig& b
                              "; use a whole percentage from 1 to 100 (a hard cap), or 0 for no cap");
       }
       config.compute_cap_pct = static_cast<uint32_t>(value.get<int64_t>());
+    } else if (key == "powerCapWatts") {
+      const std::string why = value.is_number() ? node::PowerCapProblem(value.get<double>()) : "not a number";
+      if (!why.empty()) return Status::Error(path + " is " + value.dump() + ": " + why);
+      config.power_cap_watts = value.get<double>();
     } else {
       return Status::Error(path + " is not a field of " + std::string(kConfigKind) +
-                           "; the fields are apiVersion, kind, priority and computeCap");
+                           "; the fields are apiVersion, kind, priority, computeCap and powerCapWatts");
     }
   }
   if (!saw_api || !saw_kind) {

@@ -8,7 +8,9 @@
 //   opaque.parameters: {"apiVersion": "gpu.gpuslice.io/v1alpha1",
 //                       "kind": "VgpuConfig",
 //                       "priority": "lc" | "be",        (default be)
-//                       "computeCap": 0..100}           (0: no cap, the default)
+//                       "computeCap": 0..100,           (0: no cap, the default)
+//                       "powerCapWatts": > 0}           (per GPU; absent: none;
+//                                                        docs/design.md, "Power caps")
 //
 // Parsing is strict: an unknown field, a wrong type or an out-of-range value
 // is an error that names the field (as a JSON path into the claim) and the
@@ -34,6 +36,7 @@ namespace gpuslice::k8s::dra {
 struct VgpuConfig {
   core::Priority priority = core::Priority::kBestEffort;
   uint32_t compute_cap_pct = 0;
+  double power_cap_watts = 0;  // 0: no power cap
 };
 
 struct AllocatedDevice {

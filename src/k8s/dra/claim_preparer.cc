@@ -9,6 +9,7 @@
 
 #include "k8s/dra/cdi_spec.h"
 #include "k8s/dra/claim_allocation.h"
+#include "node/power_cap_file.h"
 #include "port/gpu_uuid.h"
 
 namespace gpuslice::k8s::dra {
@@ -104,6 +105,14 @@ StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& 
   if (!dir.ok()) {
     return Status::Error("ResourceClaim " + ns + "/" + name + ": cannot create vGPU " + record.vgpu + ": " +
                          dir.status().message());
+  }
+  // The power cap goes beside the limits before the container can start:
+  // the node daemon holds it from its next pass (power_cap_file.h).
+  if (!claim->devices.empty() && claim->devices.front().config.power_cap_watts > 0) {
+    const VgpuConfig& c = claim->devices.front().config;
+    if (Status s = node::StorePowerCap(*dir, {c.power_cap_watts, c.compute_cap_pct}); !s.ok()) {
+      return Status::Error("ResourceClaim " + ns + "/" + name + ": " + s.message());
+    }
   }
   auto spec = BuildCdiSpec(*claim, record.vgpu, *dir, topology_, options_.container, PreloadFile(options_));
   if (!spec.ok()) return spec.status();

@@ -1,0 +1,65 @@
+#include "daemon/gpu_health.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuslice::daemon {
+namespace {
+
+using std::chrono::seconds;
+
+TEST(GpuHealthTest, ApplicationXidsAreCountedButLeaveTheGpuHealthy) {
+  for (uint64_t xid : {13, 31, 43, 45, 68, 109}) EXPECT_FALSE(IsCriticalXid(xid)) << xid;
+  for (uint64_t xid : {48, 63, 64, 74, 79, 92, 94, 95, 119, 999}) EXPECT_TRUE(IsCriticalXid(xid)) << xid;
+  GpuHealth h(seconds(60));
+  const auto t0 = GpuHealth::Clock::now();
+  h.OnXid(0, 13, t0);
+  h.OnXid(0, 31, t0);
+  const auto s = h.Snapshot();
+  EXPECT_TRUE(s.at(0).healthy);
+  EXPECT_EQ(s.at(0).last_xid, 0u);
+  EXPECT_EQ(s.at(0).xid_counts.at(13), 1u);
+}
+
+TEST(GpuHealthTest, ACriticalXidMarksOnlyItsGpuUnhealthyWithTheXid) {
+  GpuHealth h(seconds(60));
+  const auto t0 = GpuHealth::Clock::now();
+  h.OnXid(1, 79, t0);
+  const auto s = h.Snapshot();
+  EXPECT_FALSE(s.at(1).healthy);
+  EXPECT_EQ(s.at(1).last_xid, 79u);
+  EXPECT_NE(s.at(1).detail.find("XID 79"), std::string::npos);
+  EXPECT_FALSE(s.contains(0));  // never reported: healthy
+}
+
+TEST(GpuHealthTest, RecoversAfterAQuietPeriodAndAnotherXidRestartsIt) {
+  GpuHealth h(seconds(60));
+  const auto t0 = GpuHealth::Clock::now();
+  h.OnXid(0, 48, t0);
+  h.Tick(t0 + seconds(59));
+  EXPECT_FALSE(h.Snapshot().at(0).healthy);
+  h.OnXid(0, 48, t0 + seconds(59));  // the quiet period starts again
+  h.Tick(t0 + seconds(61));
+  EXPECT_FALSE(h.Snapshot().at(0).healthy);
+  h.Tick(t0 + seconds(119));
+  const auto s = h.Snapshot();
+  EXPECT_TRUE(s.at(0).healthy);
+  EXPECT_TRUE(s.at(0).detail.empty());
+  EXPECT_EQ(s.at(0).xid_counts.at(48), 2u);  // counts survive recovery
+}
+
+TEST(GpuHealthTest, QuietPeriodZeroNeverRecoversOnItsOwnButTheOperatorCanClear) {
+  GpuHealth h(seconds(0));
+  const auto t0 = GpuHealth::Clock::now();
+  h.OnXid(0, 79, t0);
+  h.OnXid(1, 79, t0);
+  h.Tick(t0 + seconds(100000));
+  EXPECT_FALSE(h.Snapshot().at(0).healthy);
+  h.Clear({1});
+  EXPECT_FALSE(h.Snapshot().at(0).healthy);
+  EXPECT_TRUE(h.Snapshot().at(1).healthy);
+  h.Clear({});
+  EXPECT_TRUE(h.Snapshot().at(0).healthy);
+}
+
+}  // namespace
+}  // namespace gpuslice::daemon
