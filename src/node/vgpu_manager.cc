@@ -239,27 +239,35 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     if (!existing.ok()) return {ApiCode::kInternal, existing.status().message()};
     const core::Limits& limits = existing->limits();
     const core::DeviceLimit& d0 = limits.devices[0];
-    std::string mismatch;
+    // What differs, in the words of the flags that asked for it, and the
+    // flags to leave out.
+    std::string mismatch, flags;
     if (!o.gpus.empty()) {
       bool same = limits.device_count == spec.devices.size();
       for (size_t i = 0; same && i < spec.devices.size(); ++i) {
         same = memcmp(limits.devices[i].uuid, spec.devices[i].uuid.data(), 16) == 0;
       }
-      if (!same) mismatch = "other GPUs";
+      if (!same) {
+        mismatch = "other GPUs";
+        flags = "--gpu";
+      }
     }
     if (o.memory_limit_bytes && core::LoadAcquire(d0.memory_limit_bytes) != *o.memory_limit_bytes) {
       mismatch = "a " + Limit(core::LoadAcquire(d0.memory_limit_bytes)) + " memory limit";
+      flags = "--memory";
     }
     if ((o.compute_share_pct && core::LoadAcquire(d0.compute_share_pct) != *o.compute_share_pct) ||
         (o.compute_cap_pct && core::LoadAcquire(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
         (level && core::LoadAcquire(d0.priority) != *level)) {
-      mismatch = "compute share " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) + "%, priority " +
+      const uint32_t cap = core::LoadAcquire(d0.compute_cap_pct);
+      mismatch = "--compute " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) +
+                 (cap != 0 ? " --compute-cap " + std::to_string(cap) : "") + " --priority " +
                  options_.levels.NameOf(core::LoadAcquire(d0.priority));
+      flags = "--compute/--compute-cap/--priority";
     }
     if (!mismatch.empty()) {
-      return {ApiCode::kFailedPrecondition,
-              "vGPU '" + o.name + "' already exists with " + mismatch +
-                  "; join it without --memory/--gpu/--compute/--priority, or pick another --name"};
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' already exists with " + mismatch +
+                                                "; join it without " + flags + ", or pick another --name"};
     }
   }
   bool created = false;
