@@ -46,7 +46,10 @@ std::string AssignmentToJson(const Assignment& a) {
               {"uuids", a.uuids},
               {"vcore_per_gpu", a.vcore_per_gpu},
               {"vmemory_units_per_gpu", a.vmemory_units_per_gpu},
-              {"priority", a.priority == core::Priority::kLatencyCritical ? "lc" : "be"},
+              // The class as records before named levels wrote it, then the rank within it.
+              {"priority", core::LevelClass(a.level) == core::Priority::kLatencyCritical ? "lc" : "be"},
+              {"priority_rank", core::LevelRank(a.level)},
+              {"priority_level", a.level_name},
               {"created_unix_s", a.created_unix_s}};
   json ids = json::object();
   for (const auto& [resource, list] : a.device_ids) ids[ResourceName(resource)] = list;
@@ -71,7 +74,15 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   if (Status s = f.OptionalUint("created_unix_s", &created); !s.ok()) return s;
   a.vcore_per_gpu = static_cast<uint32_t>(std::min<uint64_t>(vcore, 100));
   a.created_unix_s = static_cast<int64_t>(created);
-  a.priority = priority == "lc" ? core::Priority::kLatencyCritical : core::Priority::kBestEffort;
+  // Records written before named levels have the class alone: rank 0, named after it.
+  uint64_t rank = 0;
+  if (Status s = f.OptionalUint("priority_rank", &rank); !s.ok()) return s;
+  if (priority != "lc" && priority != "be") return Status::Error("priority is \"" + priority + "\", not lc or be");
+  if (rank > core::kMaxLevelRank) return Status::Error("priority_rank " + std::to_string(rank) + " is above 255");
+  a.level = core::LevelWord(priority == "lc" ? core::Priority::kLatencyCritical : core::Priority::kBestEffort,
+                            static_cast<uint32_t>(rank));
+  a.level_name = priority;
+  if (Status s = f.OptionalString("priority_level", &a.level_name); !s.ok()) return s;
   const json* gpus = nullptr;
   const json* uuids = nullptr;
   if (Status s = f.RequiredArray("gpus", &gpus); !s.ok()) return s;
