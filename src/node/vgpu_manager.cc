@@ -260,9 +260,14 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
         (o.compute_cap_pct && core::LoadAcquire(d0.compute_cap_pct) != spec.devices[0].compute_cap_pct) ||
         (level && core::LoadAcquire(d0.priority) != *level)) {
       const uint32_t cap = core::LoadAcquire(d0.compute_cap_pct);
+      const uint32_t word = core::LoadAcquire(d0.priority);
+      // At its class's lowest level a vGPU is named by its class, as `ls`
+      // does: `be`, not the configured level that shares its word.
+      const std::string level = core::LevelRank(word) != 0 ? options_.levels.NameOf(word)
+                                : core::LevelClass(word) == core::Priority::kLatencyCritical ? "lc"
+                                                                                             : "be";
       mismatch = "--compute " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) +
-                 (cap != 0 ? " --compute-cap " + std::to_string(cap) : "") + " --priority " +
-                 options_.levels.NameOf(core::LoadAcquire(d0.priority));
+                 (cap != 0 ? " --compute-cap " + std::to_string(cap) : "") + " --priority " + level;
       flags = "--compute/--compute-cap/--priority";
     }
     if (!mismatch.empty()) {
