@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 
 #include "core/byte_size.h"
 
@@ -24,6 +25,16 @@ std::string LinkCode(const pb::Link& link) {
 }
 
 }  // namespace
+
+int Fail(const std::string& message) {
+  std::cerr << "gpuslice: " << message << "\n";
+  return kGpusliceError;
+}
+
+int Fail(const std::string& who, const std::string& message) {
+  std::cerr << "gpuslice " << who << ": " << message << "\n";
+  return kGpusliceError;
+}
 
 std::string PriorityText(pb::Priority priority) { return priority == pb::PRIORITY_LATENCY_CRITICAL ? "lc" : "be"; }
 

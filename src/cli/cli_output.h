@@ -1,5 +1,6 @@
-// cli_output.h — how the listing commands print: human tables and the
-// stable --json shapes (documented in docs/operations.md).
+// cli_output.h — how the commands print: their one-line errors (Fail), and
+// the listing commands' human tables and stable --json shapes (documented in
+// docs/operations.md).
 //
 // JSON keys are snake_case, sizes are bytes, ratios 0..1, and an unlimited
 // memory limit is null. Called from the CLI's main thread; pure functions
@@ -17,6 +18,16 @@
 namespace gpuslice::cli {
 
 using Json = nlohmann::ordered_json;
+
+// The exit code of a command that failed for a reason of gpuslice's own
+// (bad flags, no daemon, a refused change), apart from the command's status.
+inline constexpr int kGpusliceError = 2;
+
+// Prints `message` to stderr as one line, "gpuslice: MESSAGE" (or
+// "gpuslice WHO: MESSAGE"), and returns kGpusliceError, so that a command
+// fails with `return Fail(...)`.
+int Fail(const std::string& message);
+int Fail(const std::string& who, const std::string& message);
 
 Json DevicesJson(const control::v1::GetDevicesResponse& devices);
 Json VgpuJson(const control::v1::Vgpu& vgpu);

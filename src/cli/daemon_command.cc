@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "config/daemon_config.h"
 #include "daemon/daemon.h"
@@ -23,27 +24,22 @@ struct DaemonFlags {
   std::string log_level;
 };
 
-int Fail(const std::string& message) {
-  std::cerr << "gpuslice daemon: " << message << "\n";
-  return 2;
-}
-
 int RunDaemonCommand(const DaemonFlags& f) {
   config::DaemonConfig config;
   struct stat st;
   if (!f.config_path.empty() || stat(config::kDefaultConfigPath, &st) == 0) {
     auto loaded = config::LoadDaemonConfig(f.config_path.empty() ? config::kDefaultConfigPath : f.config_path);
-    if (!loaded.ok()) return Fail(loaded.status().message());
+    if (!loaded.ok()) return Fail("daemon", loaded.status().message());
     config = std::move(loaded.value());
   }
-  if (Status s = config::ApplyEnvironment(config); !s.ok()) return Fail(s.message());
+  if (Status s = config::ApplyEnvironment(config); !s.ok()) return Fail("daemon", s.message());
   if (!f.state_dir.empty()) config.state_dir = f.state_dir;
   if (!f.socket.empty()) config.socket.path = f.socket;
   if (!f.socket_group.empty()) config.socket.group = f.socket_group;
   if (!f.metrics_address.empty()) config.metrics.address = f.metrics_address;
   if (f.no_metrics) config.metrics.enabled = false;
   if (!f.log_level.empty()) config.log_level = f.log_level;
-  if (Status s = config::ValidateDaemonConfig(config, "command line"); !s.ok()) return Fail(s.message());
+  if (Status s = config::ValidateDaemonConfig(config, "command line"); !s.ok()) return Fail("daemon", s.message());
   return daemon::RunDaemon(config);
 }
 

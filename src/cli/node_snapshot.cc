@@ -1,12 +1,10 @@
 #include "cli/node_snapshot.h"
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "node/node_devices.h"
 #include "node/policy_file.h"
+#include "node/standalone_node.h"
 #include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
 
@@ -34,12 +32,7 @@ StatusOr<NodeSnapshot> FromDaemon(daemon::DaemonClient& client, const std::strin
 StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::string& name, bool with_vgpus) {
   // The daemon's code logs through spdlog; here stdout is the command's
   // output (maybe JSON), so its warnings go to stderr.
-  static const bool logger_set = [] {
-    spdlog::set_default_logger(spdlog::stderr_color_st("gpuslice"));
-    spdlog::set_level(spdlog::level::warn);
-    return true;
-  }();
-  (void)logger_set;
+  node::LogToStderrForCommand();
   NodeSnapshot snapshot;
   node::NodeDevices devices;
   auto nvml = port::NvmlLibrary::Open();

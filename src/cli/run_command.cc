@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/child_process.h"
+#include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/run_via_daemon.h"
 #include "cli/session_audit.h"
@@ -20,10 +21,9 @@
 #include "daemon/daemon_client.h"
 #include "daemon/socket_path.h"
 #include "node/flag_values.h"
-#include "node/node_devices.h"
-#include "node/node_schedule.h"
-#include "node/policy_file.h"
 #include "node/power_cap_file.h"
+#include "node/standalone_node.h"
+#include "node/vgpu_manager.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
@@ -33,13 +33,7 @@ extern char** environ;
 namespace gpuslice::cli {
 namespace {
 
-constexpr int kGpusliceError = 2;
 constexpr int kReapIntervalMs = 200;  // dead processes' memory is back within 1 s
-
-int Fail(const std::string& message) {
-  std::cerr << "gpuslice: " << message << "\n";
-  return kGpusliceError;
-}
 
 // Where libgpuslice-cuda.so lives: $GPUSLICE_LIBRARY_DIR, else ../lib next
 // to this executable (the build tree and `make install` layout alike).
@@ -94,16 +88,62 @@ std::vector<std::string> ChildEnvironment(const RunOptions& options, const std::
   return env;
 }
 
-// The vGPU's timeslices depend on every vGPU on its GPUs: recompute them
-// whenever this run changes that set. A failure leaves the previous slices
-// in place (the command still runs), so it is a warning, not an error.
-void Reschedule(const core::VgpuStore& store) {
-  // With the node's stored policy: the daemon's constants (policy_file.h).
-  auto config = node::LoadPolicyConfig(store.root());
-  Status s = config.ok() ? node::ApplyNodeSchedule(store, config.value()) : config.status();
-  if (!s.ok()) {
-    std::cerr << "gpuslice: warning: compute shares not updated: " << s.message() << "\n";
+// No daemon: the daemon's own manager, opened in this process on the
+// node's stored policy and levels (node/standalone_node.h), so the vGPU is
+// made with the same checks and bytes, and the node's timeslices are
+// recomputed with the same constants, as through the daemon.
+int RunStandalone(const RunOptions& options, const std::string& name, node::CreateOptions create,
+                  const ChildEnvironmentFn& environment) {
+  auto opened = node::StandaloneNode::Open(options.state_dir);
+  if (!opened.ok()) return Fail(opened.status().message());
+  node::StandaloneNode& node = *opened.value();
+  // Without NVML nothing can be created; its own reason names the fix.
+  if (!node.devices_problem().empty()) return Fail(node.devices_problem());
+  create.name = name;
+  create.gpus = options.gpus;
+  create.priority_level = options.priority;  // resolved by the node's stored levels
+  create.join_existing = true;
+  create.client_pid = static_cast<uint32_t>(getpid());
+  node::CreateResult made;
+  if (node::ApiStatus s = node.manager().Create(create, &made); !s.ok()) return Fail(s.message());
+  // Our claim on the vGPU (client_pid) ends here; it goes once unused, and
+  // the manager reschedules the node when it does.
+  const auto release = [&] {
+    bool deleted = false;
+    node::ApiStatus s = node.manager().Delete(name, /*if_unused=*/true, create.client_pid, &deleted);
+    if (!s.ok()) std::cerr << "gpuslice: warning: " << s.message() << "\n";
+  };
+  core::VgpuStore store(node.store().root());
+  auto membership = store.HoldMembership(name);
+  if (!membership.ok()) {
+    release();
+    return Fail(membership.status().message());
   }
+  auto handle = core::VgpuHandle::Open(made.dir, port::MappedFile::Access::kReadOnly);
+  if (!handle.ok()) {
+    close(membership.value());
+    release();
+    return Fail(handle.status().message());
+  }
+  std::vector<port::GpuInfo> gpus;
+  for (const std::string& uuid : made.gpu_uuids) gpus.emplace_back().uuid_text = uuid;
+  auto child = ChildProcess::Spawn(options.command, environment(made.dir, gpus));
+  if (!child.ok()) {
+    close(membership.value());
+    release();
+    std::cerr << "gpuslice: " << child.status().message() << "\n";
+    return 127;
+  }
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
+  const int status = child->Supervise(kReapIntervalMs, [&] {
+    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    audit.Tick();
+  });
+  ledger.ReapDeadProcesses(port::SystemProcessProbe());
+  close(membership.value());
+  release();
+  return status;
 }
 
 }  // namespace
@@ -113,22 +153,21 @@ int RunCommand(const RunOptions& options) {
     return Fail("no command given; write it after --, e.g. gpuslice run --memory 4GiB -- python3 train.py");
   }
   // The same parsers as `set` and the daemon path (node/flag_values.h).
-  uint64_t memory_limit = core::kUnlimited;
+  node::CreateOptions create;
   if (!options.memory.empty()) {
     auto parsed = node::ParseMemoryFlag("--memory", options.memory);
     if (!parsed.ok()) return Fail(parsed.status().message());
-    memory_limit = parsed.value();
+    create.memory_limit_bytes = parsed.value();
   }
-  uint32_t compute_share = 100, compute_cap = 0;
   if (!options.compute.empty()) {
     auto pct = node::ParsePercentFlag("--compute", options.compute);
     if (!pct.ok()) return Fail(pct.status().message());
-    compute_share = pct.value();
+    create.compute_share_pct = pct.value();
   }
   if (!options.compute_cap.empty()) {
     auto pct = node::ParsePercentFlag("--compute-cap", options.compute_cap);
     if (!pct.ok()) return Fail(pct.status().message());
-    compute_cap = pct.value() == 100 ? 0 : pct.value();
+    create.compute_cap_pct = pct.value();
   }
   std::optional<double> power_cap;
   if (!options.power_cap.empty()) {
@@ -151,105 +190,26 @@ int RunCommand(const RunOptions& options) {
     return Fail("no NVIDIA driver found (libcuda.so.1 is not installed); install the NVIDIA driver, "
                 "or set GPUSLICE_REAL_DRIVER to its libcuda.so.1");
   }
+  const std::string real_nvml = port::LocateRealNvml(nullptr);
+  auto environment = [&](const std::string& dir, const std::vector<port::GpuInfo>& gpus) {
+    return ChildEnvironment(options, dir, library, real_driver, real_nvml, gpus);
+  };
   // A daemon answering on the socket creates or joins the vGPU
-  // (run_via_daemon.h); without one, everything below runs standalone.
+  // (run_via_daemon.h); without one, the same manager runs in this process.
   const std::string socket = daemon::DefaultSocketPath(options.state_dir);
   // gRPC's threads must start with the forwarded signals blocked, or a
   // SIGTERM could kill this process and orphan the command.
   if (daemon::SocketAnswers(socket)) BlockSupervisedSignals();
   if (auto client = daemon::DaemonClient::ConnectIfRunning(socket)) {
-    const std::string real_nvml = port::LocateRealNvml(nullptr);
-    return RunViaDaemon(*client, options, name, [&](const std::string& dir, const std::vector<port::GpuInfo>& gpus) {
-      return ChildEnvironment(options, dir, library, real_driver, real_nvml, gpus);
-    });
+    return RunViaDaemon(*client, options, name, environment);
   }
-  auto nvml = port::NvmlLibrary::Open();
-  if (!nvml.ok()) return Fail(nvml.status().message());
-  auto all_gpus = nvml.value()->ListGpus();
-  if (!all_gpus.ok()) return Fail(all_gpus.status().message());
-  node::NodeDevices devices;
-  devices.gpus = std::move(all_gpus.value());
-  auto gpus = devices.Select(options.gpus);
-  if (!gpus.ok()) return Fail(gpus.status().message());
-  core::VgpuStore store(options.state_dir.empty() ? core::VgpuStore::DefaultRoot() : options.state_dir);
-  // A level name means what the daemon would make of it: the node's levels
-  // are stored in the state directory (node/policy_file.h).
-  uint32_t level = core::LevelWord(core::Priority::kBestEffort, 0);
-  if (!options.priority.empty()) {
-    auto levels = node::LoadLevels(store.root());
-    if (!levels.ok()) return Fail(levels.status().message());
-    auto word = node::ParseLevelFlag("--priority", options.priority, levels.value());
-    if (!word.ok()) return Fail(word.status().message());
-    level = word.value();
-  }
-
-  core::VgpuSpec spec;
-  spec.name = name;
-  for (const auto& g : gpus.value()) {
-    core::DeviceSpec d;
-    d.uuid = g.uuid;
-    d.memory_limit_bytes = memory_limit;
-    d.compute_share_pct = compute_share;
-    d.compute_cap_pct = compute_cap;
-    d.priority = core::LevelClass(level);
-    d.priority_rank = core::LevelRank(level);
-    spec.devices.push_back(d);
-  }
-  const bool spec_is_explicit = !options.memory.empty() || !options.gpus.empty();
-  bool created = false;
-  auto dir = store.CreateOrJoin(spec, spec_is_explicit, &created);
-  if (!dir.ok()) return Fail(dir.status().message());
-  auto membership = store.HoldMembership(name);
-  if (!membership.ok()) return Fail(membership.status().message());
-  auto handle = core::VgpuHandle::Open(dir.value(), port::MappedFile::Access::kReadOnly);
-  if (!handle.ok()) return Fail(handle.status().message());
-  if (power_cap && created) {
+  if (power_cap) {
     // Fail open: only the daemon measures energy, so without one the cap is
     // stored (and held once a daemon starts) but the command runs uncapped.
-    if (Status s = node::StorePowerCap(dir.value(), {*power_cap, compute_cap}); !s.ok()) {
-      std::cerr << "gpuslice: warning: power cap not stored: " << s.message() << "\n";
-    }
+    create.power_cap_watts = *power_cap;
     std::cerr << "gpuslice: warning: no daemon answers; --power-cap is held only while `gpuslice daemon` runs\n";
   }
-  const bool compute_is_explicit = !options.compute.empty() || !options.compute_cap.empty() || !options.priority.empty();
-  if (!created && compute_is_explicit) {
-    const core::DeviceLimit& d = handle->limits().devices[0];
-    if (d.compute_share_pct != compute_share || d.compute_cap_pct != compute_cap ||
-        d.priority != level) {
-      close(membership.value());
-      return Fail("vGPU '" + name + "' already exists with --compute " + std::to_string(d.compute_share_pct) +
-                  (d.compute_cap_pct != 0 ? " --compute-cap " + std::to_string(d.compute_cap_pct) : "") +
-                  " --priority " + (core::LevelClass(d.priority) == core::Priority::kLatencyCritical ? "lc" : "be") +
-                  (core::LevelRank(d.priority) != 0 ? "+" + std::to_string(core::LevelRank(d.priority)) : "") +
-                  "; join it without --compute/--compute-cap/--priority, or pick another --name");
-    }
-  }
-  Reschedule(store);
-
-  const std::vector<port::GpuInfo> vgpu_gpus = gpus.value();
-  const std::string real_nvml = port::LocateRealNvml(nullptr);
-  nvml.value().reset();  // NVML stays out of the child and of the wait
-  auto child = ChildProcess::Spawn(
-      options.command, ChildEnvironment(options, dir.value(), library, real_driver, real_nvml, vgpu_gpus));
-  if (!child.ok()) {
-    close(membership.value());
-    auto removed = store.RemoveIfUnused(name);
-    if (removed.ok() && removed.value()) Reschedule(store);
-    std::cerr << "gpuslice: " << child.status().message() << "\n";
-    return 127;
-  }
-  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
-  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
-  const int status = child->Supervise(kReapIntervalMs, [&] {
-    ledger.ReapDeadProcesses(port::SystemProcessProbe());
-    audit.Tick();
-  });
-  ledger.ReapDeadProcesses(port::SystemProcessProbe());
-  close(membership.value());
-  auto removed = store.RemoveIfUnused(name);
-  if (!removed.ok()) std::cerr << "gpuslice: warning: " << removed.status().message() << "\n";
-  else if (removed.value()) Reschedule(store);
-  return status;
+  return RunStandalone(options, name, create, environment);
 }
 
 }  // namespace gpuslice::cli

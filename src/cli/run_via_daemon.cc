@@ -5,11 +5,12 @@
 #include <iostream>
 
 #include "cli/child_process.h"
-#include "node/flag_values.h"
+#include "cli/cli_output.h"
 #include "cli/session_audit.h"
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "node/flag_values.h"
 #include "port/process.h"
 
 namespace gpuslice::cli {
@@ -17,18 +18,12 @@ namespace {
 
 namespace pb = control::v1;
 
-constexpr int kGpusliceError = 2;
 // The daemon reaps every vGPU every reap interval (200 ms by default); this
 // process only stands in while the daemon is down, so it reaps rarely: with
 // hundreds of runs on a node, each reaping its ledger every 200 ms would be
 // tens of thousands of /proc reads a second. The library still reaps at once
 // when an allocation needs a dead process's memory.
 constexpr int kFallbackReapIntervalMs = 2000;
-
-int Fail(const std::string& message) {
-  std::cerr << "gpuslice: " << message << "\n";
-  return kGpusliceError;
-}
 
 StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::string& name) {
   pb::CreateVgpuRequest request;

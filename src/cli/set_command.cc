@@ -38,11 +38,6 @@ struct SetOptions {
   std::string socket;
 };
 
-int Fail(const std::string& message) {
-  std::cerr << "gpuslice: " << message << "\n";
-  return 2;
-}
-
 StatusOr<pb::Vgpu> ResizeStandalone(const std::string& state_dir, const node::ResizeOptions& resize) {
   auto node = node::StandaloneNode::Open(state_dir);
   if (!node.ok()) return node.status();

@@ -26,44 +26,42 @@ struct SuspendOptions {
   std::string socket;
 };
 
-int Fail(const std::string& message) {
-  std::cerr << "gpuslice: " << message << "\n";
-  return 2;
-}
-
-int Report(const pb::Vgpu& v, bool json, const std::string& what) {
-  if (json) {
-    std::cout << VgpuJson(v).dump() << "\n";
-    return 0;
-  }
-  std::cout << "vGPU '" << v.name() << "': " << what << "\n";
-  return 0;
-}
-
+// Suspend and resume differ only in the request sent and the sentence
+// printed: one function, told which.
 int RunSuspend(const SuspendOptions& o, bool resume) {
   const std::string socket = o.socket.empty() ? daemon::DefaultSocketPath(o.state_dir) : o.socket;
   auto client = daemon::DaemonClient::Connect(socket);
   if (!client.ok()) return Fail(client.status().message());
+  // Both responses carry the vGPU after the change.
+  const auto vgpu_of = [](const auto& response) -> StatusOr<pb::Vgpu> {
+    if (!response.ok()) return response.status();
+    return response->vgpu();
+  };
+  StatusOr<pb::Vgpu> after = Status::Error("");
   if (resume) {
     pb::ResumeVgpuRequest request;
     request.set_name(o.name);
-    auto response = client.value()->ResumeVgpu(request);
-    if (!response.ok()) return Fail(response.status().message());
-    const pb::Vgpu& v = response->vgpu();
-    return Report(v, o.json,
-                  "resumed, " + std::to_string(v.processes_size()) + " process(es) running (restored in " +
-                      std::to_string(v.last_resume_seconds()) + " s)");
+    after = vgpu_of(client.value()->ResumeVgpu(request));
+  } else {
+    pb::SuspendVgpuRequest request;
+    request.set_name(o.name);
+    request.set_lock_timeout_ms(o.lock_timeout_ms);
+    after = vgpu_of(client.value()->SuspendVgpu(request));
   }
-  pb::SuspendVgpuRequest request;
-  request.set_name(o.name);
-  request.set_lock_timeout_ms(o.lock_timeout_ms);
-  auto response = client.value()->SuspendVgpu(request);
-  if (!response.ok()) return Fail(response.status().message());
-  const pb::Vgpu& v = response->vgpu();
-  return Report(v, o.json,
-                "suspended, " + std::to_string(v.processes_size()) + " process(es), " +
-                    core::FormatByteSize(v.suspended_bytes()) + " checkpointed to host memory in " +
-                    std::to_string(v.last_suspend_seconds()) + " s");
+  if (!after.ok()) return Fail(after.status().message());
+  const pb::Vgpu& v = after.value();
+  if (o.json) {
+    std::cout << VgpuJson(v).dump() << "\n";
+    return 0;
+  }
+  const std::string processes = std::to_string(v.processes_size()) + " process(es)";
+  std::cout << "vGPU '" << v.name() << "': "
+            << (resume ? "resumed, " + processes + " running (restored in " + std::to_string(v.last_resume_seconds()) +
+                             " s)"
+                       : "suspended, " + processes + ", " + core::FormatByteSize(v.suspended_bytes()) +
+                             " checkpointed to host memory in " + std::to_string(v.last_suspend_seconds()) + " s")
+            << "\n";
+  return 0;
 }
 
 void AddOne(CLI::App& app, bool resume) {

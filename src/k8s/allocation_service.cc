@@ -8,6 +8,7 @@
 #include "k8s/names.h"
 #include "k8s/pod_matcher.h"
 #include "node/power_cap_file.h"
+#include "k8s/priority_level.h"
 #include "port/log.h"
 #include "port/nvml_library.h"
 
@@ -76,7 +77,8 @@ core::VgpuSpec SpecFor(const Assignment& a) {
     port::ParseGpuUuid(uuid, &d.uuid);
     d.memory_limit_bytes = a.vmemory_units_per_gpu > 0 ? a.vmemory_units_per_gpu * kVmemoryUnitBytes : core::kUnlimited;
     d.compute_share_pct = std::clamp<uint32_t>(a.vcore_per_gpu, 1, 100);
-    d.priority = a.priority;
+    d.priority = core::LevelClass(a.level);
+    d.priority_rank = core::LevelRank(a.level);
     spec.devices.push_back(d);
   }
   return spec;
@@ -217,6 +219,15 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   if (existing) {
     a = *existing;
   } else {
+    // The pod's level among this node's (priority_level.h): a name the node
+    // does not have is refused here, before anything is made.
+    auto levels = provisioner_->Levels();
+    if (!levels.ok()) {
+      return Precondition("cannot read the priority levels of node " + node + " for " + who + ": " +
+                          levels.status().message());
+    }
+    auto level = ResolvePodLevel(pod, *levels, node);
+    if (!level.ok()) return Precondition(level.status().message());
     const std::vector<GpuState> states = resources_->GpuStates();
     std::vector<uint32_t> chosen;
     const auto bound = pod.bound_gpus.find(c.name);
@@ -250,7 +261,8 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     for (uint32_t index : chosen) a.uuids.push_back(resources_->topology().GpuByIndex(index)->uuid);
     a.vcore_per_gpu = c.VcorePerGpu();
     a.vmemory_units_per_gpu = c.VmemoryUnitsPerGpu();
-    a.priority = pod.priority;
+    a.level = level->word;
+    a.level_name = level->name;
     a.power_cap_watts = pod.power_cap_watts;
     a.created_unix_s = now_unix_s_();
   }
@@ -275,9 +287,10 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     return Internal("cannot record the assignment of " + who + ": " + s.message());
   }
   resources_->Put(a);
-  port::Log(port::LogLevel::kInfo, "device plugin: %s gets vGPU %s on GPU(s) %s (%u vcore, %llu vmemory units per GPU)",
-            who.c_str(), a.vgpu.c_str(), JoinIndices(a.gpus).c_str(), a.vcore_per_gpu,
-            static_cast<unsigned long long>(a.vmemory_units_per_gpu));
+  port::Log(port::LogLevel::kInfo,
+            "device plugin: %s gets vGPU %s on GPU(s) %s (%u vcore, %llu vmemory units per GPU, level %s)", who.c_str(),
+            a.vgpu.c_str(), JoinIndices(a.gpus).c_str(), a.vcore_per_gpu,
+            static_cast<unsigned long long>(a.vmemory_units_per_gpu), a.level_name.c_str());
   *response = std::move(*built);
   return grpc::Status::OK;
 }

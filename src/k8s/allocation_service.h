@@ -9,9 +9,12 @@
 //      (INVALID_ARGUMENT naming the ID and the fix otherwise);
 //   2. finds the pod and container (pod_matcher.h) through the API server;
 //   3. if the container's other resource already made its vGPU, adds these
-//      IDs to it; otherwise picks its GPUs, in this order: the extender's
-//      choice recorded in the pod's gpuslice.io/gpus annotation, the GPUs of
-//      the IDs (the kubelet followed our preference), the allocator's choice;
+//      IDs to it; otherwise resolves the pod's priority level among the
+//      node's (priority_level.h; FAILED_PRECONDITION listing the node's
+//      levels for a name it does not have) and picks its GPUs, in this
+//      order: the extender's choice recorded in the pod's gpuslice.io/gpus
+//      annotation, the GPUs of the IDs (the kubelet followed our
+//      preference), the allocator's choice;
 //   4. provisions the vGPU, records the assignment, returns the container's
 //      mounts, environment and device nodes (container_setup.h).
 // Nothing is recorded unless every step succeeds; a vGPU made for a failed

@@ -46,7 +46,10 @@ std::string AssignmentToJson(const Assignment& a) {
               {"uuids", a.uuids},
               {"vcore_per_gpu", a.vcore_per_gpu},
               {"vmemory_units_per_gpu", a.vmemory_units_per_gpu},
-              {"priority", a.priority == core::Priority::kLatencyCritical ? "lc" : "be"},
+              // The class as records before named levels wrote it, then the rank within it.
+              {"priority", core::LevelClass(a.level) == core::Priority::kLatencyCritical ? "lc" : "be"},
+              {"priority_rank", core::LevelRank(a.level)},
+              {"priority_level", a.level_name},
               {"created_unix_s", a.created_unix_s}};
   if (a.power_cap_watts > 0) doc["power_cap_watts"] = a.power_cap_watts;
   json ids = json::object();
@@ -72,7 +75,15 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   if (Status s = f.OptionalUint("created_unix_s", &created); !s.ok()) return s;
   a.vcore_per_gpu = static_cast<uint32_t>(std::min<uint64_t>(vcore, 100));
   a.created_unix_s = static_cast<int64_t>(created);
-  a.priority = priority == "lc" ? core::Priority::kLatencyCritical : core::Priority::kBestEffort;
+  // Records written before named levels have the class alone: rank 0, named after it.
+  uint64_t rank = 0;
+  if (Status s = f.OptionalUint("priority_rank", &rank); !s.ok()) return s;
+  if (priority != "lc" && priority != "be") return Status::Error("priority is \"" + priority + "\", not lc or be");
+  if (rank > core::kMaxLevelRank) return Status::Error("priority_rank " + std::to_string(rank) + " is above 255");
+  a.level = core::LevelWord(priority == "lc" ? core::Priority::kLatencyCritical : core::Priority::kBestEffort,
+                            static_cast<uint32_t>(rank));
+  a.level_name = priority;
+  if (Status s = f.OptionalString("priority_level", &a.level_name); !s.ok()) return s;
   if (const auto w = doc.find("power_cap_watts"); w != doc.end()) {
     if (!w->is_number() || w->get<double>() <= 0) return Status::Error("power_cap_watts holds " + w->dump());
     a.power_cap_watts = w->get<double>();

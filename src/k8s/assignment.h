@@ -34,7 +34,10 @@ struct Assignment {
   std::vector<std::string> uuids;  // same order
   uint32_t vcore_per_gpu = 0;
   uint64_t vmemory_units_per_gpu = 0;  // 0: no memory cap (whole GPUs without vmemory)
-  core::Priority priority = core::Priority::kBestEffort;
+  // The pod's priority level, as the node resolved it when it was allocated
+  // (priority_level.h): the word its vGPU has, and the level's name then.
+  uint32_t level = core::LevelWord(core::Priority::kBestEffort, 0);
+  std::string level_name = "be";
   double power_cap_watts = 0;  // the pod's gpuslice.io/power-cap-watts; 0 = none
   std::map<Resource, std::vector<std::string>> device_ids;  // what the kubelet allocated, per resource
   int64_t created_unix_s = 0;

@@ -19,7 +19,9 @@ inline constexpr uint32_t kVcorePerGpu = 100;
 inline constexpr uint64_t kVmemoryUnitBytes = 256ull << 20;  // 256 MiB
 
 // Pod annotations.
-//   priority   set by the user: "lc" (latency-critical) or "be" (best effort, the default)
+//   priority   set by the user: a priority level of the node, "lc" (latency-critical),
+//              "be" (best effort, the default) or a level of the node's daemon
+//              config (priority_level.h)
 //   gpus       set by the extender's bind: {"<container>": [gpu indices], ...}
 //   node       set by the extender's bind: the node the indices refer to
 //   bind-time  set by the extender's bind: nanoseconds since the epoch; orders

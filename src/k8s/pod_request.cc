@@ -6,6 +6,7 @@
 #include "k8s/json_fields.h"
 #include "k8s/names.h"
 #include "node/power_cap_file.h"
+#include "k8s/priority_level.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -140,14 +141,9 @@ StatusOr<PodRequest> ParsePodRequest(const json& pod) {
       const auto it = annotations->find(key);
       return it != annotations->end() && it->is_string() ? it->get<std::string>() : std::string();
     };
-    const std::string priority = text(kPriorityAnnotation);
-    if (priority == "lc") {
-      req.priority = core::Priority::kLatencyCritical;
-    } else if (priority == "be" || priority.empty()) {
-      req.priority = core::Priority::kBestEffort;
-    } else {
-      return Status::Error(who_pod + ": annotation " + kPriorityAnnotation + " is \"" + priority +
-                           "\"; set it to lc (latency-critical) or be (best effort)");
+    req.priority_level = text(kPriorityAnnotation);
+    if (Status s = CheckLevelName(req.priority_level, who_pod + ": annotation " + kPriorityAnnotation); !s.ok()) {
+      return s;
     }
     if (const std::string watts = text(kPowerCapAnnotation); !watts.empty()) {
       char* end = nullptr;
@@ -171,9 +167,12 @@ StatusOr<PodRequest> ParsePodRequest(const json& pod) {
         }
         return Status::Ok();
       };
-      if (req.priority != core::Priority::kLatencyCritical) {
+      // A level's class is the node's to say (priority_level.h); without a
+      // level, or at `be`, the pod is best-effort on every node.
+      if (req.priority_level.empty() || req.priority_level == "be") {
         return Status::Error(who_pod + ": annotations " + kLcSloP99Annotation + " and " + kLcAloneP99Annotation +
-                             " are for latency-critical pods; add " + kPriorityAnnotation + ": lc or remove them");
+                             " are for latency-critical pods; add " + kPriorityAnnotation +
+                             ": lc (or another latency-critical level) or remove them");
       }
       if (slo.empty() || alone.empty()) {
         return Status::Error(who_pod + ": an LC latency SLO needs both " + kLcSloP99Annotation + " and " +

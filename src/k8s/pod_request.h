@@ -4,7 +4,8 @@
 // extender's bind recorded.
 //
 // The rules (docs/kubernetes.md), checked here once for the extender and the
-// device plugin alike:
+// device plugin alike (the priority level's name is checked against the
+// node's levels on the node: priority_level.h):
 //   - vcore 1..100 is a share of one GPU; a multiple of 100 is that many
 //     whole GPUs (at most 16); anything else is refused;
 //   - vmemory is the container's total in 256 MiB units, split evenly over
@@ -51,7 +52,10 @@ struct PodRequest {
   std::string phase;      // status.phase
   bool deleting = false;  // metadata.deletionTimestamp is set
   std::string creation_timestamp;
-  core::Priority priority = core::Priority::kBestEffort;
+  // The gpuslice.io/priority annotation: a level's name ("" = not given: be).
+  // Only its spelling is checked here; the node resolves it against its own
+  // levels (priority_level.h).
+  std::string priority_level;
   double power_cap_watts = 0;  // per GPU, for each container's vGPU; 0 = none
   // A latency-critical pod's p99 SLO and its p99 alone (µs); 0 = none.
   uint64_t lc_slo_p99_us = 0;

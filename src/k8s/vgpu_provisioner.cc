@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/memory_ledger.h"
+#include "node/policy_file.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -41,6 +42,8 @@ class StoreProvisioner final : public VgpuProvisioner {
   }
 
   std::vector<std::string> List() const override { return store_.List(); }
+
+  StatusOr<task::LevelTable> Levels() const override { return node::LoadLevels(store_.root()); }
 
  private:
   core::VgpuStore store_;

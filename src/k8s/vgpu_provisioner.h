@@ -1,5 +1,6 @@
-// vgpu_provisioner.h — how the device plugin makes and removes containers'
-// vGPUs, as an interface. Today it is the state directory itself
+// vgpu_provisioner.h — how the device plugin and the DRA driver make and
+// remove containers' vGPUs, and read the node's priority levels that name
+// a vGPU's level, as an interface. Today it is the state directory itself
 // (core::VgpuStore, NewStoreProvisioner); the node daemon can implement it
 // later and hand it in, without the plugin changing.
 //
@@ -15,6 +16,7 @@
 #include "core/status.h"
 #include "core/vgpu_store.h"
 #include "port/process.h"
+#include "task/task_levels.h"
 
 namespace gpuslice::k8s {
 
@@ -30,13 +32,17 @@ class VgpuProvisioner {
   // Returns false when something still uses it; a vGPU already gone is true.
   virtual StatusOr<bool> Release(const std::string& name, const port::ProcessProbe& probe) = 0;
   virtual std::vector<std::string> List() const = 0;
+  // The node's priority levels (task/task_levels.h): the default levels, or
+  // the gpuslice daemon config's, which the daemon stores in the state
+  // directory. Read at each call: the daemon may start after the plugin.
+  virtual StatusOr<task::LevelTable> Levels() const = 0;
 };
 
 // Over core::VgpuStore at `state_root`. Provision opens the ledger to every
 // user (0666): the container's processes may run as any uid and must write
 // their slot; only this container's mount reaches the file, because the state
 // directory above it is 0700. The limits file stays 0444 and is mounted
-// read-only.
+// read-only. Levels are node::LoadLevels(state_root).
 std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root);
 
 }  // namespace gpuslice::k8s

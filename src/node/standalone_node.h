@@ -11,6 +11,9 @@
 // on a worker the process would exit before, and no grace period is kept
 // for clients on their way in (there is no later GC pass to honour it).
 //
+// The manager logs through spdlog; a command's stdout is its output (or its
+// child's), so Open sends those logs to stderr, warnings and worse only.
+//
 // Owned by one thread of the CLI; the manager inside is thread-safe.
 #ifndef GPUSLICE_NODE_STANDALONE_NODE_H_
 #define GPUSLICE_NODE_STANDALONE_NODE_H_
@@ -32,6 +35,9 @@ class StandaloneNode {
   // fails with Select()'s error, which names the fix.
   static StatusOr<std::unique_ptr<StandaloneNode>> Open(const std::string& state_dir);
 
+  // Why NVML named no GPUs (a line naming the fix), or "" when it did.
+  const std::string& devices_problem() const { return devices_problem_; }
+
   VgpuManager& manager() { return *manager_; }
   const NodeDevices& devices() const { return devices_; }
   const core::VgpuStore& store() const { return manager_->store(); }
@@ -39,9 +45,14 @@ class StandaloneNode {
  private:
   StandaloneNode() = default;
   NodeDevices devices_;
+  std::string devices_problem_;
   std::unique_ptr<ScheduleWorker> schedule_;
   std::unique_ptr<VgpuManager> manager_;
 };
+
+// Sends spdlog's default logger to stderr at warn level, once per process:
+// for commands whose stdout is their output. Idempotent.
+void LogToStderrForCommand();
 
 }  // namespace gpuslice::node
 

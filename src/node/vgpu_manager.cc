@@ -273,30 +273,44 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     const std::optional<PowerCapSetting> power = LoadPowerCap(dir);
     // Under a power cap the limits hold the effective cap; the user's is kept aside.
     const uint32_t user_cap = power ? power->user_cap_pct : core::LoadAcquire(d0.compute_cap_pct);
-    std::string mismatch;
+    // What differs, in the words of the flags that asked for it, and the
+    // flags to leave out.
+    std::string mismatch, flags;
     if (!o.gpus.empty()) {
       bool same = limits.device_count == spec.devices.size();
       for (size_t i = 0; same && i < spec.devices.size(); ++i) {
         same = memcmp(limits.devices[i].uuid, spec.devices[i].uuid.data(), 16) == 0;
       }
-      if (!same) mismatch = "other GPUs";
+      if (!same) {
+        mismatch = "other GPUs";
+        flags = "--gpu";
+      }
     }
     if (o.memory_limit_bytes && core::LoadAcquire(d0.memory_limit_bytes) != *o.memory_limit_bytes) {
       mismatch = "a " + Limit(core::LoadAcquire(d0.memory_limit_bytes)) + " memory limit";
+      flags = "--memory";
     }
     if ((o.compute_share_pct && core::LoadAcquire(d0.compute_share_pct) != *o.compute_share_pct) ||
         (o.compute_cap_pct && user_cap != spec.devices[0].compute_cap_pct) ||
         (level && core::LoadAcquire(d0.priority) != *level)) {
-      mismatch = "compute share " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) + "%, priority " +
-                 options_.levels.NameOf(core::LoadAcquire(d0.priority));
+      const uint32_t cap = user_cap;
+      const uint32_t word = core::LoadAcquire(d0.priority);
+      // At its class's lowest level a vGPU is named by its class, as `ls`
+      // does: `be`, not the configured level that shares its word.
+      const std::string level = core::LevelRank(word) != 0 ? options_.levels.NameOf(word)
+                                : core::LevelClass(word) == core::Priority::kLatencyCritical ? "lc"
+                                                                                             : "be";
+      mismatch = "--compute " + std::to_string(core::LoadAcquire(d0.compute_share_pct)) +
+                 (cap != 0 ? " --compute-cap " + std::to_string(cap) : "") + " --priority " + level;
+      flags = "--compute/--compute-cap/--priority";
     }
     if (o.power_cap_watts && (!power || power->watts != *o.power_cap_watts)) {
       mismatch = power ? "a " + std::to_string(static_cast<long long>(power->watts)) + " W power cap" : "no power cap";
+      flags = "--power-cap";
     }
     if (!mismatch.empty()) {
-      return {ApiCode::kFailedPrecondition,
-              "vGPU '" + o.name + "' already exists with " + mismatch +
-                  "; join it without --memory/--gpu/--compute/--priority/--power-cap, or pick another --name"};
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' already exists with " + mismatch +
+                                                "; join it without " + flags + ", or pick another --name"};
     }
   }
   bool created = false;

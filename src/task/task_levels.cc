@@ -17,16 +17,16 @@ using core::LevelOrder;
 using core::LevelWord;
 using core::Priority;
 
-bool ValidName(const std::string& name) {
+Status Bad(const std::string& where, const std::string& what) { return Status::Error(where + ": " + what); }
+
+}  // namespace
+
+bool LevelTable::ValidName(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
 }
-
-Status Bad(const std::string& where, const std::string& what) { return Status::Error(where + ": " + what); }
-
-}  // namespace
 
 LevelTable LevelTable::Make(std::vector<Level> configured) {
   // Ranks count from the bottom of each class: the last listed is rank 0.

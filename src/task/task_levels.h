@@ -46,6 +46,10 @@ class LevelTable {
 
   // Highest first; equal levels in the order they were listed, built-ins last.
   const std::vector<Level>& levels() const { return levels_; }
+  // Whether `name` could name a level (1-32 of a-z, 0-9, `_` and `-`),
+  // whatever table: for checking a name before the node's table is known.
+  static bool ValidName(const std::string& name);
+
   // The index of `name` in levels(), or nullopt.
   std::optional<size_t> Find(const std::string& name) const;
   // "critical, high, ..." for error messages.

@@ -4,6 +4,8 @@ constants, which it stores in the state directory (issue 14)."""
 import os
 import stat
 
+from conftest import poll
+
 CONFIG = """version: 1
 timeslices:
   best_effort:
@@ -58,3 +60,62 @@ def test_standalone_set_writes_the_same_limits_as_the_daemon(dworld):
     open(done, "w").close()
     # Byte for byte: values, slices and generations (one bump each).
     assert standalone == by_daemon
+
+
+LEVELS = """levels:
+  - {name: gold, class: lc, slo_ms: 10}
+  - {name: silver, class: lc}
+  - {name: bronze, class: be}
+"""
+
+
+def test_standalone_run_creates_the_same_limits_as_the_daemon(dworld):
+    """`gpuslice run` without a daemon creates through the daemon's manager
+    (node::StandaloneNode): the same vGPUs byte for byte, named levels and
+    the node schedule's slices included."""
+    cfg = dworld.path("config.yaml")
+    with open(cfg, "w") as f:
+        f.write(CONFIG + LEVELS)
+    runs = (("a", ["--compute", "30", "--memory", "64MiB", "--priority", "silver"]),
+            ("b", ["--compute", "70", "--priority", "bronze"]))
+
+    def create_both(wait_for_schedule):
+        done = dworld.path(f"done-{len(dworld.procs)}")
+        procs = []
+        for name, flags in runs:
+            ready = dworld.path(f"ready-{name}-{len(dworld.procs)}")
+            procs.append(dworld.start("run", "--name", name, *flags, "--",
+                                      *dworld.app_cmd(["ready", ready, "await", done])))
+            dworld.wait_for_file(ready)
+            wait_for_schedule(name)
+        return done, procs
+
+    def finish(done, procs):
+        open(done, "w").close()
+        for p in procs:
+            p.communicate(timeout=30)
+            assert p.returncode == 0
+
+    # The daemon stores its policy and levels at start; standalone reads them.
+    dworld.daemon(["--config", cfg]).stop()
+    assert os.path.exists(os.path.join(dworld.state, "levels.yaml"))
+    # Standalone: each create's schedule pass runs inside `run`, before the app.
+    done, procs = create_both(lambda name: None)
+    standalone = read_limits(dworld, ["a", "b"])
+    finish(done, procs)
+    assert not os.path.exists(dworld.vgpu_dir("a"))  # each run removed its own
+
+    d = dworld.daemon(["--config", cfg])
+    # The daemon's pass runs on its worker: each create's pass must have
+    # written before the next create, or the two would coalesce into one
+    # pass (one generation bump fewer). ls reads the slice it writes.
+    done, procs = create_both(
+        lambda name: poll(lambda: dworld.ls(name)[name]["devices"][0]["timeslice_us"] != 0, what="schedule pass"))
+    d.stop()  # joins the worker: the last pass has bumped
+    by_daemon = read_limits(dworld, ["a", "b"])
+    listed = dworld.ls()
+    finish(done, procs)
+    assert standalone == by_daemon
+    # The named levels reached the vGPUs' level words.
+    assert listed["a"]["priority_level"] == "silver"
+    assert listed["b"]["priority_level"] == "bronze"

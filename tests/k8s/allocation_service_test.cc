@@ -13,6 +13,7 @@
 #include "fake_kube_api.h"
 #include "k8s/names.h"
 #include "node/power_cap_file.h"
+#include "node/policy_file.h"
 #include "port/nvml_library.h"
 #include "test_util.h"
 
@@ -269,6 +270,55 @@ TEST_F(AllocationServiceTest, LibpathModeAndNoNvidiaRuntime) {
   EXPECT_EQ(envs.count("GPUSLICE_REAL_DRIVER"), 0u);
   EXPECT_EQ(MountsOf(r.container_responses(0)).at("/usr/local/gpuslice/lib/shim/libcuda.so.1"),
             std::make_pair(dir_ / "lib/shim/libcuda.so.1", true));
+}
+
+// The pod's gpuslice.io/priority, as a table of annotation -> the level word
+// of the vGPU it gets, under the node's levels: the defaults, then the
+// daemon's stored ones (node/policy_file.h).
+TEST_F(AllocationServiceTest, ThePriorityAnnotationNamesOneOfTheNodesLevels) {
+  struct Case {
+    const char* levels_yaml;  // "": the defaults
+    const char* annotation;
+    uint32_t word;
+  } cases[] = {
+      {"", "lc", core::LevelWord(core::Priority::kLatencyCritical, 0)},
+      {"", "critical", core::LevelWord(core::Priority::kLatencyCritical, 1)},
+      {"", "normal", core::LevelWord(core::Priority::kBestEffort, 1)},
+      {"", "low", core::LevelWord(core::Priority::kBestEffort, 0)},
+      {"levels:\n  - {name: gold, class: lc}\n  - {name: silver, class: lc}\n  - {name: bronze, class: be}\n", "gold",
+       core::LevelWord(core::Priority::kLatencyCritical, 1)},
+  };
+  std::filesystem::create_directories(dir_ / "state");
+  int n = 0;
+  for (const Case& c : cases) {
+    ASSERT_TRUE(node::StoreLevels(dir_ / "state", c.levels_yaml).ok());
+    const std::string uid = "uid-" + std::to_string(n++);
+    api_.Clear();
+    api_.PutPod(MakePod("ml", "p", uid, {{"main", 10, 1}}, {{kPriorityAnnotation, c.annotation}}, "node-a"));
+    const grpc::Status s = Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 10 * n, 10)});
+    ASSERT_TRUE(s.ok()) << c.annotation << ": " << s.error_message();
+    auto handle = core::VgpuHandle::Open(dir_ / ("state/vgpus/k8s-" + uid + "-0"), port::MappedFile::Access::kReadOnly);
+    ASSERT_TRUE(handle.ok()) << handle.status().message();
+    EXPECT_EQ(handle->limits().devices[0].priority, c.word) << c.annotation;
+    const auto record = resources_.FindContainer(uid, "main");
+    ASSERT_TRUE(record.has_value());
+    EXPECT_EQ(record->level_name, c.annotation);
+  }
+}
+
+TEST_F(AllocationServiceTest, ALevelTheNodeDoesNotHaveIsRefusedListingItsLevels) {
+  std::filesystem::create_directories(dir_ / "state");
+  ASSERT_TRUE(node::StoreLevels(dir_ / "state", "levels:\n  - {name: gold, class: lc}\n").ok());
+  // `high` is a default level, but not one of this node's.
+  api_.PutPod(MakePod("ml", "p", "uid-p", {{"main", 10, 1}}, {{kPriorityAnnotation, "high"}}, "node-a"));
+  const std::string before = StateFingerprint();
+  const grpc::Status s = Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 10)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  for (const char* needle : {"pod ml/p", "gpuslice.io/priority", "\"high\"", "node node-a", "gold, lc, be"}) {
+    EXPECT_NE(s.error_message().find(needle), std::string::npos) << needle << " in: " << s.error_message();
+  }
+  EXPECT_EQ(StateFingerprint(), before);
 }
 
 TEST_F(AllocationServiceTest, MalformedAndImpossibleRequestsAreRefusedWithoutTrace) {

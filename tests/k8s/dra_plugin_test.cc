@@ -4,6 +4,8 @@
 // HTTPS that serves ResourceClaims and takes ResourceSlices. GPUs are
 // scripted; vGPUs are made in a temporary state directory by the same
 // provisioner the device plugin uses.
+#include "k8s/dra/dra_plugin.h"
+
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -12,7 +14,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
 #include <filesystem>
 #include <mutex>
 #include <regex>
@@ -21,12 +22,13 @@
 #include "fake_api_server.h"
 #include "k8s/dra/cdi_spec.h"
 #include "k8s/dra/claim_allocation.h"
-#include "k8s/dra/dra_plugin.h"
 #include "k8s/dra/quantity.h"
+#include "k8s/dra/resource_slice.h"
 #include "k8s/dra/v1/api.grpc.pb.h"
 #include "k8s/dra/v1beta1/api.grpc.pb.h"
 #include "k8s/kube_http_client.h"
 #include "k8s/pluginregistration/v1/api.grpc.pb.h"
+#include "node/policy_file.h"
 #include "port/gpu_uuid.h"
 #include "test_util.h"
 
@@ -280,7 +282,7 @@ TEST_F(DraPluginTest, PublishesResourceSliceAndDropsAnUnhealthyGpu) {
   EXPECT_EQ(d["attributes"]["model"]["string"], "Fake H100");
   EXPECT_EQ(d["attributes"]["index"]["int"], 1);
   EXPECT_EQ(d["attributes"]["nvlinkPeers"]["string"], "0");
-  EXPECT_EQ(d["attributes"]["priorityLevels"]["string"], "lc,be");
+  EXPECT_EQ(d["attributes"]["priorityLevels"]["string"], "critical,high,lc,normal,low,be");  // the default levels
   EXPECT_EQ(d["capacity"]["cores"]["value"], "100");
   EXPECT_EQ(d["capacity"]["cores"]["requestPolicy"]["validRange"],
             json({{"min", "1"}, {"max", "100"}, {"step", "1"}}));
@@ -429,7 +431,7 @@ TEST_F(DraPluginTest, MalformedClaimGetsItsOwnErrorAndChangesNothing) {
   ASSERT_EQ(response.claims_size(), 6);
   auto error = [&](const std::string& uid) { return response.claims().at(uid).error(); };
   EXPECT_NE(error("uid-bad").find("opaque.parameters.priority"), std::string::npos) << error("uid-bad");
-  EXPECT_NE(error("uid-bad").find("\"lc\""), std::string::npos) << error("uid-bad");
+  EXPECT_NE(error("uid-bad").find("critical, high, lc, normal, low, be"), std::string::npos) << error("uid-bad");
   EXPECT_NE(error("uid-unknown").find("opaque.parameters.memoryLimit is not a field"), std::string::npos)
       << error("uid-unknown");
   EXPECT_NE(error("uid-odd").find("consumedCapacity.memory"), std::string::npos) << error("uid-odd");
@@ -441,6 +443,71 @@ TEST_F(DraPluginTest, MalformedClaimGetsItsOwnErrorAndChangesNothing) {
     EXPECT_FALSE(std::filesystem::exists(dir_ / (std::string("cdi/gpu.gpuslice.io-vgpu_") + uid + ".json"))) << uid;
   }
   EXPECT_EQ(json::parse(testing::ReadFile(dir_ / "state/dra/checkpoint.json"))["claims"].size(), 1u);
+}
+
+// A claim's `priority`, as a table of name -> the level word of its vGPU,
+// under the node's levels as the daemon stored them; a name the node does
+// not have is refused, listing the node's levels.
+TEST_F(DraPluginTest, ClaimPriorityNamesOneOfTheNodesLevels) {
+  std::filesystem::create_directories(dir_ / "state");
+  ASSERT_TRUE(node::StoreLevels(dir_ / "state",
+                                "levels:\n  - {name: gold, class: lc}\n  - {name: silver, class: lc}\n"
+                                "  - {name: bronze, class: be}\n")
+                  .ok());
+  struct Case {
+    const char* priority;
+    bool refused;
+    uint32_t word;
+  } cases[] = {
+      {"gold", false, core::LevelWord(core::Priority::kLatencyCritical, 1)},
+      {"silver", false, core::LevelWord(core::Priority::kLatencyCritical, 0)},
+      {"bronze", false, core::LevelWord(core::Priority::kBestEffort, 0)},
+      {"lc", false, core::LevelWord(core::Priority::kLatencyCritical, 0)},
+      {"critical", true, 0},  // a default level, not one of this node's
+  };
+  std::vector<std::string> names_and_uids;
+  for (const Case& c : cases) {
+    json config = LcConfig();
+    config["priority"] = c.priority;
+    api_.PutResourceClaim(Claim(c.priority, std::string("uid-") + c.priority, "gpu-0", "10", "1Gi", config));
+    names_and_uids.insert(names_and_uids.end(), {c.priority, std::string("uid-") + c.priority});
+  }
+  auto plugin = StartPlugin();
+  ASSERT_TRUE(plugin);
+  const auto response = Prepare(*plugin, names_and_uids);
+  for (const Case& c : cases) {
+    const std::string uid = std::string("uid-") + c.priority;
+    const std::string& error = response.claims().at(uid).error();
+    if (c.refused) {
+      for (const char* needle :
+           {"opaque.parameters.priority", "\"critical\"", "node node-a", "gold, silver, lc, bronze, be"}) {
+        EXPECT_NE(error.find(needle), std::string::npos) << needle << " in: " << error;
+      }
+      EXPECT_FALSE(VgpuExists(uid));
+      continue;
+    }
+    ASSERT_EQ(error, "") << c.priority;
+    auto handle = core::VgpuHandle::Open(dir_ / ("state/vgpus/dra-" + uid), port::MappedFile::Access::kReadOnly);
+    ASSERT_TRUE(handle.ok()) << handle.status().message();
+    EXPECT_EQ(handle->limits().devices[0].priority, c.word) << c.priority;
+  }
+  // The slice tells claim authors which levels this node has.
+  EXPECT_TRUE(WaitFor([&] {
+    const json slice = api_.ResourceSlice("node-a-gpu.gpuslice.io");
+    return !slice.is_null() && !slice["spec"]["devices"].empty() &&
+           slice["spec"]["devices"][0]["attributes"]["priorityLevels"]["string"] == "gold,silver,lc,bronze,be";
+  }));
+}
+
+TEST(DraResourceSlice, PriorityLevelsAreCutAfterAWholeNameAt64Characters) {
+  std::string yaml = "levels:\n";
+  for (int i = 0; i < 8; ++i) yaml += "  - {name: level-number-" + std::to_string(i) + ", class: be}\n";
+  auto levels = task::LevelTable::Parse(yaml, "test");
+  ASSERT_TRUE(levels.ok()) << levels.status().message();
+  const std::string attribute = PriorityLevelsAttribute(*levels);
+  EXPECT_LE(attribute.size(), 64u);
+  // Highest first: the built-in lc outranks every best-effort level.
+  EXPECT_EQ(attribute, "lc,level-number-0,level-number-1,level-number-2,level-number-3");
 }
 
 TEST_F(DraPluginTest, RefusesToServeGpusTheDevicePluginServes) {
@@ -500,7 +567,8 @@ TEST(DraClaimAllocation, ClassConfigComesFirstAndClaimConfigOverridesIt) {
   auto parsed = ParseClaimAllocation(claim, kDriverName, "node-a", t);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   ASSERT_EQ(parsed->devices.size(), 1u);
-  EXPECT_EQ(parsed->devices[0].config.priority, core::Priority::kLatencyCritical);
+  EXPECT_EQ(parsed->devices[0].config.priority_level, "lc");
+  EXPECT_EQ(parsed->devices[0].config.priority_field, "status.allocation.devices.config[0].opaque.parameters.priority");
   EXPECT_EQ(parsed->devices[0].config.compute_cap_pct, 40u);
   EXPECT_EQ(parsed->devices[0].memory_bytes, 8 * kGiB);
   EXPECT_EQ(parsed->devices[0].cores, 50u);

@@ -186,7 +186,7 @@ TEST(PodRequest, ReadsASchedulerShapedPod) {
   auto pod = ParsePodRequest(args["Pod"]);
   ASSERT_TRUE(pod.ok()) << pod.status().message();
   EXPECT_EQ(pod->Describe(), "serving/infer");
-  EXPECT_EQ(pod->priority, core::Priority::kLatencyCritical);
+  EXPECT_EQ(pod->priority_level, "lc");
   ASSERT_EQ(pod->containers.size(), 1u);
   EXPECT_EQ(pod->containers[0].vcore, 30u);
   EXPECT_EQ(pod->containers[0].vmemory_units, 16u);
@@ -209,7 +209,19 @@ TEST(PodRequest, RulesAndTheirMessages) {
       {{{"a", 50, 0}}, json::object(), "share of a GPU without gpuslice.io/vmemory"},
       {{{"a", 200, 7}}, json::object(), "make it a multiple of 2"},
       {{{"a", 1700, 0}}, json::object(), "at most 16"},
-      {{{"a", 50, 8}}, {{"gpuslice.io/priority", "urgent"}}, "set it to lc (latency-critical) or be"},
+      // Any level name is the pod's to give; the node judges it (priority_level.h).
+      {{{"a", 50, 8}}, {{"gpuslice.io/priority", "high"}}, nullptr},
+      {{{"a", 50, 8}}, {{"gpuslice.io/priority", "gold-tier_2"}}, nullptr},
+      {{{"a", 50, 8}}, {{"gpuslice.io/priority", "High!"}}, "is not a priority level's name (1 to 32 of a-z"},
+      {{{"a", 50, 8}}, {{"gpuslice.io/priority", std::string(33, 'a')}}, "is not a priority level's name"},
+      {{{"a", 50, 8}},
+       {{"gpuslice.io/priority", "be"}, {"gpuslice.io/lc-slo-p99-us", "800"}, {"gpuslice.io/lc-alone-p99-us", "300"}},
+       "are for latency-critical pods"},
+      {{{"a", 50, 8}},
+       {{"gpuslice.io/priority", "critical"},
+        {"gpuslice.io/lc-slo-p99-us", "800"},
+        {"gpuslice.io/lc-alone-p99-us", "300"}},
+       nullptr},
       {{{"a", 50, 8}}, {{"gpuslice.io/gpus", "[0]"}}, "must be a JSON object"},
       {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150"}}, nullptr},
       {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150W"}}, "is \"150W\": it is not a number; set it to the watts"},

@@ -55,7 +55,7 @@ TEST(LcSlo, PredictionAddsTheSliceBesideLcAndOneSwitchOnlyWhenShared) {
 
 TEST(LcSlo, PlacementOnASharedGpuBreaksATightSlo) {
   PodRequest pod;
-  pod.priority = core::Priority::kLatencyCritical;
+  pod.priority_level = "lc";
   pod.lc_alone_p99_us = 100;
   pod.lc_slo_p99_us = 300;  // alone 100 + 225 beside BE = 325 > 300
   std::vector<GpuState> before = {{0, true, 60, 0, 100}, {1, true, 0, 0, 100}};

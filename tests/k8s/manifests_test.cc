@@ -251,7 +251,7 @@ TEST(Manifests, TheExamplePodIsAValidRequest) {
   ASSERT_EQ(request->containers.size(), 1u);
   EXPECT_EQ(request->containers[0].vcore, 50u);
   EXPECT_EQ(request->containers[0].vmemory_units * kVmemoryUnitBytes, 4ull << 30);
-  EXPECT_EQ(request->priority, core::Priority::kLatencyCritical);
+  EXPECT_EQ(request->priority_level, "lc");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "k8s/dra/resource_slice.h"
 #include "k8s/names.h"
 #include "node/power_cap_file.h"
+#include "k8s/priority_level.h"
 
 namespace gpuslice::k8s::dra {
 
@@ -58,13 +59,14 @@ StatusOr<VgpuConfig> ParseVgpuConfig(const json& parameters, const VgpuConfig& b
       saw_kind = true;
     } else if (key == "priority") {
       const std::string p = value.is_string() ? value.get<std::string>() : "";
-      if (p == "lc") {
-        config.priority = core::Priority::kLatencyCritical;
-      } else if (p == "be") {
-        config.priority = core::Priority::kBestEffort;
-      } else {
-        return Status::Error(path + " is " + value.dump() + "; use \"lc\" (latency-critical) or \"be\" (best effort)");
+      if (p.empty()) {
+        return Status::Error(path + " is " + value.dump().substr(0, 40) +
+                             "; use a priority level's name as a string: \"lc\" (latency-critical), \"be\" (best "
+                             "effort) or a level of the node's gpuslice daemon config");
       }
+      if (Status s = CheckLevelName(p, path); !s.ok()) return s;
+      config.priority_level = p;
+      config.priority_field = path;
     } else if (key == "computeCap") {
       if (!value.is_number_integer() || value.get<int64_t>() < 0 || value.get<int64_t>() > 100) {
         return Status::Error(path + " is " + value.dump() +

@@ -7,14 +7,17 @@
 //
 //   opaque.parameters: {"apiVersion": "gpu.gpuslice.io/v1alpha1",
 //                       "kind": "VgpuConfig",
-//                       "priority": "lc" | "be",        (default be)
+//                       "priority": a level name,       (default be)
 //                       "computeCap": 0..100,           (0: no cap, the default)
 //                       "powerCapWatts": > 0}           (per GPU; absent: none;
 //                                                        docs/design.md, "Power caps")
 //
 // Parsing is strict: an unknown field, a wrong type or an out-of-range value
 // is an error that names the field (as a JSON path into the claim) and the
-// fix. A result without consumedCapacity had the whole device (cores 100, no
+// fix. `priority` is one of the node's priority levels (lc, be, or a level
+// of the node's gpuslice daemon config); here only its spelling is checked,
+// and the claim preparer resolves it against the node's levels
+// (k8s/priority_level.h). A result without consumedCapacity had the whole device (cores 100, no
 // memory cap).
 //
 // Pure functions; thread-safe; they allocate.
@@ -34,7 +37,8 @@
 namespace gpuslice::k8s::dra {
 
 struct VgpuConfig {
-  core::Priority priority = core::Priority::kBestEffort;
+  std::string priority_level;  // "": not given (be)
+  std::string priority_field;  // the JSON path that set it, for the node's errors
   uint32_t compute_cap_pct = 0;
   double power_cap_watts = 0;  // 0: no power cap
 };

@@ -10,6 +10,7 @@
 #include "k8s/dra/cdi_spec.h"
 #include "k8s/dra/claim_allocation.h"
 #include "node/power_cap_file.h"
+#include "k8s/priority_level.h"
 #include "port/gpu_uuid.h"
 
 namespace gpuslice::k8s::dra {
@@ -24,19 +25,39 @@ std::string PreloadFile(const PreparerOptions& o) { return o.plugin_state_dir + 
 
 // The vGPU of a claim: one device per allocated GPU with its claimed share.
 // The device plugin builds the same spec from its units (allocation_service.cc).
-core::VgpuSpec SpecFor(const ClaimAllocation& claim) {
+// `levels`: each device's level word, in the same order.
+core::VgpuSpec SpecFor(const ClaimAllocation& claim, const std::vector<uint32_t>& levels) {
   core::VgpuSpec spec;
   spec.name = ClaimPreparer::VgpuNameFor(claim.uid);
-  for (const AllocatedDevice& d : claim.devices) {
+  for (size_t i = 0; i < claim.devices.size(); ++i) {
+    const AllocatedDevice& d = claim.devices[i];
     core::DeviceSpec device;
     port::ParseGpuUuid(d.gpu_uuid, &device.uuid);
     device.memory_limit_bytes = d.memory_bytes > 0 ? d.memory_bytes : core::kUnlimited;
     device.compute_share_pct = d.cores;
     device.compute_cap_pct = d.config.compute_cap_pct;
-    device.priority = d.config.priority;
+    device.priority = core::LevelClass(levels[i]);
+    device.priority_rank = core::LevelRank(levels[i]);
     spec.devices.push_back(device);
   }
   return spec;
+}
+
+// Each device's level among the node's (k8s/priority_level.h), before
+// anything is made: a level this node does not have refuses the claim.
+StatusOr<std::vector<uint32_t>> ResolveLevels(const ClaimAllocation& claim, const VgpuProvisioner& provisioner,
+                                              const std::string& node) {
+  auto table = provisioner.Levels();
+  if (!table.ok())
+    return Status::Error("cannot read the priority levels of node " + node + ": " + table.status().message());
+  std::vector<uint32_t> words;
+  for (const AllocatedDevice& d : claim.devices) {
+    const std::string where = d.config.priority_field.empty() ? "the default priority" : d.config.priority_field;
+    auto level = ResolveLevel(*table, d.config.priority_level, node, where);
+    if (!level.ok()) return level.status();
+    words.push_back(level->word);
+  }
+  return words;
 }
 
 }  // namespace
@@ -93,6 +114,9 @@ StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& 
   auto claim = ParseClaimAllocation(*object, options_.driver, options_.pool, topology_);
   if (!claim.ok()) return Status::Error("ResourceClaim " + ns + "/" + name + ": " + claim.status().message());
 
+  auto levels = ResolveLevels(*claim, *provisioner_, options_.pool);
+  if (!levels.ok()) return Status::Error("ResourceClaim " + ns + "/" + name + ": " + levels.status().message());
+
   // Recorded before anything exists, so that a crash from here on leaves a
   // record that an unprepare (or a second prepare) finishes.
   ClaimRecord record;
@@ -101,7 +125,7 @@ StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& 
   record.vgpu = VgpuNameFor(uid);
   if (Status s = checkpoint_.Put(uid, record); !s.ok()) return s;
 
-  auto dir = provisioner_->Provision(SpecFor(*claim));
+  auto dir = provisioner_->Provision(SpecFor(*claim, *levels));
   if (!dir.ok()) {
     return Status::Error("ResourceClaim " + ns + "/" + name + ": cannot create vGPU " + record.vgpu + ": " +
                          dir.status().message());

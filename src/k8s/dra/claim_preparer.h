@@ -2,7 +2,9 @@
 // for one claim, apart from gRPC.
 //
 // Prepare: fetch the ResourceClaim, take this node's allocation results and
-// opaque config (claim_allocation.h), create the claim's vGPU (one device
+// opaque config (claim_allocation.h), resolve each device's priority level
+// among the node's (k8s/priority_level.h: a level the node does not have is
+// an error listing the ones it has), create the claim's vGPU (one device
 // per allocated GPU, with the claimed cores and memory) through the same
 // VgpuProvisioner the device plugin uses, write its CDI spec (cdi_spec.h),
 // and record it (checkpoint.h). Unprepare: remove the CDI spec, release the

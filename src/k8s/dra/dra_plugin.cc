@@ -231,8 +231,18 @@ void DraPlugin::Stop() {
 }
 
 Status DraPlugin::Publish(const std::set<std::string>& healthy) {
+  // The node's levels as claims may name them now; unreadable stored levels
+  // are the daemon's to fix, and claims naming them fail at prepare with
+  // that reason, so the slice falls back to the defaults rather than
+  // withholding the GPUs.
+  auto levels = parts_.provisioner->Levels();
+  if (!levels.ok()) {
+    std::cerr << "gpuslice dra-plugin: " << levels.status().message() << " (publishing the default levels)\n";
+    levels = task::LevelTable::Defaults();
+  }
   ++generation_;
-  auto stored = parts_.api->ApplyResourceSlice(BuildResourceSlice(options_.node_name, topology_, healthy, generation_));
+  auto stored =
+      parts_.api->ApplyResourceSlice(BuildResourceSlice(options_.node_name, topology_, healthy, generation_, *levels));
   if (!stored.ok()) return stored.status();
   ++publications_;
   return Status::Ok();

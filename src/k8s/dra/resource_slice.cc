@@ -36,7 +36,7 @@ std::string NvlinkPeers(const NodeTopology& topology, uint32_t index) {
   return peers;
 }
 
-json Device(const NodeTopology& topology, const TopologyGpu& gpu) {
+json Device(const NodeTopology& topology, const TopologyGpu& gpu, const std::string& levels) {
   const uint64_t step = kVmemoryUnitBytes;
   const uint64_t usable = gpu.memory_total_bytes / step * step;
   json memory_policy = {{"default", FormatQuantity(usable)},
@@ -50,7 +50,7 @@ json Device(const NodeTopology& topology, const TopologyGpu& gpu) {
             {"model", {{"string", gpu.name.substr(0, 64)}}},
             {"index", {{"int", gpu.index}}},
             {"nvlinkPeers", {{"string", NvlinkPeers(topology, gpu.index)}}},
-            {"priorityLevels", {{"string", "lc,be"}}}}},
+            {"priorityLevels", {{"string", levels}}}}},
           {"capacity",
            {{kCoresCapacity,
              {{"value", std::to_string(kVcorePerGpu)},
@@ -63,11 +63,23 @@ json Device(const NodeTopology& topology, const TopologyGpu& gpu) {
 
 }  // namespace
 
+std::string PriorityLevelsAttribute(const task::LevelTable& levels) {
+  constexpr size_t kMaxStringAttribute = 64;
+  std::string out;
+  for (const task::Level& level : levels.levels()) {
+    const std::string next = out.empty() ? level.name : out + "," + level.name;
+    if (next.size() > kMaxStringAttribute) break;
+    out = next;
+  }
+  return out;
+}
+
 json BuildResourceSlice(const std::string& node, const NodeTopology& topology, const std::set<std::string>& healthy,
-                        int64_t generation) {
+                        int64_t generation, const task::LevelTable& levels) {
+  const std::string level_names = PriorityLevelsAttribute(levels);
   json devices = json::array();
   for (const TopologyGpu& gpu : topology.gpus) {
-    if (healthy.count(gpu.uuid) != 0) devices.push_back(Device(topology, gpu));
+    if (healthy.count(gpu.uuid) != 0) devices.push_back(Device(topology, gpu, level_names));
   }
   return {{"apiVersion", "resource.k8s.io/v1"},
           {"kind", "ResourceSlice"},

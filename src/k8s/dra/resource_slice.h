@@ -5,7 +5,9 @@
 // Each device carries
 //   attributes  uuid, model, index, nvlinkPeers (indices, comma-separated,
 //               from the topology's nvlink/board links; "" when none) and
-//               priorityLevels ("lc,be": what a claim's opaque config may ask)
+//               priorityLevels (the node's priority levels, comma-separated,
+//               highest first: what a claim's opaque config may ask; at most
+//               64 characters, so a long list is cut after a whole name)
 //   capacity    cores  = 100, requests of 1..100 in steps of 1 (default 100)
 //               memory = the GPU's bytes, requests in 256 MiB steps (default:
 //                        all of it, rounded down to a step)
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "k8s/topology.h"
+#include "task/task_levels.h"
 
 namespace gpuslice::k8s::dra {
 
@@ -35,9 +38,15 @@ bool GpuIndexOf(const std::string& device_name, uint32_t* gpu_index);
 std::string ResourceSliceName(const std::string& node);
 
 // The whole ResourceSlice object. `healthy` holds GPU UUIDs; `generation` is
-// the pool's generation (raise it whenever the devices change).
+// the pool's generation (raise it whenever the devices change); `levels`,
+// the node's priority levels (VgpuProvisioner::Levels).
 nlohmann::json BuildResourceSlice(const std::string& node, const NodeTopology& topology,
-                                  const std::set<std::string>& healthy, int64_t generation);
+                                  const std::set<std::string>& healthy, int64_t generation,
+                                  const task::LevelTable& levels);
+
+// The priorityLevels attribute: level names, highest first, comma-separated,
+// cut after the last whole name that fits an attribute's 64 characters.
+std::string PriorityLevelsAttribute(const task::LevelTable& levels);
 
 }  // namespace gpuslice::k8s::dra
 
