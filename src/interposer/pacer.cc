@@ -48,7 +48,10 @@ constexpr uint64_t kDecisionReuseNs = 20'000;
 // One GPU of the vGPU, as this process paces it.
 struct Device {
   core::Board* board = nullptr;
-  int member = -1;
+  uint64_t vgpu_id = 0;
+  // Its row on the board; -1 while it has none (the row was given away and
+  // the board is full). Changed only by the compute thread (Rejoin).
+  std::atomic<int> member{-1};
   std::atomic<bool> paced{false};
   // (launch sequence << 1) | busy: busy = work queued since the last drain.
   std::atomic<uint64_t> work{0};
@@ -74,7 +77,9 @@ void PollDrain(int slot) {
   const uint64_t work = d.work.load(std::memory_order_acquire);
   uint64_t expected = work;
   if (markers::Poll(slot) && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
-    core::NoteBusy(d.board, d.member, false, port::MonotonicNanos());
+    if (const int m = d.member.load(std::memory_order_relaxed); m >= 0) {
+      core::NoteBusy(d.board, m, false, port::MonotonicNanos());
+    }
   }
   d.polling.store(false, std::memory_order_release);
 }
@@ -92,16 +97,19 @@ core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
 void ReleaseAtExit() {
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
-    if (d.board != nullptr && (d.work.exchange(0) & 1) != 0) core::NoteBusy(d.board, d.member, false, port::MonotonicNanos());
+    const int m = d.member.load(std::memory_order_relaxed);
+    if (d.board != nullptr && m >= 0 && (d.work.exchange(0) & 1) != 0) {
+      core::NoteBusy(d.board, m, false, port::MonotonicNanos());
+    }
   }
 }
 
 // What a long wait at the gate is waiting for, for the log.
-void LogSlowWait(Device& d, uint64_t waited_ns) {
-  const core::BoardMember& me = d.board->members[d.member];
+void LogSlowWait(Device& d, int member, uint64_t waited_ns) {
+  const core::BoardMember& me = d.board->members[member];
   port::Log(port::LogLevel::kWarn, "a launch has waited %llu ms for its GPU turn: holder %d (we are %d), our busy "
             "processes %u, markers pending %d, captures %d, cap tokens %lld us, process busy %d",
-            static_cast<unsigned long long>(waited_ns / 1'000'000), core::TurnHolder(*d.board), d.member,
+            static_cast<unsigned long long>(waited_ns / 1'000'000), core::TurnHolder(*d.board), member,
             core::LoadSeqCst(me.busy_processes), markers::Pending(), markers::g_captures.load(),
             static_cast<long long>(core::LoadRelaxed(me.cap_tokens_ns) / 1000),
             static_cast<int>(d.work.load() & 1));
@@ -119,6 +127,28 @@ bool BackfillTurnsWanted() {
 }
 
 }  // namespace
+
+// This process's row on `d`'s board, checked by the compute thread before
+// it heartbeats. A row nobody heartbeat for member_timeout_ns is given to
+// the next vGPU that joins: so a process that did not run that long
+// (stopped by SIGSTOP, the audit's `deny`, a frozen cgroup, a checkpoint
+// lock) finds another vGPU's id there. It must not write that vGPU's
+// weight, cap and level, nor launch as it: it joins again, and carries its
+// queued work's busy mark over. -1 while the board has no row for it.
+int SeatedMember(Device& d, int slot, const core::Limits& limits, uint64_t now) {
+  const int member = d.member.load(std::memory_order_relaxed);
+  if (member >= 0 && core::LoadAcquire(d.board->members[member].vgpu_id) == d.vgpu_id) return member;
+  const int joined = core::JoinBoard(d.board, d.vgpu_id, SpecOf(limits.devices[slot]), now);
+  if (joined != member) {
+    port::Log(port::LogLevel::kWarn, "this process's row on the pacing board of device slot %d went to another vGPU "
+              "while the process did not run; %s", slot,
+              joined < 0 ? "the board is full, so this vGPU is not paced there until a row frees up"
+                         : "it joined again");
+  }
+  d.member.store(joined, std::memory_order_relaxed);
+  if (joined >= 0 && (d.work.load(std::memory_order_acquire) & 1) != 0) core::NoteBusy(d.board, joined, true, now);
+  return joined;
+}
 
 void Start(VgpuRuntime* rt) {
   std::lock_guard<std::mutex> lock(g_start_mutex);
@@ -173,7 +203,8 @@ void Start(VgpuRuntime* rt) {
       continue;
     }
     g_devices[s].board = board;
-    g_devices[s].member = member;
+    g_devices[s].vgpu_id = id;
+    g_devices[s].member.store(member, std::memory_order_relaxed);
   }
   atexit(&ReleaseAtExit);
 }
@@ -186,18 +217,20 @@ uint64_t Tick(VgpuRuntime* rt) {
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
     if (d.board == nullptr) continue;
-    core::Heartbeat(d.board, d.member, SpecOf(limits.devices[s]), now);
-    const bool paced = core::PacingNeeded(*d.board, d.member, now);
+    const int member = SeatedMember(d, s, limits, now);
+    if (member < 0) continue;
+    core::Heartbeat(d.board, member, SpecOf(limits.devices[s]), now);
+    const bool paced = core::PacingNeeded(*d.board, member, now);
     if (paced != d.paced.load(std::memory_order_relaxed)) {
       d.paced.store(paced, std::memory_order_release);
       port::Log(port::LogLevel::kInfo, "GPU turns %s on device slot %d", paced ? "on" : "off", s);
-      if (!paced && (d.work.fetch_and(~1ull) & 1) != 0) core::NoteBusy(d.board, d.member, false, now);
+      if (!paced && (d.work.fetch_and(~1ull) & 1) != 0) core::NoteBusy(d.board, member, false, now);
     }
     if (paced) {
       any = true;
       PollDrain(s);
       core::AdvanceTurn(d.board, port::MonotonicNanos(), g_config);
-      holding |= core::TurnHolder(*d.board) == d.member;
+      holding |= core::TurnHolder(*d.board) == member;
     }
   }
   g_active.store(any, std::memory_order_release);
@@ -214,10 +247,12 @@ int EnterGate() {
   }
   Device& d = g_devices[slot];
   if (!d.paced.load(std::memory_order_acquire)) return -1;
+  const int member = d.member.load(std::memory_order_relaxed);
+  if (member < 0) return -1;
   // A latency-critical vGPU passes the gate only for higher levels' holds;
   // its launches are no part of turns, so nothing after them is tracked
   // (its activity is lc_activity's, which a launch noted here would break).
-  const int tracked = core::LevelClass(core::LoadRelaxed(d.board->members[d.member].priority)) ==
+  const int tracked = core::LevelClass(core::LoadRelaxed(d.board->members[member].priority)) ==
                               core::Priority::kLatencyCritical
                           ? -1
                           : slot;
@@ -226,12 +261,12 @@ int EnterGate() {
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
-  while (core::TryEnter(d.board, d.member, now, g_config, now - start) != core::GateDecision::kGo) {
+  while (core::TryEnter(d.board, member, now, g_config, now - start) != core::GateDecision::kGo) {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
     }
-    core::NoteWaiting(d.board, d.member, now, g_config);
+    core::NoteWaiting(d.board, member, now, g_config);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
     if (now - start < kSpinNs) {
       sched_yield();
@@ -242,7 +277,7 @@ int EnterGate() {
     now = port::MonotonicNanos();
     if (now - start > kSlowWaitNs && !slow_logged) {
       slow_logged = true;
-      LogSlowWait(d, now - start);
+      LogSlowWait(d, member, now - start);
     }
     if (now - start > kMaxWaitNs) {
       if (!g_wait_logged.exchange(true)) {
@@ -264,10 +299,12 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_acq_rel)) {
   }
   const uint64_t now = port::MonotonicNanos();
-  if ((w & 1) == 0) core::NoteBusy(d.board, d.member, true, now);
+  const int member = d.member.load(std::memory_order_relaxed);
+  if (member < 0) return;
+  if ((w & 1) == 0) core::NoteBusy(d.board, member, true, now);
   if (now >= d.launch_noted_ns.load(std::memory_order_relaxed) + kDecisionReuseNs) {
     d.launch_noted_ns.store(now, std::memory_order_relaxed);
-    core::NoteLaunch(d.board, d.member, now);
+    core::NoteLaunch(d.board, member, now);
   }
 }
 
@@ -287,7 +324,8 @@ void HoldBestEffort(uint64_t until_ns) {
   if (!g_started) return;
   const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
-    if (g_devices[s].board != nullptr) core::HoldBestEffort(g_devices[s].board, g_devices[s].member, until_ns, now);
+    const Seat seat = SeatOf(s);
+    if (seat.board != nullptr) core::HoldBestEffort(seat.board, seat.member, until_ns, now);
   }
 }
 
@@ -295,7 +333,8 @@ void ReleaseBestEffort() {
   if (!g_started) return;
   const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < g_device_count; ++s) {
-    if (g_devices[s].board != nullptr) core::ReleaseHold(g_devices[s].board, g_devices[s].member, now);
+    const Seat seat = SeatOf(s);
+    if (seat.board != nullptr) core::ReleaseHold(seat.board, seat.member, now);
   }
 }
 
@@ -303,20 +342,24 @@ TurnRole RoleOn(int slot) {
   if (slot < 0 || slot >= g_device_count || !g_config.backfill) return TurnRole::kNone;
   const Device& d = g_devices[slot];
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
+  const int member = d.member.load(std::memory_order_relaxed);
+  if (member < 0) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
-  if (core::LoadRelaxed(d.board->members[d.member].cap_pct) != 0) return TurnRole::kNone;
+  if (core::LoadRelaxed(d.board->members[member].cap_pct) != 0) return TurnRole::kNone;
   // An LC vGPU (of a lower level: only those are paced) takes no part in
   // turns, so it is neither holder nor backfiller: its slice is the
   // policy's (as a backfiller it ran at 50 us beside the BE holder).
-  if (core::LevelClass(core::LoadRelaxed(d.board->members[d.member].priority)) == core::Priority::kLatencyCritical) {
+  if (core::LevelClass(core::LoadRelaxed(d.board->members[member].priority)) == core::Priority::kLatencyCritical) {
     return TurnRole::kNone;
   }
-  return core::TurnHolder(*d.board) == d.member ? TurnRole::kHolder : TurnRole::kBackfiller;
+  return core::TurnHolder(*d.board) == member ? TurnRole::kHolder : TurnRole::kBackfiller;
 }
 
 Seat SeatOf(int slot) {
   if (slot < 0 || slot >= g_device_count || g_devices[slot].board == nullptr) return {};
-  return {g_devices[slot].board, g_devices[slot].member};
+  const int member = g_devices[slot].member.load(std::memory_order_relaxed);
+  if (member < 0) return {};
+  return {g_devices[slot].board, member};
 }
 
 int SeatCount() { return g_device_count; }

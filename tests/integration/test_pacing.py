@@ -18,7 +18,9 @@ board's own unit tests (src/core/pacing_board_test.cc) check shares to the
 percent on a fake clock; the margins here are wider."""
 import json
 import os
+import signal
 import subprocess
+import time
 
 from conftest import BUILD, CUDA_APP
 from test_compute_rm import COMPUTE_TSG, FAKE_RM, timed_sets
@@ -266,6 +268,50 @@ def test_without_the_automatic_hold_a_lone_be_beside_an_lc_never_waits(world):
     result = spin_together(world, [("be", ["--priority", "be"]), ("lc", ["--priority", "lc"])],
                            env={"lc": {"GPUSLICE_LC_HOLD": "off"}})
     assert (result["be"], result["lc"]) == (0, 0)
+
+
+def app_pid(run_pid):
+    """The command's pid under `gpuslice run` (its only child)."""
+    for task in os.listdir(f"/proc/{run_pid}/task"):
+        with open(f"/proc/{run_pid}/task/{task}/children") as f:
+            kids = f.read().split()
+        if kids:
+            return int(kids[0])
+    raise AssertionError(f"gpuslice run {run_pid} has no child")
+
+
+def test_a_process_stopped_past_the_member_timeout_joins_again_and_leaves_the_newcomers_row_alone(world):
+    # A row nobody heartbeat for a second goes to the next vGPU that joins.
+    # A process stopped that long (SIGSTOP, as the audit's `deny` sends) must
+    # not, once resumed, write the newcomer's weight into that row and launch
+    # as it: it joins again (interposer/pacer.cc, SeatedMember).
+    a_ready, b_ready, go_a, go_b = (world.path(n) for n in ("a.ready", "b.ready", "go.a", "go.b"))
+    a = world.start("run", "--name", "a", "--compute", "70", "--", CUDA_APP, "init", "board", "ready", a_ready,
+                    "await", go_a, "sleep", "100", "board")
+    world.wait_for_file(a_ready)
+    app = app_pid(a.pid)
+    os.kill(app, signal.SIGSTOP)
+    try:
+        # Not synchronisation: the condition under test is a second without
+        # a heartbeat (PacingConfig::member_timeout_ns), however busy the CPU.
+        time.sleep(1.5)
+        b = world.start("run", "--name", "b", "--compute", "30", "--", CUDA_APP, "init", "board", "ready", b_ready,
+                        "await", go_b, "board")
+        world.wait_for_file(b_ready)
+    finally:
+        os.kill(app, signal.SIGCONT)
+    open(go_a, "w").close()
+    a_out, a_err = a.communicate(timeout=60)
+    open(go_b, "w").close()
+    b_out, b_err = b.communicate(timeout=60)
+    assert a.returncode == 0 and b.returncode == 0, a_err + b_err
+    a_first, a_last = boards(a_out)[0], boards(a_out)[-1]
+    b_first, b_last = boards(b_out)[0], boards(b_out)[-1]
+    taken = row(b_first, self=True)["member"]
+    assert taken == row(a_first, self=True)["member"], "the newcomer did not take the stopped process's row"
+    mine = row(a_last, self=True)
+    assert mine["member"] != taken and mine["weight"] == 70, a_out
+    assert row(b_last, self=True)["weight"] == 30, "the resumed process wrote the newcomer's row"
 
 
 def be_waits_beside_lc_bursts(world, per_burst, gap_us):
