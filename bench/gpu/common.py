@@ -11,6 +11,7 @@ Standard library only: torch and cupy are imported by the children alone.
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -77,8 +78,11 @@ def gpuslice_bin():
 
 
 def under_gpuslice(cmd, memory="4GiB", name=None, inject="preload", flags=()):
-    """The command line that runs cmd inside a vGPU (more `run` flags in flags)."""
-    args = [gpuslice_bin(), "run", "--memory", memory, *flags]
+    """The command line that runs cmd inside a vGPU (more `run` flags in flags).
+    GPUSLICE_CMD (with_bundle.sh: the loader prefix that finds the bundle's
+    libraries) comes first; a bare GPUSLICE_BIN from a bundle exits 127."""
+    prefix = shlex.split(os.environ["GPUSLICE_CMD"]) if os.environ.get("GPUSLICE_CMD") else [gpuslice_bin()]
+    args = [*prefix, "run", "--memory", memory, *flags]
     if "BENCH_GPU" in os.environ:  # else every GPU, as a plain `gpuslice run` has
         args += ["--gpu", GPU_INDEX]
     if name:
