@@ -12,6 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -37,6 +38,22 @@ def poll(condition, timeout=10.0, what="condition"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} not met within {timeout} s")
         time.sleep(0.01)
+
+
+def scrape(port):
+    """The daemon's /metrics page."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def series(text, name):
+    """{labels-string: value} of one metric family on a /metrics page."""
+    out = {}
+    for line in text.splitlines():
+        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
+        if m:
+            out[m.group(1)] = float(m.group(2))
+    return out
 
 
 class Daemon:

@@ -2,26 +2,10 @@
 from every NVML utilisation sample, and the device's energy split into an
 idle line and the vGPUs' shares, adding up to the device's. The fake NVML's
 utilisation and energy are scripted through files."""
-import re
 import time
 import urllib.request
 
-from conftest import poll
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
-
-
-def series(text, name):
-    """{labels-string: value} of one family."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
-        if m:
-            out[m.group(1)] = float(m.group(2))
-    return out
+from conftest import poll, scrape, series
 
 
 def test_gpu_seconds_and_energy_per_vgpu_add_up_to_the_devices(dworld):

@@ -5,12 +5,7 @@ import os
 import subprocess
 import urllib.request
 
-from conftest import CUDA_APP, poll
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
+from conftest import CUDA_APP, poll, scrape
 
 
 def config(dworld, body):

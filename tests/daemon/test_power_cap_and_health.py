@@ -13,22 +13,7 @@ import json
 import re
 import urllib.request
 
-from conftest import poll
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
-
-
-def series(text, name):
-    """{labels-string: value} of one family."""
-    out = {}
-    for line in text.splitlines():
-        m = re.match(rf"{name}\{{(.*)\}} (\S+)$", line)
-        if m:
-            out[m.group(1)] = float(m.group(2))
-    return out
+from conftest import poll, scrape, series
 
 
 def devices_json(dworld):

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from conftest import GPUSLICE, MiB, poll
+from conftest import GPUSLICE, MiB, poll, scrape
 
 NVLINK = {"FAKE_GPU_COUNT": "2", "FAKE_GPU_NVLINK": "1"}
 
@@ -91,11 +91,6 @@ def test_measured_compute_share_comes_from_nvml_per_process_utilisation(dworld):
          5, "measured share")
     open(go, "w").close()
     app.communicate(timeout=30)
-
-
-def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
 
 
 def test_metrics_are_served_on_loopback_from_the_vgpus_state(dworld):
