@@ -3,7 +3,6 @@ from every NVML utilisation sample, and the device's energy split into an
 idle line and the vGPUs' shares, adding up to the device's. The fake NVML's
 utilisation and energy are scripted through files."""
 import time
-import urllib.request
 
 from conftest import poll, scrape, series
 

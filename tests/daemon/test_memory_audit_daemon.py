@@ -3,7 +3,6 @@ per-process memory (the fake NVML reads what each fake-driver process
 publishes under FAKE_GPU_PROCESS_DIR) against every vGPU's ledger."""
 import os
 import subprocess
-import urllib.request
 
 from conftest import CUDA_APP, poll, scrape
 

@@ -11,7 +11,6 @@ The daemon's passes are asynchronous, so the tests poll for state with a
 deadline; every assertion is on state or counters, none on elapsed time."""
 import json
 import re
-import urllib.request
 
 from conftest import poll, scrape, series
 
