@@ -20,11 +20,12 @@ if [ -n "$variant" ]; then
   [ -x "$variant/bin/gpuslice" ] && bin=$variant/bin
 fi
 mkdir -p build
-for d in bin lib bench-gpu bench-compute; do
+for d in bench-gpu bench-compute; do
   [ -e "$bundle/$d" ] && { rm -rf "build/$d"; ln -s "$bundle/$d" "build/$d"; }
 done
-ln -sfn "$bin" build/bin
-ln -sfn "$lib" build/lib
+rm -rf build/bin build/lib
+ln -s "$bin" build/bin
+ln -s "$lib" build/lib
 export GPUSLICE_CMD="/lib64/ld-linux-x86-64.so.2 --library-path $bundle/deps $bin/gpuslice"
 export GPUSLICE_BIN=$bin/gpuslice
 export GPUSLICE_LIBRARY_DIR=$lib
