@@ -53,12 +53,32 @@ uint64_t Since(uint64_t now, uint64_t then) { return now > then ? now - then : 0
 // moment: see NoteBusy).
 bool Busy(BoardMember& m) { return static_cast<int32_t>(LoadAcquire(m.busy_processes)) > 0; }
 
+// What a row claims of its vGPU, as this process may believe it: the trust's
+// (PacingConfig::trust) when there is one, else the row's own words. A row
+// the trust does not list claims nothing: it is not `Known`, and everything
+// below skips it.
+bool Known(BoardMember& m, const PacingConfig& c) {
+  TrustedMember unused;
+  return c.trust == nullptr || c.trust->Find(LoadAcquire(m.vgpu_id), &unused);
+}
+TrustedMember ClaimOf(BoardMember& m, const PacingConfig& c) {
+  TrustedMember t;
+  if (c.trust != nullptr) {
+    if (!c.trust->Find(LoadAcquire(m.vgpu_id), &t)) t = TrustedMember{LevelWord(Priority::kBestEffort, 0), 1, 0};
+    return t;
+  }
+  return TrustedMember{LoadAcquire(m.priority), LoadAcquire(m.weight), LoadAcquire(m.cap_pct)};
+}
+uint32_t LevelOf(BoardMember& m, const PacingConfig& c) { return ClaimOf(m, c).level; }
+uint32_t WeightOf(BoardMember& m, const PacingConfig& c) { return ClaimOf(m, c).weight; }
+uint32_t CapOf(BoardMember& m, const PacingConfig& c) { return ClaimOf(m, c).cap_pct; }
+
 bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  return LoadAcquire(m.vgpu_id) != 0 && LoadAcquire(m.heartbeat_ns) + c.member_timeout_ns > now;
+  return LoadAcquire(m.vgpu_id) != 0 && LoadAcquire(m.heartbeat_ns) + c.member_timeout_ns > now && Known(m, c);
 }
 
-bool IsLc(BoardMember& m) { return LevelClass(LoadAcquire(m.priority)) == Priority::kLatencyCritical; }
-uint32_t Order(BoardMember& m) { return LevelOrder(LoadAcquire(m.priority)); }
+bool IsLc(BoardMember& m, const PacingConfig& c) { return LevelClass(LevelOf(m, c)) == Priority::kLatencyCritical; }
+uint32_t Order(BoardMember& m, const PacingConfig& c) { return LevelOrder(LevelOf(m, c)); }
 
 // The level a member competes for turns at, `at` a time: its own, or above
 // every level once it has gone level_starvation_ns without a turn. A holder
@@ -66,7 +86,7 @@ uint32_t Order(BoardMember& m) { return LevelOrder(LoadAcquire(m.priority)); }
 // back by the levels it was starved by.
 uint32_t TurnOrder(BoardMember& m, uint64_t at, const PacingConfig& c) {
   const uint64_t ended = LoadAcquire(m.turn_ended_ns);
-  return at > ended && at - ended >= c.level_starvation_ns ? LevelOrder(~0u) + 1 : Order(m);
+  return at > ended && at - ended >= c.level_starvation_ns ? LevelOrder(~0u) + 1 : Order(m, c);
 }
 
 // Wants the GPU: one of its launches waited at the gate lately or, under
@@ -74,13 +94,13 @@ uint32_t TurnOrder(BoardMember& m, uint64_t at, const PacingConfig& c) {
 // (a backfiller blocked behind the holder's work launches nothing more; it
 // must still get its turn).
 bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  if (!Alive(m, now, c) || IsLc(m)) return false;
+  if (!Alive(m, now, c) || IsLc(m, c)) return false;
   return LoadAcquire(m.demand_ns) + c.demand_window_ns > now || (c.backfill && Busy(m));
 }
 
 // Tokens a capped member has at `now`, before what it uses in a running turn.
 int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  const uint32_t cap = LoadAcquire(m.cap_pct);
+  const uint32_t cap = CapOf(m, c);
   if (cap == 0) return INT64_MAX;
   const uint64_t stamp = LoadAcquire(m.cap_stamp_ns);
   const uint64_t since = now > stamp ? now - stamp : 0;
@@ -90,12 +110,12 @@ int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
 
 // May keep running after `used_ns` of its current turn.
 bool CapAllowsMore(BoardMember& m, uint64_t now, uint64_t used_ns, const PacingConfig& c) {
-  return LoadAcquire(m.cap_pct) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
+  return CapOf(m, c) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
 }
 // May start a turn (enough tokens for a useful one, after `pending_ns` not
 // yet charged).
 bool CapAllowsTurn(BoardMember& m, uint64_t now, uint64_t pending_ns, const PacingConfig& c) {
-  return LoadAcquire(m.cap_pct) == 0 ||
+  return CapOf(m, c) == 0 ||
          CapTokens(m, now, c) - static_cast<int64_t>(pending_ns) >= static_cast<int64_t>(c.min_quantum_ns);
 }
 
@@ -103,8 +123,8 @@ uint64_t Scaled(uint64_t ns, uint32_t weight) { return ns * 100 / (weight == 0 ?
 
 void Charge(BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
   FetchAddRelaxed(m.charged_ns, ns);
-  FetchAddRelaxed(m.vtime, Scaled(ns, LoadAcquire(m.weight)));
-  if (LoadAcquire(m.cap_pct) != 0) {
+  FetchAddRelaxed(m.vtime, Scaled(ns, WeightOf(m, c)));
+  if (CapOf(m, c) != 0) {
     const int64_t tokens = CapTokens(m, now, c) - static_cast<int64_t>(ns);
     StoreRelaxed(m.cap_tokens_ns, tokens);
     StoreRelease(m.cap_stamp_ns, now);
@@ -125,13 +145,13 @@ bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
 bool Outrun(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
   const uint32_t order = TurnOrder(h, now - age, c);
-  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
+  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, WeightOf(h, c));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (i == holder || !Demanding(m, now, c) || !CapAllowsTurn(m, now, 0, c)) continue;
     const uint32_t m_order = TurnOrder(m, now, c);
     if (m_order > order) return true;
-    if (m_order == order && LoadAcquire(m.vtime) + Scaled(c.preempt_lead_ns, LoadAcquire(h.weight)) < v) return true;
+    if (m_order == order && LoadAcquire(m.vtime) + Scaled(c.preempt_lead_ns, WeightOf(h, c)) < v) return true;
   }
   return false;
 }
@@ -153,7 +173,7 @@ uint64_t UsedSince(BoardMember& h, uint64_t start, uint64_t now) {
 bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& c) {
   BoardMember& h = b->members[holder];
   const uint32_t order = TurnOrder(h, now - age, c);
-  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, LoadAcquire(h.weight));
+  const uint64_t v = LoadAcquire(h.vtime) + Scaled(age, WeightOf(h, c));
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (i == holder || !Demanding(m, now, c)) continue;
@@ -186,12 +206,12 @@ int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending,
   for (int k = 1; k <= kBoardMembers; ++k) {
     const int i = ((holder < 0 ? -1 : holder) + k + kBoardMembers) % kBoardMembers;
     BoardMember& m = b->members[i];
-    if (i == extra ? !(Alive(m, now, c) && !IsLc(m)) : !Demanding(m, now, c)) continue;
+    if (i == extra ? !(Alive(m, now, c) && !IsLc(m, c)) : !Demanding(m, now, c)) continue;
     const uint64_t pending = i == holder ? holder_pending : 0;
     if (!CapAllowsTurn(m, now, pending, c)) continue;
-    const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, LoadAcquire(m.weight));
+    const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, WeightOf(m, c));
     // The holder has just had a turn: its own level.
-    const uint32_t order = i == holder ? Order(m) : TurnOrder(m, now, c);
+    const uint32_t order = i == holder ? Order(m, c) : TurnOrder(m, now, c);
     if (best < 0 || order > best_order || (order == best_order && v < best_vtime)) {
       best = i;
       best_order = order;
@@ -313,8 +333,7 @@ void Heartbeat(Board* b, int member, const MemberSpec& spec, uint64_t now) {
   RaiseToAcqRel(m.heartbeat_ns, now);
 }
 
-bool OthersLive(const Board& board, int member, uint64_t now) {
-  const PacingConfig c;
+bool OthersLive(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   Board* b = const_cast<Board*>(&board);
   for (int i = 0; i < kBoardMembers; ++i) {
     if (i != member && Alive(b->members[i], now, c)) return true;
@@ -322,10 +341,10 @@ bool OthersLive(const Board& board, int member, uint64_t now) {
   return false;
 }
 
-bool PacingNeeded(const Board& board, int member, uint64_t now) {
+bool PacingNeeded(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& me = const_cast<Board&>(board).members[member];
-  if (IsLc(me)) return HigherLatencyCriticalLive(board, member, now);
-  return LoadAcquire(me.cap_pct) != 0 || OthersLive(board, member, now);
+  if (IsLc(me, c)) return HigherLatencyCriticalLive(board, member, now, c);
+  return CapOf(me, c) != 0 || OthersLive(board, member, now, c);
 }
 
 void HoldBestEffort(Board* b, int member, uint64_t until, uint64_t now) {
@@ -364,13 +383,12 @@ bool AutoHolding(BoardMember& m, uint64_t now) {
 }
 }  // namespace
 
-bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold) {
-  const PacingConfig c;
+bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold, const PacingConfig& c) {
   Board* b = const_cast<Board*>(&board);
-  const uint32_t order = Order(b->members[member]);
+  const uint32_t order = Order(b->members[member], c);
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (!IsLc(m) || Order(m) <= order || !Alive(m, now, c)) continue;
+    if (LoadAcquire(m.vgpu_id) == 0 || !IsLc(m, c) || Order(m, c) <= order || !Alive(m, now, c)) continue;
     const uint64_t until = LoadAcquire(m.hold_until_ns);
     if (until > now && until <= now + kMaxHoldNs) return true;
     if (auto_hold && AutoHolding(m, now)) return true;
@@ -378,13 +396,14 @@ bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold) 
   return false;
 }
 
-bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now) {
-  const PacingConfig c;
+bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   Board* b = const_cast<Board*>(&board);
-  const uint32_t order = Order(b->members[member]);
+  const uint32_t order = Order(b->members[member], c);
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (i != member && IsLc(m) && Order(m) > order && Alive(m, now, c)) return true;
+    if (i != member && LoadAcquire(m.vgpu_id) != 0 && IsLc(m, c) && Order(m, c) > order && Alive(m, now, c)) {
+      return true;
+    }
   }
   return false;
 }
@@ -440,7 +459,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     start = floor;
   }
   uint64_t charge = age;
-  if (Alive(h, now, c) && !IsLc(h)) {
+  if (Alive(h, now, c) && !IsLc(h, c)) {
     const bool drained = !Busy(h);
     // Idle since its last launch or drain, whichever came later (a training
     // launches a step at once, then waits for it), but not before its turn.
@@ -456,7 +475,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     // A backfill turn passes now; what the holder still has queued runs at
     // its short slice from here on, as any backfiller's does. A capped
     // holder's turns stay exclusive: its time is what the cap counts.
-    const bool wait_for_drain = !c.backfill || LoadAcquire(h.cap_pct) != 0;
+    const bool wait_for_drain = !c.backfill || CapOf(h, c) != 0;
     if (wait_for_drain && !drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) {
       return;
     }
@@ -466,7 +485,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   // waited: it competes for the next turn like a waiter.
   const uint64_t active_at = LoadAcquire(h.last_launch_ns) > LoadAcquire(h.drained_ns) ? LoadAcquire(h.last_launch_ns)
                                                                                         : LoadAcquire(h.drained_ns);
-  const bool holder_active = Alive(h, now, c) && !IsLc(h) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
+  const bool holder_active = Alive(h, now, c) && !IsLc(h, c) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }
@@ -475,7 +494,7 @@ namespace {
 // A launch of `member`, which does not hold the turn, under the turn mode.
 GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& me = b->members[member];
-  if (!c.backfill || LoadAcquire(me.cap_pct) != 0) return GateDecision::kWait;
+  if (!c.backfill || CapOf(me, c) != 0) return GateDecision::kWait;
   // Demanding: the holder's turn ends at its quantum, and this member is
   // among those the next holder is chosen from. Stamped at most every
   // quarter demand window, to keep the shared line quiet.
@@ -486,8 +505,8 @@ GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c)
 
 GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns) {
   BoardMember& me = b->members[member];
-  if (LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs)) return GateDecision::kWait;
-  if (IsLc(me)) return GateDecision::kGo;
+  if (LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs, c)) return GateDecision::kWait;
+  if (IsLc(me, c)) return GateDecision::kGo;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
     const uint64_t seen = LoadAcquire(b->turn);

@@ -68,10 +68,13 @@
 // times. Every wait is bounded by time: a holder that never drains (killed
 // with work queued) is passed over after the drain timeout; a member whose
 // processes all died stops heartbeating and is ignored; a hand-over whose
-// winner died before publishing is redone after a timeout. A process that
-// misbehaves on the board can take turns it should not, but no more than it
-// could by bypassing the library (shares are not a security boundary; memory
-// limits are, and they do not live here).
+// winner died before publishing is redone after a timeout.
+//
+// Every process of every vGPU on the GPU can write every row. What a row
+// claims that would let it hold or outrank others (its level, weight and
+// cap) is therefore believed only from a roster (PacingConfig::trust,
+// core/board_roster.h), and a row the roster does not list is ignored. What
+// that leaves open is in board_roster.h.
 //
 // Every function takes `now_ns` (CLOCK_MONOTONIC, shared by all processes of
 // one boot) so that tests drive the board with a fake clock. All are
@@ -84,6 +87,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/board_roster.h"
 #include "core/status.h"
 #include "core/vgpu_layout.h"
 
@@ -162,6 +166,11 @@ struct PacingConfig {
   uint64_t level_starvation_ns = 1'000'000'000;
   // Backfill turns (see the top of this file); false = exclusive turns.
   bool backfill = false;
+  // Which rows to believe (core/board_roster.h): with a trust, a row counts
+  // only if its vGPU id is in it, and its level, weight and cap are the
+  // trust's, whatever the row says. nullptr: every row as it says (a board
+  // whose vGPUs are all one user's, standalone without a roster).
+  const BoardTrust* trust = nullptr;
 };
 
 // Slices under backfill turns. The holder's lasts a quantum: its turn need
@@ -196,14 +205,14 @@ int JoinBoard(Board* board, uint64_t vgpu_id, const MemberSpec& spec, uint64_t n
 void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns);
 
 // Another live member (any class) is on the board.
-bool OthersLive(const Board& board, int member, uint64_t now_ns);
+bool OthersLive(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Whether a process of `member` must pace. A best-effort member: it has a
 // cap, or another live vGPU is on the board (best-effort ones share turns; a
 // latency-critical one may hold best-effort launches). A latency-critical
 // member: only while an LC member of a higher level is live (whose holds it
 // obeys); it never waits for turns.
-bool PacingNeeded(const Board& board, int member, uint64_t now_ns);
+bool PacingNeeded(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 enum class GateDecision { kGo, kWait };
 // For a launch of `member` that has waited `waited_ns` so far: go, or wait
@@ -249,11 +258,12 @@ void NoteLcLaunch(Board* board, int member, uint32_t linger_us, uint64_t now_ns)
 // Launches of `member` must wait for a latency-critical member of a higher
 // level: its span or hint, or (unless `auto_hold` is false) its automatic
 // hold. Work of a level is never held by a level below it, nor by its own.
-bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hold = true);
+bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hold = true,
+                  const PacingConfig& config = {});
 
 // A live latency-critical member of a higher level than `member` is on the
 // board (`member`'s processes then use their slice beside LC).
-bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns);
+bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);

@@ -826,6 +826,105 @@ TEST(PacingBoardTest, HoldingTheTurnIdleIsNotCharged) {
   EXPECT_GE(board.members[a].cap_tokens_ns, 0);
 }
 
+// The roster (core/board_roster.h): what a row claims is believed only from
+// it. Each test runs the attack without a trust first, where it works, so
+// that it shows what the trust changes.
+BoardTrust& TrustOf(std::vector<std::pair<uint64_t, TrustedMember>> members) {
+  static BoardTrust trust;
+  trust.Reset(members);
+  return trust;
+}
+
+TEST(PacingBoardTest, AForgedLatencyCriticalRowTheRosterDoesNotListHoldsNobody) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int victim = JoinBoard(&board, 1, Level(Priority::kBestEffort, 0), now);
+  JoinBoard(&board, 2, Level(Priority::kBestEffort, 0), now);  // the attacker's own vGPU
+  // The attacker writes a row of an id no manager made, claiming LC, and
+  // keeps its hold up.
+  const int forged = JoinBoard(&board, 0xbad, Level(Priority::kLatencyCritical, 255), now);
+  HoldBestEffort(&board, forged, now + kMaxHoldNs, now);
+  NoteLcLaunch(&board, forged, kMaxLingerUs, now);
+  ASSERT_TRUE(LaunchesHeld(board, victim, now + kUs)) << "without a roster the forgery works";
+
+  PacingConfig config;
+  config.trust = &TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}},
+                           {2, {LevelWord(Priority::kBestEffort, 0), 100, 0}}});
+  EXPECT_FALSE(LaunchesHeld(board, victim, now + kUs, true, config));
+  EXPECT_FALSE(HigherLatencyCriticalLive(board, victim, now + kUs, config)) << "nor shortens the victim's slices";
+  EXPECT_EQ(TryEnter(&board, victim, now + kUs, config), GateDecision::kGo);
+}
+
+TEST(PacingBoardTest, ARowClaimingAHigherLevelThanTheRostersHoldsNobody) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int victim = JoinBoard(&board, 1, Level(Priority::kBestEffort, 0), now);
+  // A best-effort vGPU's process writes LC into its own row (or another
+  // vGPU's), and holds.
+  const int attacker = JoinBoard(&board, 2, Level(Priority::kLatencyCritical, 0), now);
+  HoldBestEffort(&board, attacker, now + kMaxHoldNs, now);
+  ASSERT_TRUE(LaunchesHeld(board, victim, now + kUs));
+  ASSERT_TRUE(PacingNeeded(board, victim, now + kUs));
+
+  PacingConfig config;
+  config.trust = &TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}},
+                           {2, {LevelWord(Priority::kBestEffort, 0), 100, 0}}});
+  EXPECT_FALSE(LaunchesHeld(board, victim, now + kUs, true, config));
+  // And a real LC vGPU the roster lists still holds.
+  const int lc = JoinBoard(&board, 3, Level(Priority::kLatencyCritical, 0), now);
+  HoldBestEffort(&board, lc, now + 10 * kMs, now);
+  config.trust = &TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}},
+                           {2, {LevelWord(Priority::kBestEffort, 0), 100, 0}},
+                           {3, {LevelWord(Priority::kLatencyCritical, 0), 100, 0}}});
+  EXPECT_TRUE(LaunchesHeld(board, victim, now + kUs, true, config));
+}
+
+TEST(PacingBoardTest, AnUnlistedRowIsNotALiveMember) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int alone = JoinBoard(&board, 1, Level(Priority::kBestEffort, 0), now);
+  JoinBoard(&board, 0xbad, Level(Priority::kBestEffort, 0), now);
+  ASSERT_TRUE(OthersLive(board, alone, now));
+  PacingConfig config;
+  config.trust = &TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}}});
+  EXPECT_FALSE(OthersLive(board, alone, now, config));
+  EXPECT_FALSE(PacingNeeded(board, alone, now, config)) << "a vGPU alone on its GPU is not paced";
+}
+
+TEST(PacingBoardTest, SharesFollowTheRosterWhateverTheRowsSay) {
+  // The 30% vGPU writes weight 100 into its row at every heartbeat (and the
+  // 70% one's row says 1). The roster says 30/70.
+  auto run = [](const BoardTrust* trust) {
+    Simulation sim;
+    sim.config_.trust = trust;
+    sim.Add(1, Share(100));
+    sim.Add(2, Share(1));
+    sim.Run(200 * kMs);
+    sim.Reset();
+    sim.Run(3000 * kMs);
+    return sim.Share(0);
+  };
+  ASSERT_GT(run(nullptr), 90.0) << "without a roster the rows' weights rule";
+  EXPECT_NEAR(run(&TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 30, 0}},
+                           {2, {LevelWord(Priority::kBestEffort, 0), 70, 0}}})),
+              30.0, 1.0);
+}
+
+TEST(PacingBoardTest, ACapWipedFromItsRowStillHolds) {
+  auto run = [](const BoardTrust* trust) {
+    Simulation sim;
+    sim.config_.trust = trust;
+    sim.Add(1, MemberSpec{100, 0});  // its processes write "no cap"
+    sim.Run(3000 * kMs);
+    return sim.Fraction(0, 3000 * kMs);
+  };
+  ASSERT_GT(run(nullptr), 95.0);
+  EXPECT_NEAR(run(&TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 30}}})), 30.0, 2.0);
+}
+
 TEST(PacingBoardTest, RejectsAForeignFile) {
   Board board;
   InitBoard(&board);

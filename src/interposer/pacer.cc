@@ -1,15 +1,18 @@
 #include "interposer/pacer.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <optional>
 #include <string>
 
+#include "core/board_roster.h"
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
 #include "core/state_handout.h"
@@ -44,6 +47,10 @@ constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 // every 25 us, lc_activity.h), so this costs no precision that exists, and
 // spares a launch-bound application a scan of the board per launch.
 constexpr uint64_t kDecisionReuseNs = 20'000;
+// How often the compute thread looks for a new roster (core/board_roster.h):
+// a vGPU made or resized elsewhere is believed by this process at most this
+// late (its rows are ignored until then).
+constexpr uint64_t kRosterCheckNs = 100'000'000;
 
 // One GPU of the vGPU, as this process paces it.
 struct Device {
@@ -58,13 +65,26 @@ struct Device {
   std::atomic<bool> polling{false};  // one drain poll at a time
   std::atomic<uint64_t> go_until_ns{0};    // see kDecisionReuseNs
   std::atomic<uint64_t> launch_noted_ns{0};
+  // This vGPU's own level and cap here, from its limits: the row says the
+  // same unless someone wrote over it.
+  std::atomic<bool> own_lc{false};
+  std::atomic<bool> own_capped{false};
+  // Which rows to believe; `config.trust` points at `trust` where the vGPU
+  // has a roster (set by Start, before the device is paced; never changed
+  // after).
+  core::BoardTrust trust;
+  core::PacingConfig config;
 };
 Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
-core::PacingConfig g_config;  // set once by Start, before any device is paced
+bool g_backfill = true;  // set once by Start, before any device is paced
 std::mutex g_start_mutex;
 bool g_started = false;
+std::string g_roster_path;  // the compute thread's only
+struct stat g_roster_seen {};
+uint64_t g_roster_checked_ns = 0;
+bool g_roster_logged = false;
 
 std::atomic<bool> g_wait_logged{false};
 
@@ -126,6 +146,57 @@ bool BackfillTurnsWanted() {
   return true;
 }
 
+// Reads `path` (a roster: small) whole; false if it cannot.
+bool ReadSmallFile(const std::string& path, std::string* text) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[16384];
+  text->clear();
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0 && text->size() < (1u << 20)) text->append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n == 0;
+}
+
+// Believes, on each board, the vGPUs the roster lists on that GPU, and this
+// vGPU itself as its own limits say. Compute thread (and Start). Returns
+// false when there is no roster to read; a roster that cannot be parsed is
+// said once and the trust kept as it was.
+bool LoadRoster(const core::Limits& limits, uint64_t self) {
+  struct stat st {};
+  if (stat(g_roster_path.c_str(), &st) != 0) return false;
+  if (st.st_ino == g_roster_seen.st_ino && st.st_size == g_roster_seen.st_size &&
+      st.st_mtim.tv_sec == g_roster_seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == g_roster_seen.st_mtim.tv_nsec) {
+    return true;
+  }
+  std::string text;
+  auto parsed = ReadSmallFile(g_roster_path, &text) ? core::ParseRoster(text)
+                                                    : StatusOr<std::vector<core::RosterEntry>>(
+                                                          Status::Error("cannot read it"));
+  if (!parsed.ok()) {
+    if (!g_roster_logged) {
+      g_roster_logged = true;
+      port::Log(port::LogLevel::kWarn, "the roster %s is unusable (%s); this process keeps believing the board rows "
+                "it believed before", g_roster_path.c_str(), parsed.status().message().c_str());
+    }
+    return true;
+  }
+  g_roster_seen = st;
+  for (int s = 0; s < g_device_count; ++s) {
+    const core::DeviceLimit& mine = limits.devices[s];
+    std::vector<std::pair<uint64_t, core::TrustedMember>> members;
+    members.push_back({self, {core::LoadRelaxed(mine.priority), core::LoadRelaxed(mine.compute_share_pct),
+                              core::LoadRelaxed(mine.compute_cap_pct)}});
+    for (const core::RosterEntry& e : parsed.value()) {
+      if (e.vgpu_id != self && memcmp(e.gpu.data(), mine.uuid, 16) == 0) {
+        members.push_back({e.vgpu_id, {e.level, e.weight, e.cap_pct}});
+      }
+    }
+    g_devices[s].trust.Reset(members);
+  }
+  return true;
+}
+
 }  // namespace
 
 // This process's row on `d`'s board, checked by the compute thread before
@@ -163,7 +234,20 @@ void Start(VgpuRuntime* rt) {
   g_device_count = static_cast<int>(limits.device_count < core::kMaxDevices ? limits.device_count
                                                                             : core::kMaxDevices);
   g_single_device = g_device_count == 1;
-  g_config.backfill = BackfillTurnsWanted();
+  g_backfill = BackfillTurnsWanted();
+  // With a roster, each board's rows are believed only as it says
+  // (core/board_roster.h); without one (a manager from before rosters), as
+  // they say themselves.
+  g_roster_path = std::string(dir) + "/" + core::kRosterFileName;
+  const bool rostered = LoadRoster(limits, id);
+  if (!rostered) {
+    port::Log(port::LogLevel::kInfo, "no roster at %s: the pacing boards' rows are believed as they are written",
+              g_roster_path.c_str());
+  }
+  for (int s = 0; s < g_device_count; ++s) {
+    g_devices[s].config.backfill = g_backfill;
+    g_devices[s].config.trust = rostered ? &g_devices[s].trust : nullptr;
+  }
   const uint64_t now = port::MonotonicNanos();
   // A daemon-made vGPU's boards are sealed memfds from the state keeper
   // (core/state_handout.h). Without them, compute fails open: the GPU's
@@ -213,14 +297,21 @@ uint64_t Tick(VgpuRuntime* rt) {
   if (!g_started) return kIdleTickNs;
   const core::Limits& limits = rt->limits();
   const uint64_t now = port::MonotonicNanos();
+  if (now >= g_roster_checked_ns + kRosterCheckNs) {
+    g_roster_checked_ns = now;
+    if (g_device_count > 0 && g_devices[0].config.trust != nullptr) LoadRoster(limits, g_devices[0].vgpu_id);
+  }
   bool any = false, holding = false;
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
     if (d.board == nullptr) continue;
     const int member = SeatedMember(d, s, limits, now);
     if (member < 0) continue;
-    core::Heartbeat(d.board, member, SpecOf(limits.devices[s]), now);
-    const bool paced = core::PacingNeeded(*d.board, member, now);
+    const core::MemberSpec spec = SpecOf(limits.devices[s]);
+    core::Heartbeat(d.board, member, spec, now);
+    d.own_lc.store(spec.priority == core::Priority::kLatencyCritical, std::memory_order_relaxed);
+    d.own_capped.store(spec.cap_pct != 0, std::memory_order_relaxed);
+    const bool paced = core::PacingNeeded(*d.board, member, now, d.config);
     if (paced != d.paced.load(std::memory_order_relaxed)) {
       d.paced.store(paced, std::memory_order_release);
       port::Log(port::LogLevel::kInfo, "GPU turns %s on device slot %d", paced ? "on" : "off", s);
@@ -229,7 +320,7 @@ uint64_t Tick(VgpuRuntime* rt) {
     if (paced) {
       any = true;
       PollDrain(s);
-      core::AdvanceTurn(d.board, port::MonotonicNanos(), g_config);
+      core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
       holding |= core::TurnHolder(*d.board) == member;
     }
   }
@@ -252,21 +343,18 @@ int EnterGate() {
   // A latency-critical vGPU passes the gate only for higher levels' holds;
   // its launches are no part of turns, so nothing after them is tracked
   // (its activity is lc_activity's, which a launch noted here would break).
-  const int tracked = core::LevelClass(core::LoadRelaxed(d.board->members[member].priority)) ==
-                              core::Priority::kLatencyCritical
-                          ? -1
-                          : slot;
+  const int tracked = d.own_lc.load(std::memory_order_relaxed) ? -1 : slot;
   const uint64_t start = port::MonotonicNanos();
   if (start < d.go_until_ns.load(std::memory_order_relaxed)) return tracked;
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
-  while (core::TryEnter(d.board, member, now, g_config, now - start) != core::GateDecision::kGo) {
+  while (core::TryEnter(d.board, member, now, d.config, now - start) != core::GateDecision::kGo) {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
     }
-    core::NoteWaiting(d.board, member, now, g_config);
+    core::NoteWaiting(d.board, member, now, d.config);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
     if (now - start < kSpinNs) {
       sched_yield();
@@ -339,19 +427,17 @@ void ReleaseBestEffort() {
 }
 
 TurnRole RoleOn(int slot) {
-  if (slot < 0 || slot >= g_device_count || !g_config.backfill) return TurnRole::kNone;
+  if (slot < 0 || slot >= g_device_count || !g_backfill) return TurnRole::kNone;
   const Device& d = g_devices[slot];
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
-  if (core::LoadRelaxed(d.board->members[member].cap_pct) != 0) return TurnRole::kNone;
+  if (d.own_capped.load(std::memory_order_relaxed)) return TurnRole::kNone;
   // An LC vGPU (of a lower level: only those are paced) takes no part in
   // turns, so it is neither holder nor backfiller: its slice is the
   // policy's (as a backfiller it ran at 50 us beside the BE holder).
-  if (core::LevelClass(core::LoadRelaxed(d.board->members[member].priority)) == core::Priority::kLatencyCritical) {
-    return TurnRole::kNone;
-  }
+  if (d.own_lc.load(std::memory_order_relaxed)) return TurnRole::kNone;
   return core::TurnHolder(*d.board) == member ? TurnRole::kHolder : TurnRole::kBackfiller;
 }
 
@@ -359,7 +445,7 @@ Seat SeatOf(int slot) {
   if (slot < 0 || slot >= g_device_count || g_devices[slot].board == nullptr) return {};
   const int member = g_devices[slot].member.load(std::memory_order_relaxed);
   if (member < 0) return {};
-  return {g_devices[slot].board, member};
+  return {g_devices[slot].board, member, &g_devices[slot].config};
 }
 
 int SeatCount() { return g_device_count; }

@@ -47,6 +47,7 @@
 
 namespace gpuslice::core {
 struct Board;
+struct PacingConfig;
 }
 
 namespace gpuslice::interposer {
@@ -112,6 +113,7 @@ TurnRole RoleOn(int slot);
 struct Seat {
   core::Board* board = nullptr;
   int member = -1;
+  const core::PacingConfig* config = nullptr;  // how to read the board (its roster)
 };
 Seat SeatOf(int slot);
 int SeatCount();  // device slots, seated or not

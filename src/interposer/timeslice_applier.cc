@@ -90,7 +90,7 @@ uint32_t LatencyCriticalPeers() {
   const uint64_t now = port::MonotonicNanos();
   for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
     const pacer::Seat seat = pacer::SeatOf(s);
-    if (seat.board != nullptr && core::HigherLatencyCriticalLive(*seat.board, seat.member, now)) mask |= 1u << s;
+    if (seat.board != nullptr && core::HigherLatencyCriticalLive(*seat.board, seat.member, now, *seat.config)) mask |= 1u << s;
   }
   return mask;
 }

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -13,6 +14,8 @@
 #include <map>
 #include <memory>
 
+#include "core/board_roster.h"
+#include "core/pacing_board.h"
 #include "node/limits_writer.h"
 
 namespace gpuslice::node {
@@ -47,6 +50,27 @@ class ScheduleLock {
  private:
   int fd_ = -1;
 };
+
+// Writes `text` as `dir`'s roster unless it already is: a new file renamed
+// over the old one (readers see one or the other, whole), read-only.
+Status WriteRosterIfChanged(const std::string& dir, const std::string& text) {
+  const std::string path = dir + "/" + core::kRosterFileName;
+  if (int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    std::string current(text.size() + 1, '\0');
+    const ssize_t n = read(fd, current.data(), current.size());
+    close(fd);
+    if (n == static_cast<ssize_t>(text.size()) && current.compare(0, text.size(), text) == 0) return Status::Ok();
+  }
+  const std::string tmp = dir + "/.roster-" + std::to_string(getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+  bool ok = fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  if (fd >= 0) ok = close(fd) == 0 && ok;
+  if (ok && rename(tmp.c_str(), path.c_str()) == 0) return Status::Ok();
+  const std::string why = strerror(errno);
+  unlink(tmp.c_str());
+  return Status::Error("cannot write the roster " + path + ": " + why +
+                       "; other vGPUs' processes on its GPUs ignore this vGPU's board rows until it is written");
+}
 
 }  // namespace
 
@@ -84,6 +108,29 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
       by_gpu[uuid].emplace_back(v.get(), i);
     }
   }
+  // The roster (core/board_roster.h): who is on each GPU, and at what
+  // level, weight and cap, from their limits, which tenants cannot write.
+  std::vector<core::RosterEntry> roster;
+  for (const auto& [uuid, members] : by_gpu) {
+    for (const auto& [v, i] : members) {
+      const core::Limits& limits = v->handle.limits();
+      const core::DeviceLimit& d = limits.devices[i];
+      if (stat((v->handle.dir() + "/limits").c_str(), &st) != 0) continue;
+      core::RosterEntry e;
+      e.gpu = uuid;
+      e.vgpu_id = core::VgpuIdOf(std::string(limits.name, strnlen(limits.name, sizeof limits.name)), st.st_ino);
+      e.level = core::LoadAcquire(d.priority);
+      e.weight = std::min<uint32_t>(core::LoadAcquire(d.compute_share_pct), 100);
+      e.cap_pct = std::min<uint32_t>(core::LoadAcquire(d.compute_cap_pct), 100);
+      e.name = v->name;
+      roster.push_back(std::move(e));
+    }
+  }
+  const std::string roster_text = core::FormatRoster(roster);
+  for (auto& v : vgpus) {
+    if (Status s = WriteRosterIfChanged(v->handle.dir(), roster_text); !s.ok() && first_error.ok()) first_error = s;
+  }
+
   for (const auto& [uuid, members] : by_gpu) {
     std::vector<policy::VgpuOnGpu> inputs;
     for (const auto& [v, i] : members) {

@@ -9,6 +9,10 @@
 //   - the node daemon, on every create, resize and removal.
 // Each process of each vGPU notices the bumped `generation` and re-applies
 // the slice to its channel groups (src/interposer/compute_thread.cc).
+// The same pass writes the node's roster (core/board_roster.h) into every
+// vGPU's directory: which vGPUs are on each GPU, and at what level, weight
+// and cap, the only source from which a process believes another vGPU's
+// pacing-board row.
 //
 // Serialised node-wide by flock(<root>/.schedule.lock), so the last caller
 // always computes from the latest set and concurrent callers cannot leave a

@@ -1,9 +1,14 @@
 #include "node/node_schedule.h"
 
+#include "core/board_roster.h"
+#include "core/pacing_board.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace gpuslice::node {
@@ -70,6 +75,45 @@ TEST_F(NodeScheduleTest, SharesOnOneGpuBecomeSlicesAndBumpGeneration) {
   ASSERT_TRUE(ApplyNodeSchedule(store_, {}, &result).ok());
   EXPECT_TRUE(result.changed.empty());
   EXPECT_EQ(a.limits().generation, gen_a + 1);
+}
+
+TEST_F(NodeScheduleTest, EveryVgpuGetsTheRosterOfTheNodeReadOnly) {
+  store_ = core::VgpuStore(root_);
+  Create("serving", {1}, 100, Priority::kLatencyCritical);
+  Create("train", {1, 2}, 30);
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  auto read = [&](const std::string& name) {
+    std::ifstream in(store_.DirOf(name) + "/" + core::kRosterFileName);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  const std::string text = read("serving");
+  EXPECT_EQ(text, read("train")) << "one roster for the node";
+  auto roster = core::ParseRoster(text);
+  ASSERT_TRUE(roster.ok()) << roster.status().message();
+  ASSERT_EQ(roster->size(), 3u) << text;  // serving on GPU 1, train on GPUs 1 and 2
+  for (const core::RosterEntry& e : *roster) {
+    struct stat st;
+    ASSERT_EQ(stat((store_.DirOf(e.name) + "/limits").c_str(), &st), 0);
+    EXPECT_EQ(e.vgpu_id, core::VgpuIdOf(e.name, st.st_ino)) << "the id its processes take on the boards";
+    EXPECT_EQ(e.level, core::LevelWord(e.name == "serving" ? Priority::kLatencyCritical : Priority::kBestEffort, 0));
+    EXPECT_EQ(e.weight, e.name == "serving" ? 100u : 30u);
+  }
+  struct stat st;
+  ASSERT_EQ(stat((store_.DirOf("train") + "/roster").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+
+  // Unchanged: not rewritten. A vGPU removed: gone from the others' rosters.
+  const ino_t before = st.st_ino;
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  ASSERT_EQ(stat((store_.DirOf("train") + "/roster").c_str(), &st), 0);
+  EXPECT_EQ(st.st_ino, before);
+  std::filesystem::remove_all(store_.DirOf("serving"));
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  roster = core::ParseRoster(read("train"));
+  ASSERT_TRUE(roster.ok());
+  EXPECT_EQ(roster->size(), 2u);
 }
 
 TEST_F(NodeScheduleTest, LimitsStayReadOnlyOnDisk) {

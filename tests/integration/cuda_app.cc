@@ -67,6 +67,11 @@
 //                       (SELF 1 on this vGPU's row; NOW_NS the CLOCK_MONOTONIC
 //                       of the read; VTIME_NS its virtual time), once this vGPU
 //                       is on a board (10 s at most), or "board none"
+//   forge_lc SECONDS    a hostile tenant: on every board this vGPU reaches, claims
+//                       a free row for an id no manager made and writes its own
+//                       row too, both as the highest latency-critical level
+//                       holding everyone, refreshed every millisecond ->
+//                       "forge_lc ROWS" (rows it wrote)
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
 //                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
@@ -378,6 +383,66 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
     munmap(map, kBoardSize);
   }
   return rows;
+}
+
+// forge_lc: writes rows of `dir`'s boards as a tenant could (every process
+// of a vGPU maps its boards read-write), for `seconds`. Returns the rows
+// written in the first pass.
+int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
+  std::vector<std::pair<std::string, int>> files;
+  DIR* listing = opendir((std::string(dir) + "/boards").c_str());
+  while (dirent* e = listing != nullptr ? readdir(listing) : nullptr) {
+    const std::string file = e->d_name;
+    if (file.rfind("gpu-", 0) == 0 && file.find('.') == std::string::npos) {
+      files.emplace_back(file, open((std::string(dir) + "/boards/" + file).c_str(), O_RDWR));
+    }
+  }
+  if (listing != nullptr) closedir(listing);
+  else files = HandedBoards(dir);
+  std::vector<unsigned char*> boards;
+  for (const auto& [name, fd] : files) {
+    void* map = fd >= 0 ? mmap(nullptr, kBoardSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (map != MAP_FAILED) boards.push_back(static_cast<unsigned char*>(map));
+  }
+  auto field = [](unsigned char* board, int m, size_t offset) { return board + kMembersAt + m * kMemberSize + offset; };
+  auto put64 = [&](unsigned char* b, int m, size_t o, uint64_t v) {
+    __atomic_store_n(reinterpret_cast<uint64_t*>(field(b, m, o)), v, __ATOMIC_RELEASE);
+  };
+  auto put32 = [&](unsigned char* b, int m, size_t o, uint32_t v) {
+    __atomic_store_n(reinterpret_cast<uint32_t*>(field(b, m, o)), v, __ATOMIC_RELEASE);
+  };
+  constexpr uint64_t kForgedId = 0xbad0bad0bad0bad1ull;
+  constexpr uint32_t kHighestLc = 1 | 255u << 8;  // core::LevelWord(kLatencyCritical, 255)
+  int first_pass = -1;
+  for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
+    const uint64_t now = NowNs();
+    int written = 0;
+    for (unsigned char* b : boards) {
+      int forged = -1;
+      for (int m = 0; m < 64 && forged < 0; ++m) {
+        const uint64_t id = BoardField<uint64_t>(b, m, 0);
+        if (id == kForgedId || id == 0) forged = m;
+      }
+      for (int m = 0; m < 64; ++m) {
+        const uint64_t id = BoardField<uint64_t>(b, m, 0);
+        if (m != forged && id != self) continue;
+        if (m == forged) put64(b, m, 0, kForgedId);
+        put64(b, m, 8, now);                 // heartbeat_ns
+        put32(b, m, 24, kHighestLc);         // priority
+        put64(b, m, 96, now + 150'000'000);  // hold_until_ns
+        put64(b, m, 40, now);                // last_launch_ns
+        put64(b, m, 104, now);               // lc_burst_start_ns
+        put32(b, m, 112, 2000);              // lc_linger_us
+        ++written;
+      }
+    }
+    if (first_pass < 0) first_pass = written;
+    const timespec ms = {0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  for (unsigned char* b : boards) munmap(b, kBoardSize);
+  return first_pass;
 }
 
 // The library joins the boards from its compute thread, which starts with
@@ -818,6 +883,11 @@ int main(int argc, char** argv) {
       if (f != nullptr) fclose(f);
     } else if (cmd == "board") {
       PrintBoards();
+    } else if (cmd == "forge_lc") {
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      printf("forge_lc %d\n", ForgeLatencyCritical(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0,
+                                                    atof(arg(1))));
+      ++i;
     } else if (cmd == "gpu_record") {
       // struct GpuRecord: lock, launches, hand_changes, overlaps, ... (uint64).
       const char* path = getenv("FAKE_GPU_RECORD");

@@ -382,3 +382,17 @@ def test_the_task_api_outside_a_vgpu_does_nothing(world):
     assert p.returncode == 0, p.stderr
     for call in ("span_begin", "span_end", "hint_begin", "hint_end"):
         assert f"{call} 1" in p.stdout, p.stdout  # GPUSLICE_NOT_IN_VGPU
+
+
+def test_a_tenant_forging_latency_critical_rows_holds_nobody(world):
+    # A hostile best-effort tenant writes, on its GPU's board, a row for an
+    # id no manager made and its own row, both as the highest LC level
+    # holding everyone, refreshed every millisecond (issue 11: this held a
+    # victim's launches 20-fold). The victim believes rows only as the
+    # node's roster says (core/board_roster.h): it never waits.
+    out = run_together(world, [
+        ("victim", ["--priority", "be"], ["spin", str(SECONDS), world.path("victim.runs"), "gate_waits"]),
+        ("attacker", ["--priority", "be"], ["forge_lc", str(SECONDS + 1), "spin", "0.2", world.path("a.runs")]),
+    ])
+    assert int(lines_of(out["attacker"], "forge_lc")[-1][1]) >= 2, "the attacker wrote no rows"
+    assert int(lines_of(out["victim"], "gate_waits")[-1][1]) == 0, "a forged row held the victim"
