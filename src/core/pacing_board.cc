@@ -399,9 +399,16 @@ bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold, 
 bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   Board* b = const_cast<Board*>(&board);
   const uint32_t order = Order(b->members[member], c);
+  // Other rows count as they are written, roster or not: a short slice of
+  // one's own is the safe direction, so LC protection never waits for a
+  // roster to list a new LC vGPU (or for a schedule that lost one). A
+  // forged LC row so shortens a victim's slices, which costs it no more than
+  // a tenant can take anyway by setting its own channel groups' slices
+  // through the RM ioctl (docs/design.md, "Forged board entries").
+  const PacingConfig as_written;
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
-    if (i != member && LoadAcquire(m.vgpu_id) != 0 && IsLc(m, c) && Order(m, c) > order && Alive(m, now, c)) {
+    if (i != member && IsLc(m, as_written) && Order(m, as_written) > order && Alive(m, now, as_written)) {
       return true;
     }
   }

@@ -262,7 +262,9 @@ bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hol
                   const PacingConfig& config = {});
 
 // A live latency-critical member of a higher level than `member` is on the
-// board (`member`'s processes then use their slice beside LC).
+// board (`member`'s processes then use their slice beside LC). `member`'s
+// own level is read through config.trust; the others' rows as written,
+// roster or not (see the .cc: the safe direction).
 bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Who holds the turn now (-1 = nobody); for views and tests.
