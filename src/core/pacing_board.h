@@ -128,7 +128,8 @@ static_assert(sizeof(BoardMember) == 128);
 
 struct Board {
   FileHeader header;
-  // (sequence << 8) | (holder + 1); 0 in the low byte = nobody holds it.
+  // holder + 1, sequence, quantum and start (pacing_board.cc, struct Turn);
+  // 0 in the holder bits = nobody holds it.
   uint64_t turn;
   // Written by the winner of the CAS that made `turn`, after it; valid once
   // times_sequence equals turn's sequence.

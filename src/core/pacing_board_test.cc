@@ -1,5 +1,7 @@
 #include "core/pacing_board.h"
 
+#include "core/turn_floor.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -311,6 +313,50 @@ TEST(PacingBoardTest, BackfillTurnsKeepEachFloorBetweenDifferentJobs) {
   EXPECT_GE(fractions[0], 25.0 - 2.0);
   EXPECT_GE(fractions[1], 75.0 - 2.0);
   EXPECT_GT(sim.gpu_busy_ns_, 2900 * kMs);
+}
+
+// The turn floor (core/turn_floor.h) must never call an honest vGPU starved:
+// each vGPU of each mix, watched as its process watches it (a look every
+// millisecond), holds the turn at least half its floor of the time it wants
+// the GPU. Mixes of different jobs: GPU-bound, launch-bound, trainings that
+// pause each step.
+TEST(PacingBoardTest, NoHonestMixStarvesAVgpuOfItsTurnFloor) {
+  struct Job {
+    uint32_t share;
+    uint64_t kernel_ns, launch_gap_ns;
+    size_t step_kernels;
+  };
+  const std::vector<std::vector<Job>> mixes = {
+      {{25, 500 * kUs, 0, 0}, {75, 50 * kUs, 80 * kUs, 0}},
+      {{75, 500 * kUs, 0, 0}, {25, 50 * kUs, 80 * kUs, 0}},
+      {{20, 500 * kUs, 0, 0}, {30, 50 * kUs, 80 * kUs, 0}, {50, 200 * kUs, 0, 40}},
+      {{10, 100 * kUs, 0, 20}, {90, 1000 * kUs, 0, 0}},
+  };
+  for (const std::vector<Job>& mix : mixes) {
+    Simulation sim;
+    sim.config_ = Backfill();
+    uint32_t weights = 0;
+    for (size_t i = 0; i < mix.size(); ++i) {
+      Simulation::App& app = sim.Add(i + 1, Share(mix[i].share), mix[i].kernel_ns);
+      app.launch_gap_ns = mix[i].launch_gap_ns;
+      app.step_kernels = mix[i].step_kernels;
+      app.pause_ns = 2 * kMs;
+      weights += mix[i].share;
+    }
+    std::vector<TurnFloorWatch> watches(mix.size());
+    for (size_t i = 0; i < mix.size(); ++i) watches[i].SetFloor(1000 * mix[i].share / weights);
+    sim.Run(200 * kMs);
+    for (int ms = 0; ms < 4000; ++ms) {
+      sim.Run(kMs);
+      for (size_t i = 0; i < mix.size(); ++i) {
+        const bool holds = TurnHolder(*sim.board_) == sim.apps_[i].member;
+        watches[i].Sample(holds || !sim.apps_[i].queue.empty(), holds, kMs);
+        ASSERT_FALSE(watches[i].starved()) << "mix " << &mix - &mixes[0] << ", vGPU " << i << " held the turn "
+                                           << watches[i].held_permille() << " permille, floor "
+                                           << watches[i].floor_permille();
+      }
+    }
+  }
 }
 
 TEST(PacingBoardTest, BackfillTurnsNeverLetACappedVgpuBackfill) {

@@ -16,6 +16,7 @@
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
 #include "core/state_handout.h"
+#include "core/turn_floor.h"
 #include "core/vgpu_layout.h"
 #include "interposer/driver_table.h"
 #include "interposer/event_markers.h"
@@ -74,6 +75,11 @@ struct Device {
   // after).
   core::BoardTrust trust;
   core::PacingConfig config;
+  // Whether the board gives this vGPU the turns the roster says it is owed
+  // (core/turn_floor.h); compute thread.
+  core::TurnFloorWatch floor;
+  uint64_t floor_sampled_ns = 0;  // when `floor` last looked, and what it saw
+  bool floor_saw_wants = false, floor_saw_holds = false;
 };
 Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
@@ -193,6 +199,7 @@ bool LoadRoster(const core::Limits& limits, uint64_t self) {
       }
     }
     g_devices[s].trust.Reset(members);
+    g_devices[s].floor.SetFloor(core::TurnFloorPermille(parsed.value(), mine.uuid, self));
   }
   return true;
 }
@@ -293,6 +300,34 @@ void Start(VgpuRuntime* rt) {
   atexit(&ReleaseAtExit);
 }
 
+namespace {
+// Samples whether this vGPU gets the turns it is owed on `d`
+// (core/turn_floor.h); says so when the verdict changes. Compute thread,
+// each paced tick of an uncapped best-effort vGPU under backfill turns.
+void WatchTurnFloor(Device& d, int slot, bool holds, uint64_t now) {
+  // The time since the last look counts as what that look saw: the thread
+  // looks four times as often while its vGPU holds the turn, so crediting
+  // each look's state to the time before it would overstate the turns.
+  const uint64_t elapsed = d.floor_sampled_ns == 0 || now < d.floor_sampled_ns ? 0 : now - d.floor_sampled_ns;
+  const bool wanted = d.floor_saw_wants, held = d.floor_saw_holds;
+  d.floor_sampled_ns = now;
+  d.floor_saw_holds = holds;
+  d.floor_saw_wants = holds || (d.work.load(std::memory_order_relaxed) & 1) != 0;
+  if (!d.floor.Sample(wanted, held, elapsed)) return;
+  const uint32_t permille = d.floor.held_permille(), floor = d.floor.floor_permille();
+  if (d.floor.starved()) {
+    port::Log(port::LogLevel::kWarn, "this vGPU held the GPU's turn %u.%u%% of the time it wanted the GPU on device "
+              "slot %d over the last second, under half its floor of %u.%u%% (its share among the roster's "
+              "vGPUs): another process may be forging the pacing board. Its channel groups keep the policy's "
+              "slice, not the backfill slice, until it gets its turns again",
+              permille / 10, permille % 10, slot, floor / 10, floor % 10);
+  } else {
+    port::Log(port::LogLevel::kInfo, "this vGPU gets its turns again on device slot %d (%u.%u%%); backfill slices "
+              "resume", slot, permille / 10, permille % 10);
+  }
+}
+}  // namespace
+
 uint64_t Tick(VgpuRuntime* rt) {
   if (!g_started) return kIdleTickNs;
   const core::Limits& limits = rt->limits();
@@ -316,12 +351,17 @@ uint64_t Tick(VgpuRuntime* rt) {
       d.paced.store(paced, std::memory_order_release);
       port::Log(port::LogLevel::kInfo, "GPU turns %s on device slot %d", paced ? "on" : "off", s);
       if (!paced && (d.work.fetch_and(~1ull) & 1) != 0) core::NoteBusy(d.board, member, false, now);
+      d.floor_sampled_ns = 0;  // time unpaced is no part of the turn floor's windows
     }
     if (paced) {
       any = true;
       PollDrain(s);
       core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
-      holding |= core::TurnHolder(*d.board) == member;
+      const bool holds = core::TurnHolder(*d.board) == member;
+      holding |= holds;
+      if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
+        WatchTurnFloor(d, s, holds, now);
+      }
     }
   }
   g_active.store(any, std::memory_order_release);
@@ -434,6 +474,8 @@ TurnRole RoleOn(int slot) {
   if (member < 0) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
   if (d.own_capped.load(std::memory_order_relaxed)) return TurnRole::kNone;
+  // Starved of the turns it is owed (core/turn_floor.h): the policy's slice.
+  if (d.floor.starved()) return TurnRole::kNone;
   // An LC vGPU (of a lower level: only those are paced) takes no part in
   // turns, so it is neither holder nor backfiller: its slice is the
   // policy's (as a backfiller it ran at 50 us beside the BE holder).

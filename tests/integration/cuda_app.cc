@@ -71,7 +71,11 @@
 //                       a free row for an id no manager made and writes its own
 //                       row too, both as the highest latency-critical level
 //                       holding everyone, refreshed every millisecond ->
-//                       "forge_lc ROWS" (rows it wrote)
+//                       "forge_lc ROWS" (the most rows one pass wrote)
+//   forge_turns SECONDS a hostile tenant: holds the turn of every board this vGPU
+//                       reaches (its own row's virtual time 0, busy, and the turn
+//                       word rewritten to it every 200 us) -> "forge_turns PASSES"
+//                       (passes that found its own row)
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
 //                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
@@ -386,8 +390,8 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
 }
 
 // forge_lc: writes rows of `dir`'s boards as a tenant could (every process
-// of a vGPU maps its boards read-write), for `seconds`. Returns the rows
-// written in the first pass.
+// of a vGPU maps its boards read-write), for `seconds`. Returns the most
+// rows one pass wrote (its own row is there once its library has joined).
 int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
   std::vector<std::pair<std::string, int>> files;
   DIR* listing = opendir((std::string(dir) + "/boards").c_str());
@@ -414,7 +418,7 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
   };
   constexpr uint64_t kForgedId = 0xbad0bad0bad0bad1ull;
   constexpr uint32_t kHighestLc = 1 | 255u << 8;  // core::LevelWord(kLatencyCritical, 255)
-  int first_pass = -1;
+  int most = 0;
   for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
     const uint64_t now = NowNs();
     int written = 0;
@@ -437,12 +441,61 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
         ++written;
       }
     }
-    if (first_pass < 0) first_pass = written;
+    if (written > most) most = written;
     const timespec ms = {0, 1000000};
     nanosleep(&ms, nullptr);
   }
   for (unsigned char* b : boards) munmap(b, kBoardSize);
-  return first_pass;
+  return most;
+}
+
+// forge_turns: keeps the GPU's turn for this vGPU on `dir`'s boards, as a
+// tenant could: its own row's virtual time 0, busy and launching, and the
+// turn word rewritten to it with a fresh start, every 200 us, for
+// `seconds`. Returns the passes in which it found its own row.
+int ForgeTurns(const char* dir, uint64_t self, double seconds) {
+  std::vector<unsigned char*> boards;
+  DIR* listing = opendir((std::string(dir) + "/boards").c_str());
+  std::vector<int> fds;
+  while (dirent* e = listing != nullptr ? readdir(listing) : nullptr) {
+    const std::string file = e->d_name;
+    if (file.rfind("gpu-", 0) == 0 && file.find('.') == std::string::npos) {
+      fds.push_back(open((std::string(dir) + "/boards/" + file).c_str(), O_RDWR));
+    }
+  }
+  if (listing != nullptr) closedir(listing);
+  else for (const auto& [name, fd] : HandedBoards(dir)) fds.push_back(fd);
+  for (int fd : fds) {
+    void* map = fd >= 0 ? mmap(nullptr, kBoardSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (map != MAP_FAILED) boards.push_back(static_cast<unsigned char*>(map));
+  }
+  int passes = 0;
+  for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
+    const uint64_t now = NowNs();
+    bool found = false;
+    for (unsigned char* b : boards) {
+      for (int m = 0; m < 64; ++m) {
+        if (BoardField<uint64_t>(b, m, 0) != self) continue;
+        found = true;
+        unsigned char* row = b + kMembersAt + m * kMemberSize;
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 56), 0, __ATOMIC_RELEASE);    // vtime
+        __atomic_store_n(reinterpret_cast<uint32_t*>(row + 28), 1, __ATOMIC_RELEASE);    // busy_processes
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 40), now, __ATOMIC_RELEASE);  // last_launch_ns
+        // Board::turn (offset 16): holder + 1, sequence << 7, quantum 10 ms << 24, start us << 32.
+        auto* turn = reinterpret_cast<uint64_t*>(b + 16);
+        const uint64_t seen = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
+        const uint64_t sequence = ((seen >> 7) + 1) & 0x1ffff;
+        __atomic_store_n(turn, static_cast<uint64_t>(m + 1) | sequence << 7 | 10ull << 24 | (now / 1000) << 32,
+                         __ATOMIC_RELEASE);
+      }
+    }
+    passes += found ? 1 : 0;
+    const timespec pause = {0, 200000};
+    nanosleep(&pause, nullptr);
+  }
+  for (unsigned char* b : boards) munmap(b, kBoardSize);
+  return passes;
 }
 
 // The library joins the boards from its compute thread, which starts with
@@ -887,6 +940,11 @@ int main(int argc, char** argv) {
       const char* dir = getenv("GPUSLICE_VGPU_DIR");
       printf("forge_lc %d\n", ForgeLatencyCritical(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0,
                                                     atof(arg(1))));
+      ++i;
+    } else if (cmd == "forge_turns") {
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      printf("forge_turns %d\n", ForgeTurns(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0,
+                                             atof(arg(1))));
       ++i;
     } else if (cmd == "gpu_record") {
       // struct GpuRecord: lock, launches, hand_changes, overlaps, ... (uint64).

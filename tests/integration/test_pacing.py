@@ -396,3 +396,35 @@ def test_a_tenant_forging_latency_critical_rows_holds_nobody(world):
     ])
     assert int(lines_of(out["attacker"], "forge_lc")[-1][1]) >= 2, "the attacker wrote no rows"
     assert int(lines_of(out["victim"], "gate_waits")[-1][1]) == 0, "a forged row held the victim"
+
+
+def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
+    # A hostile tenant keeps the GPU's turn (its own virtual time 0, the turn
+    # word rewritten to it every 200 us). Its victim, with work queued and
+    # never the holder, would backfill at the 50 us slice for good; it finds
+    # itself held under half its floor of turns (core/turn_floor.h) and puts
+    # its channel group back on the policy's slice (the fake RM device's
+    # record of every SET_TIMESLICE).
+    log = world.path("rm.log")
+    env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
+    out = run_together(world, [
+        # A verdict takes a window of 1000 compute-thread ticks with work
+        # queued (about a second; longer on a loaded machine).
+        ("victim", ["--compute", "60"], ["spin", "0.5", world.path("victim.warm"), "spin", "7",
+                                         world.path("victim.runs")]),
+        ("attacker", ["--compute", "40"], ["spin", "0.5", world.path("attacker.warm"), "forge_turns", "8"]),
+    ], env={"victim": env, "attacker": env})
+    assert int(lines_of(out["attacker"], "forge_turns")[-1][1]) > 100, "the forger never found its row"
+    policy = {}
+    by_pid = {}
+    for pid, obj, us, status, _ in timed_sets(log):
+        if obj == COMPUTE_TSG and status == 0:
+            by_pid.setdefault(pid, []).append(us)
+    # The victim's policy slice is 6000 us (as 30/70 gives 3000/7000); the
+    # attacker's is 4000. Once the victim's turns began (its first backfill
+    # slice), it is given its policy slice again.
+    victims = [s for s in by_pid.values() if 6000 in s]
+    assert len(victims) == 1, f"no single process with the victim's policy slice: {by_pid}"
+    slices = victims[0]
+    assert BACKFILL_SLICE_US in slices, f"the victim never backfilled: {slices}"
+    assert 6000 in slices[slices.index(BACKFILL_SLICE_US):], f"the victim stayed on the backfill slice: {slices}"
