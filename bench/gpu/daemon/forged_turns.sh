@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# A tenant forging GPU turns, on a real GPU (issue 11; core/turn_floor.h): a
+# best-effort victim (--compute 50) launches small kernels back to back
+# (lc_be small); beside it another best-effort vGPU (--compute 50) runs a
+# GPU-bound job (lc_be be: 20 ms kernels), honestly, then with a process that
+# keeps the GPU's turn for its vGPU (cuda_app forge_turns: its own virtual
+# time 0 and the turn word rewritten to it every 200 us). Victim kernels/s
+# alone, beside the honest job and beside the forging one; one JSON object
+# per phase and a summary line.
+#   bash bench/gpu/with_bundle.sh bash bench/gpu/daemon/forged_turns.sh
+#   VARIANT=.device/variant-NAME bash bench/gpu/with_bundle.sh ... (another library)
+set -uo pipefail
+cd "$(dirname "$0")/../../.."
+read -r -a G <<< "${GPUSLICE_CMD:-build/bin/gpuslice}"
+APP=$PWD/build/bin/cuda_app
+LC_BE=$(realpath "${LC_BE:-build/bench-compute/lc_be}")
+OUT=${OUT:-/tmp/gpuslice-forged-turns}
+SECONDS_EACH=${SECONDS_EACH:-6}
+export SMALL_ITERS=${SMALL_ITERS:-750}  # a fixed ~10 us kernel (no calibration beside the job)
+mkdir -p "$OUT"
+export GPUSLICE_STATE_DIR=$(mktemp -d)/state
+
+victim() {  # victim PHASE
+  "${G[@]}" run --name victim --compute 50 -- "$LC_BE" small "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
+  printf '{"phase":"%s",%s\n' "$1" "$(tail -c +2 "$OUT/$1.json")"
+}
+beside() {  # beside PHASE FORGE(0|1): the victim beside the GPU-bound job
+  local stop=$OUT/$1.stop forge=""
+  [ "$2" = 1 ] && forge="$APP init forge_turns $((SECONDS_EACH + 30)) & "
+  STOP_FILE=$stop "${G[@]}" run --name job --compute 50 -- bash -c \
+    "$forge\"$LC_BE\" be $((SECONDS_EACH + 30)) $OUT/$1-job.json; wait" > "$OUT/$1-job.log" 2>&1 &
+  local job=$!
+  sleep 3
+  victim "$1"
+  touch "$stop"; pkill -f "forge_turns" 2>/dev/null; wait "$job"
+}
+
+victim alone
+beside honest 0
+beside forged 1
+victim alone_end
+python3 - "$OUT" <<'PY'
+import json, sys
+rate = {p: json.load(open(f"{sys.argv[1]}/{p}.json"))["kernels_per_s"] for p in ("alone", "honest", "forged", "alone_end")}
+alone = (rate["alone"] + rate["alone_end"]) / 2
+print(f"victim kernels/s: alone {rate['alone']:.0f} / {rate['alone_end']:.0f}; beside the GPU-bound job "
+      f"{rate['honest']:.0f} = {rate['honest'] / alone:.3f} of alone; beside it forging turns {rate['forged']:.0f}"
+      f" = {rate['forged'] / alone:.3f}")
+PY
+grep -h "forging the pacing board" "$OUT"/forged.log | head -2
