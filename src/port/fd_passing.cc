@@ -117,11 +117,15 @@ StatusOr<int> ListenUnix(const std::string& path, unsigned mode) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::Error(Errno("socket"));
   unlink(path.c_str());
-  // chmod after bind, not umask around it: umask is the whole process's, and
-  // the daemon's other threads create files. Callers bind in a directory
-  // nobody else can enter yet (a vGPU is made in a private temporary one).
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || chmod(path.c_str(), mode) != 0 ||
-      listen(fd, 64) != 0) {
+  // Not umask around bind: umask is the whole process's, and the daemon's
+  // other threads create files. Linux makes the socket file with the
+  // socket's own inode mode less the umask, so the fchmod before bind means
+  // the file never has more than `mode`, even for the moment before the
+  // chmod after it (which restores bits the umask took). Callers also bind
+  // where nobody else can enter yet where they can (a vGPU is made in a
+  // private temporary directory; a replacement keeper binds in place).
+  if (fchmod(fd, mode) != 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      chmod(path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
     const Status s = Status::Error(Errno("cannot listen on " + path));
     close(fd);
     return s;
