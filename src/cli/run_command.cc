@@ -13,9 +13,7 @@
 #include "cli/cli_output.h"
 #include "cli/commands.h"
 #include "cli/run_via_daemon.h"
-#include "cli/session_audit.h"
-#include "core/byte_size.h"
-#include "core/memory_ledger.h"
+#include "cli/vgpu_session.h"
 #include "core/vgpu_store.h"
 #include "daemon/control_socket.h"
 #include "daemon/daemon_client.h"
@@ -26,7 +24,6 @@
 #include "node/vgpu_manager.h"
 #include "port/driver_locator.h"
 #include "port/nvml_library.h"
-#include "port/process.h"
 
 extern char** environ;
 
@@ -106,44 +103,15 @@ int RunStandalone(const RunOptions& options, const std::string& name, node::Crea
   create.client_pid = static_cast<uint32_t>(getpid());
   node::CreateResult made;
   if (node::ApiStatus s = node.manager().Create(create, &made); !s.ok()) return Fail(s.message());
-  // Our claim on the vGPU (client_pid) ends here; it goes once unused, and
-  // the manager reschedules the node when it does.
-  const auto release = [&] {
-    bool deleted = false;
-    node::ApiStatus s = node.manager().Delete(name, /*if_unused=*/true, create.client_pid, &deleted);
-    if (!s.ok()) std::cerr << "gpuslice: warning: " << s.message() << "\n";
-  };
-  core::VgpuStore store(node.store().root());
-  auto membership = store.HoldMembership(name);
-  if (!membership.ok()) {
-    release();
-    return Fail(membership.status().message());
-  }
-  auto handle = core::VgpuHandle::Open(made.dir, port::MappedFile::Access::kReadOnly);
-  if (!handle.ok()) {
-    close(membership.value());
-    release();
-    return Fail(handle.status().message());
-  }
-  std::vector<port::GpuInfo> gpus;
-  for (const std::string& uuid : made.gpu_uuids) gpus.emplace_back().uuid_text = uuid;
-  auto child = ChildProcess::Spawn(options.command, environment(made.dir, gpus));
-  if (!child.ok()) {
-    close(membership.value());
-    release();
-    std::cerr << "gpuslice: " << child.status().message() << "\n";
-    return 127;
-  }
-  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
-  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
-  const int status = child->Supervise(kReapIntervalMs, [&] {
-    ledger.ReapDeadProcesses(port::SystemProcessProbe());
-    audit.Tick();
-  });
-  ledger.ReapDeadProcesses(port::SystemProcessProbe());
-  close(membership.value());
-  release();
-  return status;
+  // Our claim on the vGPU (client_pid) ends with the run; it goes once
+  // unused, and the manager reschedules the node when it does.
+  VgpuSession session{node.store().root(), name, made.dir, made.gpu_uuids, kReapIntervalMs, [&] {
+                        bool deleted = false;
+                        node::ApiStatus s =
+                            node.manager().Delete(name, /*if_unused=*/true, create.client_pid, &deleted);
+                        if (!s.ok()) std::cerr << "gpuslice: warning: " << s.message() << "\n";
+                      }};
+  return RunInVgpu(session, options, environment);
 }
 
 }  // namespace

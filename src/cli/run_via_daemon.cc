@@ -2,16 +2,9 @@
 
 #include <unistd.h>
 
-#include <iostream>
-
-#include "cli/child_process.h"
 #include "cli/cli_output.h"
-#include "cli/session_audit.h"
-#include "core/byte_size.h"
-#include "core/memory_ledger.h"
-#include "core/vgpu_store.h"
+#include "cli/vgpu_session.h"
 #include "node/flag_values.h"
-#include "port/process.h"
 
 namespace gpuslice::cli {
 namespace {
@@ -68,48 +61,16 @@ int RunViaDaemon(daemon::DaemonClient& client, const RunOptions& options, const 
   if (dir.size() <= suffix.size() || dir.compare(dir.size() - suffix.size(), suffix.size(), suffix) != 0) {
     return Fail("the daemon placed vGPU '" + name + "' at " + dir + ", not in a state directory; restart the daemon");
   }
-  core::VgpuStore store(dir.substr(0, dir.size() - suffix.size()));
-
   pb::DeleteVgpuRequest release;
   release.set_name(name);
   release.set_if_unused(true);
   release.set_client_pid(static_cast<uint32_t>(getpid()));
-  // The daemon keeps the vGPU for us (client_pid) until we hold it ourselves.
-  auto membership = store.HoldMembership(name);
-  if (!membership.ok()) {
-    (void)client.DeleteVgpu(release);
-    return Fail(membership.status().message());
-  }
-  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
-  if (!handle.ok()) {
-    close(membership.value());
-    (void)client.DeleteVgpu(release);
-    return Fail(handle.status().message());
-  }
-  std::vector<port::GpuInfo> gpus;
-  for (const auto& uuid : vgpu->gpu_uuids()) {
-    port::GpuInfo g;
-    g.uuid_text = uuid;
-    gpus.push_back(g);
-  }
-  auto child = ChildProcess::Spawn(options.command, environment(dir, gpus));
-  if (!child.ok()) {
-    close(membership.value());
-    (void)client.DeleteVgpu(release);
-    std::cerr << "gpuslice: " << child.status().message() << "\n";
-    return 127;
-  }
-  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
-  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
-  const int status = child->Supervise(kFallbackReapIntervalMs, [&] {
-    ledger.ReapDeadProcesses(port::SystemProcessProbe());
-    audit.Tick();
-  });
-  ledger.ReapDeadProcesses(port::SystemProcessProbe());
-  close(membership.value());
-  // Best effort: a daemon that is gone (or restarted) collects it later.
-  (void)client.DeleteVgpu(release);
-  return status;
+  // The daemon keeps the vGPU for us (client_pid) until the run ends. Best
+  // effort: a daemon that is gone (or restarted) collects it later.
+  VgpuSession session{dir.substr(0, dir.size() - suffix.size()), name, dir,
+                      {vgpu->gpu_uuids().begin(), vgpu->gpu_uuids().end()}, kFallbackReapIntervalMs,
+                      [&] { (void)client.DeleteVgpu(release); }};
+  return RunInVgpu(session, options, environment);
 }
 
 }  // namespace gpuslice::cli

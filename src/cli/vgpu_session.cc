@@ -1,0 +1,50 @@
+#include "cli/vgpu_session.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli/child_process.h"
+#include "cli/cli_output.h"
+#include "cli/session_audit.h"
+#include "core/memory_ledger.h"
+#include "core/vgpu_store.h"
+#include "port/process.h"
+
+namespace gpuslice::cli {
+
+int RunInVgpu(const VgpuSession& session, const RunOptions& options, const ChildEnvironmentFn& environment) {
+  core::VgpuStore store(session.state_root);
+  auto membership = store.HoldMembership(session.name);
+  if (!membership.ok()) {
+    session.release();
+    return Fail(membership.status().message());
+  }
+  auto handle = core::VgpuHandle::Open(session.dir, port::MappedFile::Access::kReadOnly);
+  if (!handle.ok()) {
+    close(membership.value());
+    session.release();
+    return Fail(handle.status().message());
+  }
+  std::vector<port::GpuInfo> gpus;
+  for (const std::string& uuid : session.gpu_uuids) gpus.emplace_back().uuid_text = uuid;
+  auto child = ChildProcess::Spawn(options.command, environment(session.dir, gpus));
+  if (!child.ok()) {
+    close(membership.value());
+    session.release();
+    std::cerr << "gpuslice: " << child.status().message() << "\n";
+    return 127;
+  }
+  core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
+  SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
+  const int status = child->Supervise(session.reap_interval_ms, [&] {
+    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    audit.Tick();
+  });
+  ledger.ReapDeadProcesses(port::SystemProcessProbe());
+  close(membership.value());
+  session.release();
+  return status;
+}
+
+}  // namespace gpuslice::cli
