@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/board_roster.h"
 #include "core/pacing_board.h"
@@ -74,6 +75,10 @@ struct Device {
   // has a roster (set by Start, before the device is paced; never changed
   // after).
   core::BoardTrust trust;
+  // What `trust` was built from (compute thread): the roster's other vGPUs
+  // on this GPU, and this vGPU as its own limits said then.
+  std::vector<std::pair<uint64_t, core::TrustedMember>> roster_others;
+  core::TrustedMember trusted_self;
   core::PacingConfig config;
   // Whether the board gives this vGPU the turns the roster says it is owed
   // (core/turn_floor.h); compute thread.
@@ -164,6 +169,21 @@ bool ReadSmallFile(const std::string& path, std::string* text) {
   return n == 0;
 }
 
+core::TrustedMember TrustedSelf(const core::DeviceLimit& mine) {
+  return {core::LoadRelaxed(mine.priority), core::LoadRelaxed(mine.compute_share_pct),
+          core::LoadRelaxed(mine.compute_cap_pct)};
+}
+
+// `d`'s trust: the roster's vGPUs on its GPU, and this vGPU as its limits say
+// now. Rebuilt whenever either changes: its own cap also changes without a
+// new roster (the daemon's power-cap budget), and this process enforces it.
+void RebuildTrust(Device& d, const core::DeviceLimit& mine, uint64_t self) {
+  d.trusted_self = TrustedSelf(mine);
+  std::vector<std::pair<uint64_t, core::TrustedMember>> members = d.roster_others;
+  members.push_back({self, d.trusted_self});
+  d.trust.Reset(members);
+}
+
 // Believes, on each board, the vGPUs the roster lists on that GPU, and this
 // vGPU itself as its own limits say. Compute thread (and Start). Returns
 // false when there is no roster to read; a roster that cannot be parsed is
@@ -190,16 +210,15 @@ bool LoadRoster(const core::Limits& limits, uint64_t self) {
   g_roster_seen = st;
   for (int s = 0; s < g_device_count; ++s) {
     const core::DeviceLimit& mine = limits.devices[s];
-    std::vector<std::pair<uint64_t, core::TrustedMember>> members;
-    members.push_back({self, {core::LoadRelaxed(mine.priority), core::LoadRelaxed(mine.compute_share_pct),
-                              core::LoadRelaxed(mine.compute_cap_pct)}});
+    Device& d = g_devices[s];
+    d.roster_others.clear();
     for (const core::RosterEntry& e : parsed.value()) {
       if (e.vgpu_id != self && memcmp(e.gpu.data(), mine.uuid, 16) == 0) {
-        members.push_back({e.vgpu_id, {e.level, e.weight, e.cap_pct}});
+        d.roster_others.push_back({e.vgpu_id, {e.level, e.weight, e.cap_pct}});
       }
     }
-    g_devices[s].trust.Reset(members);
-    g_devices[s].floor.SetFloor(core::TurnFloorPermille(parsed.value(), mine.uuid, self));
+    RebuildTrust(d, mine, self);
+    d.floor.SetFloor(core::TurnFloorPermille(parsed.value(), mine.uuid, self));
   }
   return true;
 }
@@ -344,6 +363,13 @@ uint64_t Tick(VgpuRuntime* rt) {
     if (member < 0) continue;
     const core::MemberSpec spec = SpecOf(limits.devices[s]);
     core::Heartbeat(d.board, member, spec, now);
+    if (d.config.trust != nullptr) {
+      const core::TrustedMember self = TrustedSelf(limits.devices[s]);
+      if (self.level != d.trusted_self.level || self.weight != d.trusted_self.weight ||
+          self.cap_pct != d.trusted_self.cap_pct) {
+        RebuildTrust(d, limits.devices[s], d.vgpu_id);
+      }
+    }
     d.own_lc.store(spec.priority == core::Priority::kLatencyCritical, std::memory_order_relaxed);
     d.own_capped.store(spec.cap_pct != 0, std::memory_order_relaxed);
     const bool paced = core::PacingNeeded(*d.board, member, now, d.config);

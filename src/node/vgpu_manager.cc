@@ -673,11 +673,13 @@ ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector
   auto writable = OpenLimitsForWrite(m.handle.dir());
   if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
   auto* w = static_cast<core::Limits*>(writable->data());
-  // The pacer reads the cap at every heartbeat (and the generation tells
-  // every process that limits changed): no schedule pass is needed, caps
-  // do not enter the timeslices.
+  // The vGPU's own processes read the cap at every heartbeat (and the
+  // generation tells them limits changed). The others believe its cap from
+  // the node's roster (core/board_roster.h), which a schedule pass rewrites:
+  // caps do not enter the timeslices, but they do enter the roster.
   for (uint32_t i = 0; i < device_count; ++i) core::StoreRelease(w->devices[i].compute_cap_pct, effective[i]);
   core::FetchAddRelease(w->generation, 1);
+  if (schedule_ != nullptr) schedule_->Request();
   spdlog::debug("vGPU '{}': power budget {}% on its first GPU", name, effective[0]);
   return ApiStatus::Ok();
 }

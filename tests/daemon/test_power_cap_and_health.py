@@ -68,6 +68,37 @@ def test_power_cap_tightens_the_compute_budget_when_power_is_high(dworld):
     app.communicate(timeout=30)
 
 
+def test_a_power_capped_vgpu_is_paced_to_its_effective_cap(dworld):
+    # The budget reaches the vGPU's own processes through its limits at
+    # once (the pacer rebuilds what it believes of itself from them) and the
+    # others' through the roster the schedule pass rewrites: alone and with
+    # no --compute-cap, it is paced and charged no more than the budget.
+    samples, energy = dworld.path("utilisation"), dworld.path("energy")
+    open(samples, "w").close()
+    with open(energy, "w") as f:
+        f.write("0 0 300000\n")
+    dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples, "FAKE_NVML_ENERGY_FILE": energy})
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "hot", "--power-cap", "50", "--",
+                       *dworld.app_cmd(["init", "ready", ready, "await", go, "board", "spin", "2",
+                                        dworld.path("runs"), "board"]))
+    pid = int(dworld.wait_for_file(ready))
+    with open(samples, "w") as f:
+        f.write(f"{pid} 100\n")
+    effective = poll(lambda: (lambda c: c if 0 < c <= 40 else None)(
+        dworld.ls("hot")["hot"]["devices"][0]["effective_compute_cap_pct"]), timeout=60, what="a budget")
+    open(go, "w").close()
+    out, err = app.communicate(timeout=60)
+    assert app.returncode == 0, err
+    snaps = [l.split() for l in out.splitlines() if l.startswith("board ")]
+    assert snaps and snaps[0][1] != "none", out
+    (first, last) = [s for s in snaps if s[3] == "1"][0], [s for s in snaps if s[3] == "1"][-1]
+    charged, window = int(last[6]) - int(first[6]), int(last[8]) - int(first[8])
+    # A vGPU alone without a cap is not paced at all: nothing is charged.
+    assert charged > 0 and int(last[7]) > int(first[7]), "the power-capped vGPU was not paced"
+    assert charged <= (effective / 100 + 0.15) * window, f"charged {charged / window:.0%} under a {effective}% budget"
+
+
 def test_power_cap_input_errors_name_the_fix(dworld):
     dworld.daemon()
     r = dworld.gpuslice("run", "--power-cap", "lots", "--", "true")
