@@ -186,8 +186,9 @@ void RebuildTrust(Device& d, const core::DeviceLimit& mine, uint64_t self) {
 
 // Believes, on each board, the vGPUs the roster lists on that GPU, and this
 // vGPU itself as its own limits say. Compute thread (and Start). Returns
-// false when there is no roster to read; a roster that cannot be parsed is
-// said once and the trust kept as it was.
+// whether a roster is in force: false when there is none to read, or when the
+// first one cannot be parsed (rows are then believed as written: fail open,
+// loudly); a later one that cannot be parsed is said once and the trust kept.
 bool LoadRoster(const core::Limits& limits, uint64_t self) {
   struct stat st {};
   if (stat(g_roster_path.c_str(), &st) != 0) return false;
@@ -200,12 +201,14 @@ bool LoadRoster(const core::Limits& limits, uint64_t self) {
                                                     : StatusOr<std::vector<core::RosterEntry>>(
                                                           Status::Error("cannot read it"));
   if (!parsed.ok()) {
+    const bool loaded_before = g_roster_seen.st_ino != 0;
     if (!g_roster_logged) {
       g_roster_logged = true;
-      port::Log(port::LogLevel::kWarn, "the roster %s is unusable (%s); this process keeps believing the board rows "
-                "it believed before", g_roster_path.c_str(), parsed.status().message().c_str());
+      port::Log(port::LogLevel::kWarn, "the roster %s is unusable (%s); this process believes %s",
+                g_roster_path.c_str(), parsed.status().message().c_str(),
+                loaded_before ? "the board rows it believed before" : "every board row as written");
     }
-    return true;
+    return loaded_before;
   }
   g_roster_seen = st;
   for (int s = 0; s < g_device_count; ++s) {
