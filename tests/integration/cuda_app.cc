@@ -392,7 +392,9 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
 // forge_lc: writes rows of `dir`'s boards as a tenant could (every process
 // of a vGPU maps its boards read-write), for `seconds`. Returns the most
 // rows one pass wrote (its own row is there once its library has joined).
-int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
+// The boards `dir`'s processes reach (files in DIR/boards, or handed out on
+// DIR/state.sock), mapped read-write as any of them can.
+std::vector<unsigned char*> MapBoardsWritable(const char* dir) {
   std::vector<std::pair<std::string, int>> files;
   DIR* listing = opendir((std::string(dir) + "/boards").c_str());
   while (dirent* e = listing != nullptr ? readdir(listing) : nullptr) {
@@ -409,6 +411,11 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
     if (fd >= 0) close(fd);
     if (map != MAP_FAILED) boards.push_back(static_cast<unsigned char*>(map));
   }
+  return boards;
+}
+
+int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
+  const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
   auto field = [](unsigned char* board, int m, size_t offset) { return board + kMembersAt + m * kMemberSize + offset; };
   auto put64 = [&](unsigned char* b, int m, size_t o, uint64_t v) {
     __atomic_store_n(reinterpret_cast<uint64_t*>(field(b, m, o)), v, __ATOMIC_RELEASE);
@@ -454,22 +461,7 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
 // turn word rewritten to it with a fresh start, every 200 us, for
 // `seconds`. Returns the passes in which it found its own row.
 int ForgeTurns(const char* dir, uint64_t self, double seconds) {
-  std::vector<unsigned char*> boards;
-  DIR* listing = opendir((std::string(dir) + "/boards").c_str());
-  std::vector<int> fds;
-  while (dirent* e = listing != nullptr ? readdir(listing) : nullptr) {
-    const std::string file = e->d_name;
-    if (file.rfind("gpu-", 0) == 0 && file.find('.') == std::string::npos) {
-      fds.push_back(open((std::string(dir) + "/boards/" + file).c_str(), O_RDWR));
-    }
-  }
-  if (listing != nullptr) closedir(listing);
-  else for (const auto& [name, fd] : HandedBoards(dir)) fds.push_back(fd);
-  for (int fd : fds) {
-    void* map = fd >= 0 ? mmap(nullptr, kBoardSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0) close(fd);
-    if (map != MAP_FAILED) boards.push_back(static_cast<unsigned char*>(map));
-  }
+  const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
   int passes = 0;
   for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
     const uint64_t now = NowNs();
