@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "core/memory_ledger.h"
+#include "node/node_schedule.h"
 #include "node/policy_file.h"
+#include "port/log.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -23,6 +25,7 @@ class StoreProvisioner final : public VgpuProvisioner {
     if (chmod(ledger.c_str(), 0666) != 0) {
       return Status::Error("cannot open " + ledger + " to the container's users: " + strerror(errno));
     }
+    Reschedule();
     return dir;
   }
 
@@ -38,7 +41,9 @@ class StoreProvisioner final : public VgpuProvisioner {
       core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
       ledger.ReapDeadProcesses(probe);
     }
-    return store_.RemoveIfUnused(name);
+    auto removed = store_.RemoveIfUnused(name);
+    if (removed.ok() && removed.value()) Reschedule();
+    return removed;
   }
 
   std::vector<std::string> List() const override { return store_.List(); }
@@ -46,6 +51,16 @@ class StoreProvisioner final : public VgpuProvisioner {
   StatusOr<task::LevelTable> Levels() const override { return node::LoadLevels(store_.root()); }
 
  private:
+  // A create or a removal changes who shares a GPU: the node schedule (each
+  // vGPU's hardware slices, and the roster) is computed again, as the
+  // daemon and `gpuslice run` do. A failure costs slices, not limits, so it
+  // is said and the allocation stands.
+  void Reschedule() {
+    auto config = node::LoadPolicyConfig(store_.root());
+    const Status s = config.ok() ? node::ApplyNodeSchedule(store_, config.value()) : config.status();
+    if (!s.ok()) port::Log(port::LogLevel::kWarn, "device plugin: the node schedule was not applied: %s", s.message().c_str());
+  }
+
   core::VgpuStore store_;
 };
 

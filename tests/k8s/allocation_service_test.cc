@@ -9,12 +9,15 @@
 
 #include <filesystem>
 
+#include "core/board_roster.h"
+#include "core/shared_word.h"
 #include "core/vgpu_store.h"
 #include "fake_kube_api.h"
 #include "k8s/names.h"
 #include "node/power_cap_file.h"
 #include "node/policy_file.h"
 #include "port/nvml_library.h"
+#include "port/process.h"
 #include "test_util.h"
 
 namespace gpuslice::k8s {
@@ -304,6 +307,33 @@ TEST_F(AllocationServiceTest, ThePriorityAnnotationNamesOneOfTheNodesLevels) {
     ASSERT_TRUE(record.has_value());
     EXPECT_EQ(record->level_name, c.annotation);
   }
+}
+
+TEST_F(AllocationServiceTest, PodsOnOneGpuGetTheNodeSchedulesSlicesAndItsRoster) {
+  // An LC pod and a BE pod on GPU 0: like the daemon's and `gpuslice run`'s
+  // vGPUs, each gets its hardware slice from the node schedule (LC's long,
+  // BE's short beside it) and the node's roster, at Allocate; the BE pod's
+  // slice comes back once the LC pod's vGPU is released.
+  std::filesystem::create_directories(dir_ / "state");
+  api_.PutPod(MakePod("ml", "serve", "uid-lc", {{"main", 10, 1}}, {{kPriorityAnnotation, "lc"}}, "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 10)}).ok());
+  api_.PutPod(MakePod("ml", "train", "uid-be", {{"main", 10, 1}}, {{kPriorityAnnotation, "be"}}, "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 10, 10)}).ok());
+  const std::filesystem::path lc = dir_ / "state/vgpus/k8s-uid-lc-0", be = dir_ / "state/vgpus/k8s-uid-be-0";
+  auto slice = [](const std::filesystem::path& dir) {
+    auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+    EXPECT_TRUE(handle.ok()) << handle.status().message();
+    return handle.ok() ? core::LoadAcquire(handle->limits().devices[0].timeslice_us) : 0;
+  };
+  const uint64_t be_beside_lc = slice(be);
+  EXPECT_GT(slice(lc), be_beside_lc) << "the LC pod's slice is the longer";
+  EXPECT_GT(be_beside_lc, 0u) << "no schedule was applied";
+  auto roster = core::ParseRoster(testing::ReadFile((be / core::kRosterFileName).string()));
+  ASSERT_TRUE(roster.ok()) << roster.status().message();
+  EXPECT_EQ(roster->size(), 2u);
+
+  ASSERT_TRUE(provisioner_->Release("k8s-uid-lc-0", port::SystemProcessProbe()).value());
+  EXPECT_NE(slice(be), be_beside_lc) << "releasing the LC pod's vGPU did not reschedule";
 }
 
 TEST_F(AllocationServiceTest, ALevelTheNodeDoesNotHaveIsRefusedListingItsLevels) {
