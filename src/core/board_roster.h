@@ -43,6 +43,11 @@
 namespace gpuslice::core {
 
 inline constexpr char kRosterFileName[] = "roster";
+// Also written as `<state dir>/roster.d/roster`, the node's one copy, which
+// the Kubernetes plugin mounts read-only into pods as `<vgpu dir>/roster.d`
+// (a directory: a file bind mount would pin the inode the next roster
+// replaces). A process reads `<vgpu dir>/roster`, else that.
+inline constexpr char kRosterDirName[] = "roster.d";
 inline constexpr char kRosterHeader[] = "gpuslice-roster 1";
 
 struct RosterEntry {

@@ -268,6 +268,9 @@ void Start(VgpuRuntime* rt) {
   // (core/board_roster.h); without one (a manager from before rosters), as
   // they say themselves.
   g_roster_path = std::string(dir) + "/" + core::kRosterFileName;
+  if (struct stat st {}; stat(g_roster_path.c_str(), &st) != 0) {
+    g_roster_path = std::string(dir) + "/" + core::kRosterDirName + "/" + core::kRosterFileName;  // in a pod
+  }
   const bool rostered = LoadRoster(limits, id);
   if (!rostered) {
     port::Log(port::LogLevel::kInfo, "no roster at %s: the pacing boards' rows are believed as they are written",

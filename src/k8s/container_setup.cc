@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "core/board_roster.h"
 #include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 
@@ -35,6 +36,9 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
   // The GPUs' pacing boards, shared with every vGPU on the node (core/pacing_board.h).
   const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
   AddMount(r, state_root + "/boards", vgpu + "/boards", /*read_only=*/false);
+  // The node's roster (core/board_roster.h): which of the boards' rows to
+  // believe. Read-only, and a directory, so that each new roster shows.
+  AddMount(r, state_root + "/" + core::kRosterDirName, vgpu + "/" + core::kRosterDirName, /*read_only=*/true);
 
   const std::string lib = kContainerLibraryDir;
   const std::string host_library = env.inject == InjectMode::kPreload ? env.library_dir + "/libgpuslice-cuda.so"

@@ -127,8 +127,14 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     }
   }
   const std::string roster_text = core::FormatRoster(roster);
-  for (auto& v : vgpus) {
-    if (Status s = WriteRosterIfChanged(v->handle.dir(), roster_text); !s.ok() && first_error.ok()) first_error = s;
+  const std::string node_copy = store.root() + "/" + core::kRosterDirName;
+  if (mkdir(node_copy.c_str(), 0755) != 0 && errno != EEXIST && first_error.ok()) {
+    first_error = Status::Error("cannot create " + node_copy + ": " + strerror(errno));
+  }
+  std::vector<std::string> dirs = {node_copy};
+  for (auto& v : vgpus) dirs.push_back(v->handle.dir());
+  for (const std::string& dir : dirs) {
+    if (Status s = WriteRosterIfChanged(dir, roster_text); !s.ok() && first_error.ok()) first_error = s;
   }
 
   for (const auto& [uuid, members] : by_gpu) {

@@ -90,6 +90,10 @@ TEST_F(NodeScheduleTest, EveryVgpuGetsTheRosterOfTheNodeReadOnly) {
   };
   const std::string text = read("serving");
   EXPECT_EQ(text, read("train")) << "one roster for the node";
+  std::ifstream node_copy(root_ + "/roster.d/roster");
+  std::stringstream node_text;
+  node_text << node_copy.rdbuf();
+  EXPECT_EQ(node_text.str(), text) << "the node's copy, which Kubernetes mounts into pods";
   auto roster = core::ParseRoster(text);
   ASSERT_TRUE(roster.ok()) << roster.status().message();
   ASSERT_EQ(roster->size(), 3u) << text;  // serving on GPU 1, train on GPUs 1 and 2

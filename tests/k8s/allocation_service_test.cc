@@ -137,13 +137,16 @@ TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu)
   const auto& c = response.container_responses(0);
 
   const auto mounts = MountsOf(c);
-  ASSERT_EQ(mounts.size(), 4u);
+  ASSERT_EQ(mounts.size(), 5u);
   const std::string vgpu_dir = dir_ / "state/vgpus/k8s-uid-infer-0";
   EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/limits"), std::make_pair(vgpu_dir + "/limits", true));
   EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/ledger"), std::make_pair(vgpu_dir + "/ledger", false));
   // The node's pacing boards, shared by every vGPU, and present for this GPU.
   EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/boards"), std::make_pair(dir_ / "state/boards", false));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "state/boards"));
+  // The node's roster, read-only, as a directory (core/board_roster.h).
+  EXPECT_EQ(mounts.at("/run/gpuslice/vgpu/roster.d"), std::make_pair(dir_ / "state/roster.d", true));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "state/roster.d/roster"));
   EXPECT_EQ(mounts.at("/usr/local/gpuslice/lib/libgpuslice-cuda.so"),
             std::make_pair(dir_ / "lib/libgpuslice-cuda.so", true));
 
