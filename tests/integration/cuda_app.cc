@@ -74,7 +74,7 @@
 //                       "forge_lc ROWS" (the most rows one pass wrote)
 //   forge_turns SECONDS a hostile tenant: holds the turn of every board this vGPU
 //                       reaches (its own row's virtual time 0, busy, and the turn
-//                       word rewritten to it every 200 us) -> "forge_turns PASSES"
+//                       word rewritten to it in a loop) -> "forge_turns PASSES"
 //                       (passes that found its own row)
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
@@ -82,6 +82,7 @@
 // Sizes take K/M/G suffixes (powers of 1024).
 #include <cuda.h>
 #include <dirent.h>
+#include <sched.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -458,8 +459,8 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
 
 // forge_turns: keeps the GPU's turn for this vGPU on `dir`'s boards, as a
 // tenant could: its own row's virtual time 0, busy and launching, and the
-// turn word rewritten to it with a fresh start, every 200 us, for
-// `seconds`. Returns the passes in which it found its own row.
+// turn word rewritten to it with a fresh start, in a loop, for `seconds`.
+// Returns the passes in which it found its own row.
 int ForgeTurns(const char* dir, uint64_t self, double seconds) {
   const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
   int passes = 0;
@@ -483,8 +484,10 @@ int ForgeTurns(const char* dir, uint64_t self, double seconds) {
       }
     }
     passes += found ? 1 : 0;
-    const timespec pause = {0, 200000};
-    nanosleep(&pause, nullptr);
+    // As often as it gets the CPU: a forger that slept between passes lost
+    // the turn whenever a loaded machine kept it off the CPU for 2 ms (its
+    // own library then hands an idle turn on).
+    sched_yield();
   }
   for (unsigned char* b : boards) munmap(b, kBoardSize);
   return passes;

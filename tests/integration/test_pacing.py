@@ -400,7 +400,7 @@ def test_a_tenant_forging_latency_critical_rows_holds_nobody(world):
 
 def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
     # A hostile tenant keeps the GPU's turn (its own virtual time 0, the turn
-    # word rewritten to it every 200 us). Its victim, with work queued and
+    # word rewritten to it in a loop). Its victim, with work queued and
     # never the holder, would backfill at the 50 us slice for good; it finds
     # itself held under half its floor of turns (core/turn_floor.h) and puts
     # its channel group back on the policy's slice (the fake RM device's

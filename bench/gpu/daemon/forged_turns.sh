@@ -4,9 +4,9 @@
 # (lc_be small); beside it another best-effort vGPU (--compute 50) runs a
 # GPU-bound job (lc_be be: 20 ms kernels), honestly, then with a process that
 # keeps the GPU's turn for its vGPU (cuda_app forge_turns: its own virtual
-# time 0 and the turn word rewritten to it every 200 us). Victim kernels/s
-# alone, beside the honest job and beside the forging one; one JSON object
-# per phase and a summary line.
+# time 0 and the turn word rewritten to it in a loop; every 200 us in the
+# 2026-11-25 run). Victim kernels/s alone, beside the honest job and beside
+# the forging one; one JSON object per phase and a summary line.
 #   bash bench/gpu/with_bundle.sh bash bench/gpu/daemon/forged_turns.sh
 #   VARIANT=.device/variant-NAME bash bench/gpu/with_bundle.sh ... (another library)
 set -uo pipefail
