@@ -8,7 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <iterator>
 #include <mutex>
+#include <type_traits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,8 +79,11 @@ struct Device {
   // after).
   core::BoardTrust trust;
   // What `trust` was built from (compute thread): the roster's other vGPUs
-  // on this GPU, and this vGPU as its own limits said then.
-  std::vector<std::pair<uint64_t, core::TrustedMember>> roster_others;
+  // on this GPU, and this vGPU as its own limits said then. Fixed arrays:
+  // g_devices is a global the compute thread may still use while the
+  // process exits, so nothing in it may have a destructor.
+  std::pair<uint64_t, core::TrustedMember> roster_others[core::BoardTrust::kCapacity - 1];
+  int roster_other_count = 0;
   core::TrustedMember trusted_self;
   core::PacingConfig config;
   // Whether the board gives this vGPU the turns the roster says it is owed
@@ -86,13 +92,16 @@ struct Device {
   uint64_t floor_sampled_ns = 0;  // when `floor` last looked, and what it saw
   bool floor_saw_wants = false, floor_saw_holds = false;
 };
+// The compute thread may still run while the process exits and destroys its
+// globals: nothing it uses may have a destructor.
+static_assert(std::is_trivially_destructible_v<Device>);
 Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
 bool g_backfill = true;  // set once by Start, before any device is paced
 std::mutex g_start_mutex;
 bool g_started = false;
-std::string g_roster_path;  // the compute thread's only
+char g_roster_path[4096];  // the compute thread's only (no destructor: see Device)
 struct stat g_roster_seen {};
 uint64_t g_roster_checked_ns = 0;
 bool g_roster_logged = false;
@@ -158,8 +167,8 @@ bool BackfillTurnsWanted() {
 }
 
 // Reads `path` (a roster: small) whole; false if it cannot.
-bool ReadSmallFile(const std::string& path, std::string* text) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+bool ReadSmallFile(const char* path, std::string* text) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char buf[16384];
   text->clear();
@@ -179,7 +188,8 @@ core::TrustedMember TrustedSelf(const core::DeviceLimit& mine) {
 // new roster (the daemon's power-cap budget), and this process enforces it.
 void RebuildTrust(Device& d, const core::DeviceLimit& mine, uint64_t self) {
   d.trusted_self = TrustedSelf(mine);
-  std::vector<std::pair<uint64_t, core::TrustedMember>> members = d.roster_others;
+  std::vector<std::pair<uint64_t, core::TrustedMember>> members(d.roster_others,
+                                                                d.roster_others + d.roster_other_count);
   members.push_back({self, d.trusted_self});
   d.trust.Reset(members);
 }
@@ -191,21 +201,21 @@ void RebuildTrust(Device& d, const core::DeviceLimit& mine, uint64_t self) {
 // loudly); a later one that cannot be parsed is said once and the trust kept.
 bool LoadRoster(const core::Limits& limits, uint64_t self) {
   struct stat st {};
-  if (stat(g_roster_path.c_str(), &st) != 0) return false;
+  if (stat(g_roster_path, &st) != 0) return false;
   if (st.st_ino == g_roster_seen.st_ino && st.st_size == g_roster_seen.st_size &&
       st.st_mtim.tv_sec == g_roster_seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == g_roster_seen.st_mtim.tv_nsec) {
     return true;
   }
+  const bool loaded_before = g_roster_seen.st_ino != 0;
   std::string text;
-  auto parsed = ReadSmallFile(g_roster_path, &text) ? core::ParseRoster(text)
-                                                    : StatusOr<std::vector<core::RosterEntry>>(
-                                                          Status::Error("cannot read it"));
+  // Gone between the stat and the read (its vGPU being removed): next time.
+  if (!ReadSmallFile(g_roster_path, &text)) return loaded_before;
+  auto parsed = core::ParseRoster(text);
   if (!parsed.ok()) {
-    const bool loaded_before = g_roster_seen.st_ino != 0;
     if (!g_roster_logged) {
       g_roster_logged = true;
-      port::Log(port::LogLevel::kWarn, "the roster %s is unusable (%s); this process believes %s",
-                g_roster_path.c_str(), parsed.status().message().c_str(),
+      port::Log(port::LogLevel::kWarn, "the roster %s is unusable (%s); this process believes %s", g_roster_path,
+                parsed.status().message().c_str(),
                 loaded_before ? "the board rows it believed before" : "every board row as written");
     }
     return loaded_before;
@@ -214,10 +224,11 @@ bool LoadRoster(const core::Limits& limits, uint64_t self) {
   for (int s = 0; s < g_device_count; ++s) {
     const core::DeviceLimit& mine = limits.devices[s];
     Device& d = g_devices[s];
-    d.roster_others.clear();
+    d.roster_other_count = 0;
     for (const core::RosterEntry& e : parsed.value()) {
-      if (e.vgpu_id != self && memcmp(e.gpu.data(), mine.uuid, 16) == 0) {
-        d.roster_others.push_back({e.vgpu_id, {e.level, e.weight, e.cap_pct}});
+      if (e.vgpu_id != self && memcmp(e.gpu.data(), mine.uuid, 16) == 0 &&
+          d.roster_other_count < static_cast<int>(std::size(d.roster_others))) {
+        d.roster_others[d.roster_other_count++] = {e.vgpu_id, {e.level, e.weight, e.cap_pct}};
       }
     }
     RebuildTrust(d, mine, self);
@@ -267,14 +278,14 @@ void Start(VgpuRuntime* rt) {
   // With a roster, each board's rows are believed only as it says
   // (core/board_roster.h); without one (a manager from before rosters), as
   // they say themselves.
-  g_roster_path = std::string(dir) + "/" + core::kRosterFileName;
-  if (struct stat st {}; stat(g_roster_path.c_str(), &st) != 0) {
-    g_roster_path = std::string(dir) + "/" + core::kRosterDirName + "/" + core::kRosterFileName;  // in a pod
+  snprintf(g_roster_path, sizeof g_roster_path, "%s/%s", dir, core::kRosterFileName);
+  if (struct stat st {}; stat(g_roster_path, &st) != 0) {  // in a pod
+    snprintf(g_roster_path, sizeof g_roster_path, "%s/%s/%s", dir, core::kRosterDirName, core::kRosterFileName);
   }
   const bool rostered = LoadRoster(limits, id);
   if (!rostered) {
     port::Log(port::LogLevel::kInfo, "no roster at %s: the pacing boards' rows are believed as they are written",
-              g_roster_path.c_str());
+              g_roster_path);
   }
   for (int s = 0; s < g_device_count; ++s) {
     g_devices[s].config.backfill = g_backfill;
