@@ -1,5 +1,5 @@
 // `gpuslice state-keeper`: the process that keeps the daemon's vGPUs' sealed
-// shared memory (src/daemon/state_keeper.h). The daemon starts it; it is
+// shared memory (src/node/state_keeper.h). The daemon starts it; it is
 // not meant to be run by hand, so it is hidden from --help.
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "daemon/state_keeper.h"
+#include "node/state_keeper.h"
 
 namespace gpuslice::cli {
 
@@ -24,7 +24,7 @@ void AddStateKeeperCommand(CLI::App& app) {
   cmd->callback([f] {
     // Nothing of the starting daemon but stdio and the readiness pipe.
     close_range(f->ready_fd == 3 ? 4 : 3, ~0u, 0);
-    ExitCode() = daemon::RunStateKeeper(f->state_dir, f->ready_fd);
+    ExitCode() = node::RunStateKeeper(f->state_dir, f->ready_fd);
   });
 }
 

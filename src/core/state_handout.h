@@ -3,7 +3,7 @@
 //
 // A vGPU made by the daemon has no `ledger` file and no `boards`: its ledger
 // and its GPUs' pacing boards are sealed memfds (port/sealed_memfd.h), kept
-// by the state keeper (daemon/state_keeper.h), which hands them out on
+// by the state keeper (node/state_keeper.h), which hands them out on
 // `<vgpu dir>/state.sock`. A client connects and, without sending anything,
 // receives one message:
 //

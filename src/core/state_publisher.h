@@ -1,7 +1,7 @@
 // state_publisher.h — where a vGPU store puts the shared memory of the vGPUs
 // it makes, when they are not to be files (core/state_handout.h).
 //
-// The daemon gives its store one (daemon/state_keeper_client.h): each new
+// The daemon gives its store one (node/state_keeper_client.h): each new
 // vGPU's ledger is then a sealed memfd, and the publisher makes sure the
 // vGPU's GPUs have sealed boards and that a keeper serves all of them on the
 // vGPU's socket. Standalone `gpuslice run` gives none and keeps files: one

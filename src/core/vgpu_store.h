@@ -96,8 +96,10 @@ class VgpuStore {
 
   std::vector<std::string> List() const;
 
- private:
+  // Creates the state directory (owner-only) and its vgpus/ if missing.
   Status EnsureRoot() const;
+
+ private:
   Status PublishSealed(const std::string& name, const std::string& tmp, const std::string& dir, const Ledger& ledger,
                        const Limits& limits);
   std::string root_;

@@ -24,17 +24,17 @@
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
 #include "daemon/power_cap_enforcer.h"
-#include "node/node_devices.h"
-#include "node/schedule_worker.h"
 #include "daemon/socket_path.h"
-#include "daemon/state_keeper_client.h"
 #include "daemon/utilization_sampler.h"
-#include "node/checkpoint_driver.h"
-#include "node/vgpu_manager.h"
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
+#include "node/checkpoint_driver.h"
+#include "node/node_devices.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
+#include "node/schedule_worker.h"
+#include "node/state_keeper_client.h"
+#include "node/vgpu_manager.h"
 #include "port/clock.h"
 #include "port/nvml_library.h"
 
@@ -55,7 +55,7 @@ int Fail(const std::string& message) {
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              StateKeeperClient* keeper, std::chrono::milliseconds interval, port::NvmlLibrary* nvml,
+              node::StateKeeperClient* keeper, std::chrono::milliseconds interval, port::NvmlLibrary* nvml,
               GpuHealth* health, PowerCapEnforcer* power)
       : manager_(manager),
         sampler_(sampler),
@@ -121,7 +121,7 @@ class Housekeeper {
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   MetricsExporter* const exporter_;
-  StateKeeperClient* const keeper_;
+  node::StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
   port::NvmlLibrary* const nvml_;
   GpuHealth* const health_;
@@ -195,7 +195,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   // memory held by the state keeper, so no tenant can truncate them under
   // anyone (core/state_handout.h). The keeper outlives this process: a
   // restarted daemon finds it, with everything it held.
-  auto keeper = StateKeeperClient::Connect(state_dir, "/proc/self/exe", group);
+  auto keeper = node::StateKeeperClient::Connect(state_dir, "/proc/self/exe", {group ? 0660u : 0600u, group});
   if (!keeper.ok()) return Fail(keeper.status().message());
   // Its own descriptor of every vGPU's state, to hand a new keeper if this
   // one dies.

@@ -13,6 +13,8 @@
 #include "k8s/extender_server.h"
 #include "k8s/kube_http_client.h"
 #include "k8s/names.h"
+#include "k8s/vgpu_provisioner.h"
+#include "node/state_keeper_client.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -46,6 +48,20 @@ std::string DefaultLibraryDir() {
   std::string exe = SelfExecutable();
   exe = exe.substr(0, exe.rfind('/'));
   return exe.substr(0, exe.rfind('/')) + "/lib";
+}
+
+// The plugins' vGPUs keep their ledger and boards in sealed memory that
+// the node's state keeper holds and hands out (node/state_keeper.h), open to
+// the containers' processes of any uid: no container can truncate them
+// under another (docs/kubernetes.md, "Shared state").
+StatusOr<std::unique_ptr<VgpuProvisioner>> SealedStateProvisioner(const std::string& state_dir) {
+  if (Status s = core::VgpuStore(state_dir).EnsureRoot(); !s.ok()) return s;
+  auto keeper = node::StateKeeperClient::Connect(state_dir, SelfExecutable(), {0666, std::nullopt});
+  if (!keeper.ok()) {
+    return Status::Error(keeper.status().message() + " (the plugin hands the vGPUs' state out through `gpuslice " +
+                         "state-keeper --state-dir " + state_dir + "`; run it beside the plugin, as the manifests do)");
+  }
+  return NewStoreProvisioner(state_dir, std::move(keeper.value()));
 }
 
 struct KubeFlags {
@@ -166,7 +182,12 @@ void AddDevicePluginCommand(CLI::App& app) {
     parts.api = std::move(*api);
     parts.liveness =
         f->liveness == "cgroup" ? NewCgroupLiveness(f->cgroup_root) : NewPodResourcesLiveness(f->pod_resources_socket);
-    parts.provisioner = NewStoreProvisioner(options.state_dir);
+    auto provisioner = SealedStateProvisioner(options.state_dir);
+    if (!provisioner.ok()) {
+      cli::ExitCode() = Fail(name, provisioner.status().message());
+      return;
+    }
+    parts.provisioner = std::move(provisioner.value());
 
     const sigset_t signals = BlockTerminationSignals();
     auto plugin = DevicePlugin::Start(options, std::move(parts));
@@ -293,7 +314,12 @@ void AddDraPluginCommand(CLI::App& app) {
       return;
     }
     parts.api = std::move(*api);
-    parts.provisioner = NewStoreProvisioner(options.state_dir);
+    auto provisioner = SealedStateProvisioner(options.state_dir);
+    if (!provisioner.ok()) {
+      cli::ExitCode() = Fail(name, provisioner.status().message());
+      return;
+    }
+    parts.provisioner = std::move(provisioner.value());
 
     const sigset_t signals = BlockTerminationSignals();
     auto plugin = dra::DraPlugin::Start(options, std::move(parts));

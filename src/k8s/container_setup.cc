@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "core/board_roster.h"
+#include "core/state_handout.h"
 #include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 
@@ -31,14 +32,18 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
                                                                     const ContainerEnvironment& env) {
   v1beta1::ContainerAllocateResponse r;
   const std::string vgpu = kContainerVgpuDir;
-  AddMount(r, vgpu_dir + "/limits", vgpu + "/limits", /*read_only=*/true);
-  AddMount(r, vgpu_dir + "/ledger", vgpu + "/ledger", /*read_only=*/false);
-  // The GPUs' pacing boards, shared with every vGPU on the node (core/pacing_board.h).
-  const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
-  AddMount(r, state_root + "/boards", vgpu + "/boards", /*read_only=*/false);
-  // The node's roster (core/board_roster.h): which of the boards' rows to
-  // believe. Read-only, and a directory, so that each new roster shows.
-  AddMount(r, state_root + "/" + core::kRosterDirName, vgpu + "/" + core::kRosterDirName, /*read_only=*/true);
+  if (core::HandsOutState(vgpu_dir)) {
+    AddMount(r, vgpu_dir, vgpu, /*read_only=*/true);
+  } else {
+    AddMount(r, vgpu_dir + "/limits", vgpu + "/limits", /*read_only=*/true);
+    AddMount(r, vgpu_dir + "/ledger", vgpu + "/ledger", /*read_only=*/false);
+    // The GPUs' pacing boards, shared with every vGPU on the node (core/pacing_board.h).
+    const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+    AddMount(r, state_root + "/boards", vgpu + "/boards", /*read_only=*/false);
+    // The node's roster (core/board_roster.h): which of the boards' rows to
+    // believe. Read-only, and a directory, so that each new roster shows.
+    AddMount(r, state_root + "/" + core::kRosterDirName, vgpu + "/" + core::kRosterDirName, /*read_only=*/true);
+  }
 
   const std::string lib = kContainerLibraryDir;
   const std::string host_library = env.inject == InjectMode::kPreload ? env.library_dir + "/libgpuslice-cuda.so"

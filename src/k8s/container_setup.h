@@ -1,8 +1,16 @@
 // container_setup.h — what the kubelet must do to a container so that it runs
 // inside its vGPU: the ContainerAllocateResponse of Allocate.
 //
-//   mounts   <vGPU dir>/limits -> /run/gpuslice/vgpu/limits   READ-ONLY
-//            <vGPU dir>/ledger -> /run/gpuslice/vgpu/ledger   read-write
+//   mounts   the vGPU's state, in one of two forms:
+//              handed out (core/state_handout.h; what the plugins make now):
+//                <vGPU dir> -> /run/gpuslice/vgpu                 READ-ONLY
+//                (limits, roster and state.sock, which hands out the
+//                sealed ledger and boards; no file of them to truncate)
+//              files (vGPUs made before the handout):
+//                <vGPU dir>/limits -> /run/gpuslice/vgpu/limits   READ-ONLY
+//                <vGPU dir>/ledger -> /run/gpuslice/vgpu/ledger   read-write
+//                <state>/boards    -> /run/gpuslice/vgpu/boards   read-write
+//                <state>/roster.d  -> /run/gpuslice/vgpu/roster.d READ-ONLY
 //            the library (preload: libgpuslice-cuda.so; libpath: shim/libcuda.so.1)
 //            under /usr/local/gpuslice/lib, read-only
 //   env      GPUSLICE_VGPU_DIR, LD_PRELOAD or LD_LIBRARY_PATH,
@@ -11,11 +19,12 @@
 //   devices  /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools (when the
 //            host has them) and /dev/nvidiaN for each GPU
 //
-// The limits file is its own read-only bind mount, not part of a writable
-// directory: a root process in the container can neither write it nor
-// replace it (design.md, "Why a process cannot raise its own limit"). The
-// vGPU directory itself is not mounted, so nothing else of the node's state
-// is visible.
+// Whatever a container sees of the node's state is read-only, or its own
+// ledger: a root process in the container can neither write its limits nor
+// replace them (design.md, "Why a process cannot raise its own limit"). The
+// vGPU directory is mounted whole, not file by file, so that a new roster
+// and a state.sock a new keeper binds at the old path (both replace the
+// file) show in the container.
 //
 // Pure apart from stat(2) of the device nodes and library; thread-safe.
 #ifndef GPUSLICE_K8S_CONTAINER_SETUP_H_

@@ -3,9 +3,14 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "core/memory_ledger.h"
+#include "core/state_handout.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
 #include "port/log.h"
@@ -15,15 +20,34 @@ namespace {
 
 class StoreProvisioner final : public VgpuProvisioner {
  public:
-  explicit StoreProvisioner(const std::string& root) : store_(root) {}
+  StoreProvisioner(const std::string& root, std::unique_ptr<node::StateKeeperClient> keeper)
+      : store_(root), keeper_(std::move(keeper)) {
+    if (keeper_ == nullptr) return;
+    keeper_->Adopt();
+    store_.set_state_publisher(keeper_.get());
+    tender_ = std::thread([this] { TendKeeper(); });
+  }
+
+  ~StoreProvisioner() override {
+    if (!tender_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    tender_.join();
+  }
 
   StatusOr<std::string> Provision(const core::VgpuSpec& spec) override {
     bool created = false;
     auto dir = store_.CreateOrJoin(spec, /*spec_is_explicit=*/true, &created);
     if (!dir.ok()) return dir.status();
-    const std::string ledger = *dir + "/ledger";
-    if (chmod(ledger.c_str(), 0666) != 0) {
-      return Status::Error("cannot open " + ledger + " to the container's users: " + strerror(errno));
+    // The container's processes may run as any uid: they traverse the
+    // directory (handed-out state) or write their slot in the ledger file.
+    const bool handout = core::HandsOutState(*dir);
+    const std::string opened = handout ? *dir : *dir + "/ledger";
+    if (chmod(opened.c_str(), handout ? 0755 : 0666) != 0) {
+      return Status::Error("cannot open " + opened + " to the container's users: " + strerror(errno));
     }
     Reschedule();
     return dir;
@@ -61,13 +85,33 @@ class StoreProvisioner final : public VgpuProvisioner {
     if (!s.ok()) port::Log(port::LogLevel::kWarn, "device plugin: the node schedule was not applied: %s", s.message().c_str());
   }
 
+  // A keeper that died (its container restarted, say) is replaced and given
+  // every vGPU's memory within a second, so the pods' new processes find
+  // their state again (node/state_keeper_client.h, Check).
+  void TendKeeper() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
+      lock.unlock();
+      if (Status s = keeper_->Check(); !s.ok()) {
+        port::Log(port::LogLevel::kError, "vGPU provisioner: state keeper: %s", s.message().c_str());
+      }
+      lock.lock();
+    }
+  }
+
   core::VgpuStore store_;
+  const std::unique_ptr<node::StateKeeperClient> keeper_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread tender_;
 };
 
 }  // namespace
 
-std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root) {
-  return std::make_unique<StoreProvisioner>(state_root);
+std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root,
+                                                     std::unique_ptr<node::StateKeeperClient> keeper) {
+  return std::make_unique<StoreProvisioner>(state_root, std::move(keeper));
 }
 
 }  // namespace gpuslice::k8s

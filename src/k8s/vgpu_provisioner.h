@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/vgpu_store.h"
+#include "node/state_keeper_client.h"
 #include "port/process.h"
 #include "task/task_levels.h"
 
@@ -25,7 +26,8 @@ class VgpuProvisioner {
   virtual ~VgpuProvisioner() = default;
   // Creates the vGPU, or returns the existing one if it has exactly this
   // spec. Returns its directory on the host, which holds `limits` and
-  // `ledger` (core/vgpu_layout.h).
+  // either `state.sock` (core/state_handout.h) or a `ledger` file
+  // (core/vgpu_layout.h).
   virtual StatusOr<std::string> Provision(const core::VgpuSpec& spec) = 0;
   // Removes the vGPU once no process uses it. `probe` judges the ledger's
   // processes (they live in the container's pid namespace, not ours).
@@ -38,12 +40,22 @@ class VgpuProvisioner {
   virtual StatusOr<task::LevelTable> Levels() const = 0;
 };
 
-// Over core::VgpuStore at `state_root`. Provision opens the ledger to every
-// user (0666): the container's processes may run as any uid and must write
-// their slot; only this container's mount reaches the file, because the state
-// directory above it is 0700. The limits file stays 0444 and is mounted
-// read-only. Levels are node::LoadLevels(state_root).
-std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root);
+// Over core::VgpuStore at `state_root`. Levels are node::LoadLevels(state_root).
+//
+// With `keeper` (what the plugins run), each new vGPU keeps its ledger and
+// boards in sealed memory held by the node's state keeper and handed out on
+// `<dir>/state.sock` (core/state_handout.h), so no container can truncate
+// them under another; the provisioner checks the keeper every second and
+// gives a new one everything if it died. Provision opens the directory to
+// every uid (0755; it holds limits 0444, roster 0444, state.sock 0666 and
+// members 0600), since the container's processes may run as any user and
+// the directory is mounted read-only (container_setup.h); only this
+// container's mount reaches it, because the state directory above it is 0700.
+//
+// Without `keeper` (tests, and vGPUs made before the handout), the ledger is
+// a file, opened to every uid (0666) for the same reason.
+std::unique_ptr<VgpuProvisioner> NewStoreProvisioner(const std::string& state_root,
+                                                     std::unique_ptr<node::StateKeeperClient> keeper = nullptr);
 
 }  // namespace gpuslice::k8s
 

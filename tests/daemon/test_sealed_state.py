@@ -1,6 +1,6 @@
 """Issue 11, "SIGBUS by truncation": a daemon-made vGPU's ledger and its
 GPUs' pacing boards are sealed memfds handed out by the state keeper
-(core/state_handout.h, daemon/state_keeper.h), so no tenant can resize
+(core/state_handout.h, node/state_keeper.h), so no tenant can resize
 memory that others map.
 
 Real processes on the fake driver: the daemon, `gpuslice run`, cuda_app
@@ -116,6 +116,38 @@ def test_a_killed_keeper_is_replaced_with_the_same_memory(dworld):
     first.communicate(timeout=30)
     assert first.returncode == 0
     assert d.proc.poll() is None
+
+
+def test_when_daemon_and_keeper_both_die_the_ledger_is_recovered_from_a_running_app(dworld):
+    """Both killed (a Kubernetes rollout restarts the plugin and the keeper
+    together): the ledger lives on only in the running app's mapping. The
+    next daemon finds it there by the vGPU's state.record
+    (node/state_recovery.h) and serves the same memory again, so a new
+    process charges the ledger the running one does."""
+    d = dworld.daemon()
+    ready, done = dworld.path("ready"), dworld.path("done")
+    first = dworld.start("run", "--name", "lost", "--memory", "64MiB", "--",
+                         *dworld.app_cmd(["init", "alloc", "40M", "ready", ready, "await", done]))
+    dworld.wait_for_file(ready)
+    assert os.path.exists(os.path.join(dworld.vgpu_dir("lost"), "state.record"))
+    keeper = keeper_pid(d)
+    d.kill9()
+    os.kill(keeper, signal.SIGKILL)
+
+    d2 = dworld.daemon()
+    assert keeper_pid_latest(d2) != keeper
+    if "recovered its ledger" not in d2.text():
+        assert "CAP_SYS_ADMIN" in d2.text(), d2.text()  # a CI container without it: said plainly
+        open(done, "w").close()
+        first.communicate(timeout=30)
+        return
+    assert used(dworld, "lost") == 40 * MiB
+    second = dworld.app(["--name", "lost"], ["init", "alloc", "32M", "alloc", "16M"], lookup="procaddress")
+    assert second.returncode == 0, second.stderr
+    assert lines(second, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]  # 40 + 32 > 64: one ledger
+    open(done, "w").close()
+    first.communicate(timeout=30)
+    assert first.returncode == 0
 
 
 def test_a_state_socket_that_does_not_answer_refuses_memory_and_leaves_compute_running(dworld):

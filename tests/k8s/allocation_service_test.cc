@@ -7,15 +7,22 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
+#include <cerrno>
 #include <filesystem>
+#include <optional>
+#include <thread>
 
 #include "core/board_roster.h"
 #include "core/shared_word.h"
+#include "core/state_handout.h"
 #include "core/vgpu_store.h"
 #include "fake_kube_api.h"
 #include "k8s/names.h"
-#include "node/power_cap_file.h"
 #include "node/policy_file.h"
+#include "node/power_cap_file.h"
+#include "node/state_keeper.h"
+#include "node/state_keeper_client.h"
 #include "port/nvml_library.h"
 #include "port/process.h"
 #include "test_util.h"
@@ -74,6 +81,10 @@ class AllocationServiceTest : public ::testing::Test {
     env_.library_dir = dir_ / "lib";
     env_.dev_root = dir_ / "dev";
     env_.proc_root = dir_ / "proc";
+    MakeService();
+  }
+
+  void MakeService() {
     service_ = std::make_unique<AllocationService>(&resources_, &api_, provisioner_.get(), &store_, env_,
                                                    PackingPolicy::kBinpack, [] { return int64_t{1000}; });
   }
@@ -123,6 +134,39 @@ std::map<std::string, std::pair<std::string, bool>> MountsOf(const v1beta1::Cont
   for (const auto& m : r.mounts()) out[m.container_path()] = {m.host_path(), m.read_only()};
   return out;
 }
+
+// The plugins' way (commands.cc): each vGPU's ledger and boards are sealed
+// memory that the node's state keeper holds and hands out on the vGPU's
+// socket (node/state_keeper.h). The keeper serves from a thread of the test.
+class SealedStateAllocationTest : public AllocationServiceTest {
+ protected:
+  void SetUp() override {
+    const std::string root = dir_ / "state";
+    ASSERT_TRUE(core::VgpuStore(root).EnsureRoot().ok());
+    auto keeper = node::StateKeeper::Listen(root);
+    ASSERT_TRUE(keeper.ok()) << keeper.status().message();
+    keeper_.emplace(std::move(keeper.value()));
+    keeper_thread_ = std::thread([this] {
+      while (!stop_.load() && keeper_->Step(20)) {
+      }
+    });
+    auto client = node::StateKeeperClient::Connect(root, "/nonexistent/gpuslice", {0666, std::nullopt});
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    service_.reset();
+    provisioner_ = NewStoreProvisioner(root, std::move(client.value()));
+    MakeService();
+  }
+  void TearDown() override {
+    service_.reset();
+    provisioner_.reset();
+    stop_ = true;
+    if (keeper_thread_.joinable()) keeper_thread_.join();
+  }
+
+  std::optional<node::StateKeeper> keeper_;
+  std::thread keeper_thread_;
+  std::atomic<bool> stop_{false};
+};
 
 TEST_F(AllocationServiceTest, AllocateHonoursTheExtendersChoiceAndBuildsTheVgpu) {
   api_.PutPod(MakePod(
@@ -337,6 +381,53 @@ TEST_F(AllocationServiceTest, PodsOnOneGpuGetTheNodeSchedulesSlicesAndItsRoster)
 
   ASSERT_TRUE(provisioner_->Release("k8s-uid-lc-0", port::SystemProcessProbe()).value());
   EXPECT_NE(slice(be), be_beside_lc) << "releasing the LC pod's vGPU did not reschedule";
+}
+
+// A pod sees its vGPU directory read-only: limits, roster and the socket
+// that hands out its sealed ledger and its GPU's board. There is no file of
+// shared memory a container could truncate (before, `boards/` was mounted
+// read-write into every pod, and one truncation killed every other pod's
+// CUDA processes on that GPU with SIGBUS).
+TEST_F(SealedStateAllocationTest, APodGetsItsVgpuDirectoryReadOnlyAndNothingItCanTruncate) {
+  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 50, 8}}, json::object(), "node-a"));
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &response).ok());
+  const auto mounts = MountsOf(response.container_responses(0));
+  const std::string vgpu_dir = dir_ / "state/vgpus/k8s-uid-infer-0";
+  EXPECT_EQ(mounts.size(), 2u) << "the vGPU directory and the library";
+  EXPECT_EQ(mounts.at("/run/gpuslice/vgpu"), std::make_pair(vgpu_dir, true));
+  EXPECT_EQ(response.container_responses(0).envs().at("GPUSLICE_VGPU_DIR"), "/run/gpuslice/vgpu");
+  for (const char* gone : {"ledger", "boards"}) {
+    EXPECT_FALSE(std::filesystem::exists(vgpu_dir + "/" + gone)) << gone;
+    EXPECT_FALSE(std::filesystem::exists(dir_ / (std::string("state/") + gone))) << gone;
+  }
+  // Open to the container's users of any uid, and nothing writable but the socket.
+  const std::pair<const char*, unsigned> modes[] = {
+      {"", 0755u}, {"/limits", 0444u}, {"/roster", 0444u}, {"/state.sock", 0666u}};
+  for (const auto& [file, mode] : modes) {
+    struct stat st;
+    ASSERT_EQ(stat((vgpu_dir + file).c_str(), &st), 0) << file;
+    EXPECT_EQ(st.st_mode & 0777, mode) << file;
+  }
+
+  // What a process of the pod is handed: its ledger and its GPU's board,
+  // which no descriptor can resize.
+  auto state = core::FetchState(vgpu_dir);
+  ASSERT_TRUE(state.ok()) << state.status().message();
+  ASSERT_EQ(state->boards.size(), 1u);
+  for (int fd : {state->ledger.get(), state->boards[0].fd.get()}) {
+    EXPECT_EQ(ftruncate(fd, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+  }
+  auto handle = core::VgpuHandle::Open(vgpu_dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  EXPECT_EQ(handle->limits().devices[0].memory_limit_bytes, 8 * kVmemoryUnitBytes);
+
+  // The pod's other resource joins the same vGPU; its release removes it.
+  ASSERT_TRUE(Allocate(Resource::kVmemory, {Ids(Resource::kVmemory, 0, 0, 8)}, &response).ok());
+  EXPECT_EQ(MountsOf(response.container_responses(0)), mounts);
+  ASSERT_TRUE(provisioner_->Release("k8s-uid-infer-0", port::SystemProcessProbe()).value());
+  EXPECT_FALSE(std::filesystem::exists(vgpu_dir));
 }
 
 TEST_F(AllocationServiceTest, ALevelTheNodeDoesNotHaveIsRefusedListingItsLevels) {

@@ -78,6 +78,11 @@ TEST(DraManifests, DaemonSetDeviceClassAndExampleAgreeWithTheDriver) {
   for (const char* path : {kDefaultRegistryDir, kDefaultPluginsDir, kDefaultCdiDir, "/run/gpuslice"}) {
     EXPECT_EQ(mounts.count(path), 1u) << path;
   }
+  // The state keeper beside it, on the same state directory.
+  const json& keeper = plugin.find("DaemonSet")->second["spec"]["template"]["spec"]["containers"][1];
+  EXPECT_EQ(keeper["args"], json({"state-keeper", "--state-dir=/run/gpuslice"}));
+  EXPECT_EQ(keeper["volumeMounts"][0]["mountPath"], "/run/gpuslice");
+  EXPECT_EQ(keeper["volumeMounts"][0]["name"], mounts["/run/gpuslice"]);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <set>
 
+#include "core/state_handout.h"
 #include "core/vgpu_store.h"
 #include "fake_api_server.h"
 #include "fake_kubelet.h"
@@ -251,18 +252,22 @@ TEST_F(KubeletConformance, AllocatesTheContainersVgpuOnTheSchedulersGpu) {
 
   std::map<std::string, v1beta1::Mount> mounts;
   for (const auto& m : c.mounts()) mounts[m.container_path()] = m;
-  ASSERT_EQ(mounts.count("/run/gpuslice/vgpu/limits"), 1u);
-  ASSERT_EQ(mounts.count("/run/gpuslice/vgpu/ledger"), 1u);
+  ASSERT_EQ(mounts.count("/run/gpuslice/vgpu"), 1u);
   ASSERT_EQ(mounts.count("/usr/local/gpuslice/lib/libgpuslice-cuda.so"), 1u);
-  EXPECT_TRUE(mounts["/run/gpuslice/vgpu/limits"].read_only()) << "a container must not be able to write its limits";
-  EXPECT_FALSE(mounts["/run/gpuslice/vgpu/ledger"].read_only());
+  EXPECT_EQ(mounts.size(), 2u);
+  EXPECT_TRUE(mounts["/run/gpuslice/vgpu"].read_only()) << "a container must not be able to write its limits";
   EXPECT_TRUE(mounts["/usr/local/gpuslice/lib/libgpuslice-cuda.so"].read_only());
   const std::string library = mounts["/usr/local/gpuslice/lib/libgpuslice-cuda.so"].host_path();
   EXPECT_TRUE(std::filesystem::exists(library)) << library;
-  const std::string limits = mounts["/run/gpuslice/vgpu/limits"].host_path();
-  const std::string vgpu_dir = limits.substr(0, limits.rfind('/'));
-  EXPECT_EQ(mounts["/run/gpuslice/vgpu/ledger"].host_path(), vgpu_dir + "/ledger");
+  const std::string vgpu_dir = mounts["/run/gpuslice/vgpu"].host_path();
   EXPECT_EQ(vgpu_dir, dir_ / "state/vgpus/k8s-conf-uid-1-0");
+  // Its ledger and board are sealed memory that the state keeper the plugin
+  // started hands out on the vGPU's socket: no file a container could truncate.
+  EXPECT_FALSE(std::filesystem::exists(vgpu_dir + "/ledger"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "state/boards"));
+  auto state = core::FetchState(vgpu_dir);
+  ASSERT_TRUE(state.ok()) << state.status().message() << "\n" << Log();
+  EXPECT_EQ(state->boards.size(), 1u);
 
   const auto& envs = c.envs();
   EXPECT_EQ(envs.at("GPUSLICE_VGPU_DIR"), "/run/gpuslice/vgpu");
@@ -291,7 +296,7 @@ TEST_F(KubeletConformance, AllocatesTheContainersVgpuOnTheSchedulersGpu) {
   v1beta1::AllocateResponse memory;
   s = Allocate(Resource::kVmemory, {preferred_memory}, &memory);
   ASSERT_TRUE(s.ok()) << s.error_message();
-  EXPECT_EQ(memory.container_responses(0).mounts(0).host_path(), limits) << "both resources share one vGPU";
+  EXPECT_EQ(memory.container_responses(0).mounts(0).host_path(), vgpu_dir) << "both resources share one vGPU";
 
   // The node's usage now shows the container.
   ASSERT_TRUE(WaitFor([&] {

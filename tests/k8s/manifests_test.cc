@@ -187,6 +187,15 @@ TEST(Manifests, DaemonSetMountsWhatThePluginUses) {
     }
   }
   EXPECT_TRUE(node_name) << "NODE_NAME must come from spec.nodeName";
+  // The state keeper that holds the vGPUs' sealed state, in a container of
+  // its own (a plugin restart keeps the memory), on the same state directory.
+  const YAML::Node keeper = pod["containers"][1];
+  const std::set<std::string> keeper_args = Strings(keeper["args"]);
+  EXPECT_EQ(keeper_args.count("state-keeper"), 1u);
+  EXPECT_EQ(keeper_args.count("--state-dir=/run/gpuslice"), 1u);
+  ASSERT_TRUE(keeper["volumeMounts"].IsSequence());
+  EXPECT_EQ(keeper["volumeMounts"][0]["mountPath"].as<std::string>(""), "/run/gpuslice");
+  EXPECT_EQ(host_paths[keeper["volumeMounts"][0]["name"].as<std::string>("")], "/run/gpuslice");
   // The init container installs the two files the plugin mounts into containers.
   const std::string install = pod["initContainers"][0]["command"][2].as<std::string>();
   EXPECT_NE(install.find("libgpuslice-cuda.so"), std::string::npos);

@@ -26,8 +26,8 @@
 //
 // Not thread-safe: one thread runs Step in a loop. Allocates; blocks only in
 // poll (at most the timeout) and on its own owner's control connection.
-#ifndef GPUSLICE_DAEMON_STATE_KEEPER_H_
-#define GPUSLICE_DAEMON_STATE_KEEPER_H_
+#ifndef GPUSLICE_NODE_STATE_KEEPER_H_
+#define GPUSLICE_NODE_STATE_KEEPER_H_
 
 #include <sys/types.h>
 
@@ -40,7 +40,7 @@
 #include "core/status.h"
 #include "port/unique_fd.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 inline constexpr char kStateKeeperSocketName[] = ".state-keeper.sock";
 std::string StateKeeperSocketPath(const std::string& root);
@@ -89,6 +89,6 @@ class StateKeeper {
 // until done. Returns the exit code.
 int RunStateKeeper(const std::string& root, int ready_fd);
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_STATE_KEEPER_H_
+#endif  // GPUSLICE_NODE_STATE_KEEPER_H_

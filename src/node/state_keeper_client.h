@@ -3,7 +3,7 @@
 // vGPU's sealed ledger, and sealed boards for its GPUs, to it, and serves
 // them again through a new keeper if the keeper dies.
 //
-// The daemon gives it to its store (core::VgpuStore::set_state_publisher), so
+// The daemon and the Kubernetes plugins give it to their store (core::VgpuStore::set_state_publisher), so
 // every vGPU the daemon makes hands out its state. The client keeps its own
 // descriptor of every region it publishes or finds (Adopt), so that a keeper
 // that died can be replaced with nothing lost while the daemon lives
@@ -13,8 +13,8 @@
 //
 // Thread-safe (one mutex; each call is a round trip to the keeper, about
 // 100 µs). Allocates and makes syscalls.
-#ifndef GPUSLICE_DAEMON_STATE_KEEPER_CLIENT_H_
-#define GPUSLICE_DAEMON_STATE_KEEPER_CLIENT_H_
+#ifndef GPUSLICE_NODE_STATE_KEEPER_CLIENT_H_
+#define GPUSLICE_NODE_STATE_KEEPER_CLIENT_H_
 
 #include <sys/types.h>
 
@@ -29,22 +29,36 @@
 #include "core/status.h"
 #include "port/unique_fd.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 
 class StateKeeperClient : public core::StatePublisher {
  public:
+  struct Options {
+    // Who may reach each vGPU's state.sock (connecting needs write): the
+    // daemon opens sockets to its socket.group (0660); the Kubernetes
+    // plugins to every uid (0666), since a container's processes may run as
+    // any user and only that container's mount reaches the socket.
+    mode_t socket_mode = 0600;
+    std::optional<gid_t> socket_group;
+    // Where Adopt looks for processes that map a vGPU's memory
+    // (state_recovery.h); the host's /proc (the plugins run with hostPID).
+    std::string proc_root = "/proc";
+  };
+
   // Pings the keeper of `root`; if none answers, starts `exe state-keeper`
   // (the gpuslice binary) and waits until it answers (bounded).
-  // `group`: the group that may use vGPUs (their sockets get mode 0660).
   static StatusOr<std::unique_ptr<StateKeeperClient>> Connect(const std::string& root, const std::string& exe,
-                                                              std::optional<gid_t> group);
+                                                              Options options);
 
   Status Publish(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                  const std::vector<core::GpuUuid>& gpus) override;
   void Withdraw(const std::string& name) override;
 
   // At start: takes a descriptor of every handed-out vGPU in the store (from
-  // its socket), so that Check can serve it again. Returns how many.
+  // its socket), so that Check can serve it again. A vGPU whose socket does
+  // not answer (the keeper was gone too) is recovered from a process that
+  // maps its memory (state_recovery.h) and served again. Returns how many
+  // were taken up.
   size_t Adopt();
   // Pings the keeper; if it is gone or another one answers, makes sure one
   // runs and gives it every vGPU and board this client knows, each vGPU on a
@@ -60,8 +74,8 @@ class StateKeeperClient : public core::StatePublisher {
     std::vector<core::GpuUuid> gpus;
   };
 
-  StateKeeperClient(std::string root, std::string exe, std::optional<gid_t> group)
-      : root_(std::move(root)), exe_(std::move(exe)), group_(group) {}
+  StateKeeperClient(std::string root, std::string exe, Options options)
+      : root_(std::move(root)), exe_(std::move(exe)), options_(std::move(options)) {}
   // One request, one answer ("ok ..." or "error ..."), and any descriptors.
   StatusOr<std::string> Ask(const std::string& request, const std::vector<int>& fds,
                             std::vector<port::UniqueFd>* received = nullptr);
@@ -73,18 +87,24 @@ class StateKeeperClient : public core::StatePublisher {
   Status PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                        const std::vector<core::GpuUuid>& gpus);
   Status ReseedLocked();
+  // Serves vGPU `name` again from a process that maps its memory; for a
+  // board, takes the keeper's if it has one.
+  Status RecoverLocked(const std::string& name, const std::string& dir);
+  Status AdoptBoardLocked(const core::GpuUuid& uuid, port::UniqueFd board);
+  // What was handed out for the vGPU at `socket_path`: its record beside the socket.
+  void RecordLocked(const std::string& socket_path, int ledger_fd, const std::vector<core::GpuUuid>& gpus);
   void ShareSocket(const std::string& socket_path) const;
 
   const std::string root_;
   const std::string exe_;
-  const std::optional<gid_t> group_;
+  const Options options_;
   std::mutex mu_;
-  pid_t keeper_pid_ = 0;        // guarded by mu_
-  std::string keeper_instance_; // guarded by mu_
+  pid_t keeper_pid_ = 0;                            // guarded by mu_
+  std::string keeper_instance_;                     // guarded by mu_
   std::map<core::GpuUuid, port::UniqueFd> boards_;  // guarded by mu_: our copies
   std::map<std::string, Served> served_;            // guarded by mu_
 };
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node
 
-#endif  // GPUSLICE_DAEMON_STATE_KEEPER_CLIENT_H_
+#endif  // GPUSLICE_NODE_STATE_KEEPER_CLIENT_H_

@@ -1,4 +1,4 @@
-#include "daemon/state_keeper.h"
+#include "node/state_keeper.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -7,16 +7,19 @@
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "core/memory_ledger.h"
 #include "core/pacing_board.h"
 #include "core/state_handout.h"
 #include "core/vgpu_store.h"
-#include "daemon/state_keeper_client.h"
+#include "node/state_keeper_client.h"
+#include "node/state_recovery.h"
 #include "port/mapped_file.h"
+#include "port/sealed_memfd.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 // A keeper serving in a thread of the test, as the real one does in its own
@@ -65,7 +68,7 @@ class StateKeeperTest : public ::testing::Test {
 };
 
 TEST_F(StateKeeperTest, ADaemonMadeVgpuHasNoFileToTruncateAndSharesOneSealedLedger) {
-  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(client.value()->keeper_pid(), getpid());
   core::VgpuStore store(root_);
@@ -106,7 +109,7 @@ TEST_F(StateKeeperTest, ADaemonMadeVgpuHasNoFileToTruncateAndSharesOneSealedLedg
 }
 
 TEST_F(StateKeeperTest, VgpusOnOneGpuShareItsBoardAndOthersGetTheirs) {
-  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok());
   core::VgpuStore store(root_);
   store.set_state_publisher(client.value().get());
@@ -117,9 +120,12 @@ TEST_F(StateKeeperTest, VgpusOnOneGpuShareItsBoardAndOthersGetTheirs) {
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   auto sa = core::FetchState(a.value()), sb = core::FetchState(b.value()), sc = core::FetchState(c.value());
   ASSERT_TRUE(sa.ok() && sb.ok() && sc.ok());
-  auto ma = port::MappedFile::FromFd(sa->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "a");
-  auto mb = port::MappedFile::FromFd(sb->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "b");
-  auto mc = port::MappedFile::FromFd(sc->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "c");
+  auto ma =
+      port::MappedFile::FromFd(sa->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "a");
+  auto mb =
+      port::MappedFile::FromFd(sb->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "b");
+  auto mc =
+      port::MappedFile::FromFd(sc->boards[0].fd.get(), sizeof(core::Board), port::MappedFile::Access::kReadWrite, "c");
   ASSERT_TRUE(ma.ok() && mb.ok() && mc.ok());
   auto* board_a = static_cast<core::Board*>(ma->data());
   EXPECT_TRUE(core::ValidateBoard(*board_a, "a").ok());
@@ -137,7 +143,7 @@ TEST_F(StateKeeperTest, VgpusOnOneGpuShareItsBoardAndOthersGetTheirs) {
 TEST_F(StateKeeperTest, ARestartedClientGetsTheSameMemoryAndRemovalLetsItGo) {
   std::string dir;
   {
-    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
     ASSERT_TRUE(client.ok());
     core::VgpuStore store(root_);
     store.set_state_publisher(client.value().get());
@@ -148,8 +154,8 @@ TEST_F(StateKeeperTest, ARestartedClientGetsTheSameMemoryAndRemovalLetsItGo) {
     auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
     ASSERT_TRUE(handle.ok());
     handle->ledger().gate_waits = 777;  // any byte the next opener must see
-  }  // the daemon's side is gone; the keeper is not
-  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  }                                     // the daemon's side is gone; the keeper is not
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok());
   core::VgpuStore store(root_);
   store.set_state_publisher(client.value().get());
@@ -168,7 +174,7 @@ TEST_F(StateKeeperTest, ARestartedClientGetsTheSameMemoryAndRemovalLetsItGo) {
 }
 
 TEST_F(StateKeeperTest, AVgpuWhoseDirectoryVanishedIsDroppedAndTheKeeperEndsWithItsStateDirectory) {
-  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok());
   core::VgpuStore store(root_);
   store.set_state_publisher(client.value().get());
@@ -191,7 +197,7 @@ TEST_F(StateKeeperTest, AVgpuWhoseDirectoryVanishedIsDroppedAndTheKeeperEndsWith
 TEST_F(StateKeeperTest, ANewKeeperIsGivenTheSameMemoryByTheDaemon) {
   std::string dir;
   {
-    auto first = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+    auto first = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
     ASSERT_TRUE(first.ok());
     core::VgpuStore store(root_);
     store.set_state_publisher(first.value().get());
@@ -200,7 +206,7 @@ TEST_F(StateKeeperTest, ANewKeeperIsGivenTheSameMemoryByTheDaemon) {
     ASSERT_TRUE(made.ok());
     dir = made.value();
   }
-  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", std::nullopt);
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok());
   EXPECT_EQ(client.value()->Adopt(), 1u);
   auto before = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
@@ -232,5 +238,124 @@ TEST_F(StateKeeperTest, ANewKeeperIsGivenTheSameMemoryByTheDaemon) {
   ASSERT_TRUE(client.value()->Check().ok());
 }
 
+// The Kubernetes plugins open each vGPU's socket to every uid (a
+// container's processes may run as any user); the socket a new keeper gets
+// at the old path is opened the same way.
+TEST_F(StateKeeperTest, SocketsKeepTheirAccessWhenANewKeeperServesThem) {
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {0666, std::nullopt});
+  ASSERT_TRUE(client.ok());
+  core::VgpuStore store(root_);
+  store.set_state_publisher(client.value().get());
+  bool created;
+  auto a = store.CreateOrJoin(Spec("a", 1 << 20, 1), true, &created);
+  ASSERT_TRUE(a.ok());
+  const std::string socket = core::StateSocketPath(a.value());
+  struct stat st;
+  ASSERT_EQ(stat(socket.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+
+  StopKeeper();
+  keeper_.reset();
+  StartKeeper();
+  ASSERT_TRUE(client.value()->Check().ok());
+  struct stat again;
+  ASSERT_EQ(stat(socket.c_str(), &again), 0);
+  EXPECT_EQ(again.st_mode & 0777, 0666u);
+  EXPECT_TRUE(core::FetchState(a.value()).ok());
+}
+
+// Opening /proc/<pid>/map_files needs CAP_SYS_ADMIN, which a CI container
+// may lack.
+bool CanOpenMapFiles() {
+  auto made = port::CreateSealedMemfd("gpuslice-probe", nullptr, 4096);
+  if (!made.ok()) return false;
+  port::UniqueFd fd(made.value());
+  auto mapped = port::MappedFile::FromFd(fd.get(), 4096, port::MappedFile::Access::kReadOnly, "probe");
+  auto id = IdentityOf(fd.get());
+  return mapped.ok() && id.ok() && OpenMappedMemory("/proc", id.value(), 4096, "probe").ok();
+}
+
+// The keeper and its client both gone (a DaemonSet rollout, both killed):
+// the memory lives only in the applications' mappings. A new client finds it
+// there by the record it left, and serves the very same memory again, so the
+// vGPU's new processes charge the ledger its running ones do.
+TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAProcessThatMapsIt) {
+  std::string dir;
+  std::optional<port::MappedFile> app_ledger, app_board;  // an application's mappings
+  {
+    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+    ASSERT_TRUE(client.ok());
+    core::VgpuStore store(root_);
+    store.set_state_publisher(client.value().get());
+    bool created;
+    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
+    ASSERT_TRUE(made.ok());
+    dir = made.value();
+    auto state = core::FetchState(dir);
+    ASSERT_TRUE(state.ok());
+    auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
+                                      "ledger");
+    auto b = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                      port::MappedFile::Access::kReadWrite, "board");
+    ASSERT_TRUE(l.ok() && b.ok());
+    app_ledger.emplace(std::move(l.value()));
+    app_board.emplace(std::move(b.value()));
+  }  // the client is gone, and its descriptors; the handed ones are closed
+  StopKeeper();
+  keeper_.reset();  // and the keeper
+  auto* ledger = static_cast<core::Ledger*>(app_ledger->data());
+  ledger->gate_waits = 31337;
+  static_cast<core::Board*>(app_board->data())->vclock = 77;
+  ASSERT_FALSE(core::FetchState(dir, 100).ok());
+
+  StartKeeper();
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+  ASSERT_TRUE(client.ok());
+  if (!CanOpenMapFiles()) GTEST_SKIP() << "opening /proc/<pid>/map_files needs CAP_SYS_ADMIN";
+  ASSERT_EQ(client.value()->Adopt(), 1u);
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadWrite);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  EXPECT_EQ(handle->ledger().gate_waits, 31337u);
+  handle->ledger().gate_waits = 4;  // and it is the same memory, not a copy
+  EXPECT_EQ(ledger->gate_waits, 4u);
+  auto state = core::FetchState(dir);
+  ASSERT_TRUE(state.ok());
+  auto board = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                        port::MappedFile::Access::kReadOnly, "board");
+  ASSERT_TRUE(board.ok());
+  EXPECT_EQ(static_cast<const core::Board*>(board->data())->vclock, 77u);
+}
+
+// What a tenant might plant: a sealed memfd named and sized like the lost
+// ledger. It is not the recorded inode, so it is not taken, and the vGPU
+// stays refused (fails closed) rather than charging the tenant's memory.
+TEST_F(StateKeeperTest, APlantedLookAlikeOfALostLedgerIsNotTaken) {
+  std::string dir;
+  {
+    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+    ASSERT_TRUE(client.ok());
+    core::VgpuStore store(root_);
+    store.set_state_publisher(client.value().get());
+    bool created;
+    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
+    ASSERT_TRUE(made.ok());
+    dir = made.value();
+  }
+  StopKeeper();
+  keeper_.reset();  // nobody maps the ledger: it is gone
+  auto planted = port::CreateSealedMemfd("gpuslice-ledger-a", nullptr, sizeof(core::Ledger));
+  ASSERT_TRUE(planted.ok());
+  port::UniqueFd planted_fd(planted.value());
+  auto mapped =
+      port::MappedFile::FromFd(planted_fd.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite, "planted");
+  ASSERT_TRUE(mapped.ok());
+
+  StartKeeper();
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client.value()->Adopt(), 0u);
+  EXPECT_FALSE(core::FetchState(dir, 100).ok());
+}
+
 }  // namespace
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

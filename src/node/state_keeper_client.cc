@@ -1,4 +1,4 @@
-#include "daemon/state_keeper_client.h"
+#include "node/state_keeper_client.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,13 +15,14 @@
 
 #include "core/pacing_board.h"
 #include "core/state_handout.h"
-#include "daemon/state_keeper.h"
+#include "node/state_keeper.h"
+#include "node/state_recovery.h"
 #include "port/fd_passing.h"
 #include "port/sealed_memfd.h"
 
 extern char** environ;
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 constexpr int kAnswerTimeoutMs = 5000;
@@ -32,10 +33,9 @@ std::string Errno(const std::string& what) { return what + ": " + strerror(errno
 
 }  // namespace
 
-StatusOr<std::unique_ptr<StateKeeperClient>> StateKeeperClient::Connect(const std::string& root,
-                                                                        const std::string& exe,
-                                                                        std::optional<gid_t> group) {
-  std::unique_ptr<StateKeeperClient> client(new StateKeeperClient(root, exe, group));
+StatusOr<std::unique_ptr<StateKeeperClient>> StateKeeperClient::Connect(const std::string& root, const std::string& exe,
+                                                                        Options options) {
+  std::unique_ptr<StateKeeperClient> client(new StateKeeperClient(root, exe, std::move(options)));
   std::lock_guard<std::mutex> lock(client->mu_);
   bool fresh = false;
   if (Status s = client->EnsureKeeperLocked(&fresh); !s.ok()) return s;
@@ -67,8 +67,8 @@ Status StateKeeperClient::EnsureKeeperLocked(bool* fresh) {
   auto pong = Ask("ping", {});
   if (!pong.ok()) {
     if (keeper_pid_ != 0) {
-      spdlog::error("the state keeper {} is gone ({}); starting another and handing it every vGPU's state",
-                    keeper_pid_, pong.status().message());
+      spdlog::error("the state keeper {} is gone ({}); starting another and handing it every vGPU's state", keeper_pid_,
+                    pong.status().message());
     }
     if (Status s = SpawnKeeper(); !s.ok()) return s;
     pong = Ask("ping", {});
@@ -140,15 +140,16 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u) {
 }
 
 void StateKeeperClient::ShareSocket(const std::string& socket_path) const {
-  if (!group_) return;
-  // Group members' processes connect to the socket (connect needs write).
-  if (chown(socket_path.c_str(), static_cast<uid_t>(-1), *group_) != 0 || chmod(socket_path.c_str(), 0660) != 0) {
-    spdlog::warn("cannot share {} with group {}: {}", socket_path, *group_, strerror(errno));
+  if (options_.socket_group && chown(socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
+    spdlog::warn("cannot share {} with group {}: {}", socket_path, *options_.socket_group, strerror(errno));
+  }
+  if (options_.socket_mode != 0600 && chmod(socket_path.c_str(), options_.socket_mode) != 0) {
+    spdlog::warn("cannot open {} to mode {:o}: {}", socket_path, options_.socket_mode, strerror(errno));
   }
 }
 
-Status StateKeeperClient::Publish(const std::string& name, const std::string& socket_path, int listen_fd,
-                                  int ledger_fd, const std::vector<core::GpuUuid>& gpus) {
+Status StateKeeperClient::Publish(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
+                                  const std::vector<core::GpuUuid>& gpus) {
   std::lock_guard<std::mutex> lock(mu_);
   bool fresh = false;
   if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
@@ -168,6 +169,7 @@ Status StateKeeperClient::PublishLocked(const std::string& name, const std::stri
     if (Status s = EnsureBoardLocked(u); !s.ok()) return s;
   }
   ShareSocket(socket_path);
+  RecordLocked(socket_path, ledger_fd, gpus);
   std::string request = "vgpu\n" + name + "\n" + socket_path;
   for (const core::GpuUuid& u : gpus) request += "\n" + core::UuidHex(u);
   auto answer = Ask(request, {listen_fd, ledger_fd});
@@ -197,7 +199,15 @@ size_t StateKeeperClient::Adopt() {
     if (lstat((dir + "/ledger").c_str(), &st) == 0 || !core::HandsOutState(dir)) continue;
     auto state = core::FetchState(dir);
     if (!state.ok()) {
-      spdlog::warn("vGPU '{}': {}", name, state.status().message());
+      if (Status s = RecoverLocked(name, dir); !s.ok()) {
+        spdlog::error(
+            "vGPU '{}': {}; its state cannot be recovered ({}), so its new processes are refused device "
+            "memory until it is made again",
+            name, state.status().message(), s.message());
+        continue;
+      }
+      spdlog::warn("vGPU '{}': recovered its ledger from a process that maps it, and serves it again", name);
+      ++adopted;
       continue;
     }
     Served served{core::StateSocketPath(dir), std::move(state->ledger), {}};
@@ -205,6 +215,7 @@ size_t StateKeeperClient::Adopt() {
       served.gpus.push_back(b.uuid);
       if (boards_.count(b.uuid) == 0) boards_.emplace(b.uuid, std::move(b.fd));
     }
+    RecordLocked(served.socket_path, served.ledger.get(), served.gpus);  // vGPUs made before records
     served_.insert_or_assign(name, std::move(served));
     ++adopted;
   }
@@ -216,6 +227,64 @@ Status StateKeeperClient::Check() {
   bool fresh = false;
   if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
   return fresh ? ReseedLocked() : Status::Ok();
+}
+
+void StateKeeperClient::RecordLocked(const std::string& socket_path, int ledger_fd,
+                                     const std::vector<core::GpuUuid>& gpus) {
+  StateRecord record;
+  auto ledger = IdentityOf(ledger_fd);
+  if (!ledger.ok()) return;
+  record.ledger = ledger.value();
+  for (const core::GpuUuid& u : gpus) {
+    auto it = boards_.find(u);
+    if (it == boards_.end()) continue;
+    if (auto id = IdentityOf(it->second.get()); id.ok()) record.boards.emplace_back(u, id.value());
+  }
+  const std::string dir = socket_path.substr(0, socket_path.rfind('/'));
+  if (Status s = WriteStateRecord(dir, record); !s.ok()) {
+    spdlog::warn("{}; the vGPU cannot be recovered if the keeper and this process both die", s.message());
+  }
+}
+
+Status StateKeeperClient::AdoptBoardLocked(const core::GpuUuid& uuid, port::UniqueFd board) {
+  if (boards_.count(uuid) != 0) return Status::Ok();
+  std::vector<port::UniqueFd> held;
+  auto answer = Ask("get-board\n" + core::UuidHex(uuid), {}, &held);
+  if (!answer.ok()) return answer.status();
+  if (held.size() == 1 && port::CheckSealed(held[0].get(), sizeof(core::Board), "board").ok()) {
+    boards_.emplace(uuid, std::move(held[0]));
+    return Status::Ok();
+  }
+  answer = Ask("board\n" + core::UuidHex(uuid), {board.get()});
+  if (!answer.ok()) return answer.status();
+  boards_.emplace(uuid, std::move(board));
+  return Status::Ok();
+}
+
+Status StateKeeperClient::RecoverLocked(const std::string& name, const std::string& dir) {
+  auto record = ReadStateRecord(dir);
+  if (!record.ok()) return record.status();
+  auto ledger =
+      OpenMappedMemory(options_.proc_root, record->ledger, sizeof(core::Ledger), "ledger of vGPU '" + name + "'");
+  if (!ledger.ok()) return ledger.status();
+  std::vector<core::GpuUuid> gpus;
+  for (const auto& [uuid, id] : record->boards) {
+    gpus.push_back(uuid);
+    // A board nobody maps any more is made anew by PublishLocked: it holds
+    // only pacing turns, no charge.
+    auto board = OpenMappedMemory(options_.proc_root, id, sizeof(core::Board), "board of GPU " + core::UuidHex(uuid));
+    if (!board.ok()) continue;
+    if (Status s = AdoptBoardLocked(uuid, std::move(board.value())); !s.ok()) return s;
+  }
+  // The dead keeper's socket file stays and refuses connections; the
+  // vGPU's processes will find a new one at the same path.
+  const std::string socket_path = core::StateSocketPath(dir);
+  auto listening = port::ListenUnix(socket_path, 0600);
+  if (!listening.ok()) return listening.status();
+  port::UniqueFd listen_fd(listening.value());
+  if (Status s = PublishLocked(name, socket_path, listen_fd.get(), ledger->get(), gpus); !s.ok()) return s;
+  served_.insert_or_assign(name, Served{socket_path, std::move(ledger.value()), gpus});
+  return Status::Ok();
 }
 
 Status StateKeeperClient::ReseedLocked() {
@@ -244,4 +313,4 @@ Status StateKeeperClient::ReseedLocked() {
   return Status::Ok();
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -1,4 +1,4 @@
-#include "daemon/state_keeper.h"
+#include "node/state_keeper.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -16,7 +16,7 @@
 #include "port/fd_passing.h"
 #include "port/sealed_memfd.h"
 
-namespace gpuslice::daemon {
+namespace gpuslice::node {
 namespace {
 
 constexpr int kControlReceiveTimeoutMs = 1000;
@@ -234,4 +234,4 @@ int RunStateKeeper(const std::string& root, int ready_fd) {
   return 0;
 }
 
-}  // namespace gpuslice::daemon
+}  // namespace gpuslice::node

@@ -1,0 +1,158 @@
+#include "node/state_recovery.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "port/sealed_memfd.h"
+
+namespace gpuslice::node {
+namespace {
+
+constexpr char kRecordHeader[] = "gpuslice-state-record 1";
+
+bool ParseUuidHex(const std::string& hex, core::GpuUuid* out) {
+  if (hex.size() != 32) return false;
+  for (size_t i = 0; i < 16; ++i) {
+    unsigned byte = 0;
+    if (!isxdigit(static_cast<unsigned char>(hex[2 * i])) || !isxdigit(static_cast<unsigned char>(hex[2 * i + 1])) ||
+        sscanf(hex.c_str() + 2 * i, "%2x", &byte) != 1) {
+      return false;
+    }
+    (*out)[i] = static_cast<uint8_t>(byte);
+  }
+  return true;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+StatusOr<MemoryId> IdentityOf(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return Status::Error(std::string("fstat: ") + strerror(errno));
+  return MemoryId{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+std::string FormatStateRecord(const StateRecord& record) {
+  std::string out = std::string(kRecordHeader) + "\n";
+  out += "ledger " + std::to_string(record.ledger.dev) + " " + std::to_string(record.ledger.ino) + "\n";
+  for (const auto& [uuid, id] : record.boards) {
+    out += "board " + core::UuidHex(uuid) + " " + std::to_string(id.dev) + " " + std::to_string(id.ino) + "\n";
+  }
+  return out;
+}
+
+StatusOr<StateRecord> ParseStateRecord(const std::string& text) {
+  std::istringstream in(text);
+  std::string line;
+  if (!std::getline(in, line) || line != kRecordHeader) {
+    return Status::Error("not a state record (first line is not \"" + std::string(kRecordHeader) + "\")");
+  }
+  StateRecord record;
+  bool has_ledger = false;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string kind, uuid_hex;
+    MemoryId id;
+    fields >> kind;
+    if (kind == "board") fields >> uuid_hex;
+    if (!(fields >> id.dev >> id.ino) || (kind != "ledger" && kind != "board")) {
+      return Status::Error("bad state record line: \"" + line + "\"");
+    }
+    if (kind == "ledger") {
+      record.ledger = id;
+      has_ledger = true;
+      continue;
+    }
+    core::GpuUuid uuid{};
+    if (!ParseUuidHex(uuid_hex, &uuid)) return Status::Error("bad GPU in state record line: \"" + line + "\"");
+    record.boards.emplace_back(uuid, id);
+  }
+  if (!has_ledger) return Status::Error("state record names no ledger");
+  return record;
+}
+
+Status WriteStateRecord(const std::string& vgpu_dir, const StateRecord& record) {
+  const std::string path = vgpu_dir + "/" + kStateRecordFileName;
+  const std::string tmp = path + ".new";
+  const std::string text = FormatStateRecord(record);
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+  if (fd < 0) return Status::Error("cannot write " + tmp + ": " + strerror(errno));
+  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return Status::Error("cannot write " + path + ": " + strerror(errno));
+  }
+  return Status::Ok();
+}
+
+StatusOr<StateRecord> ReadStateRecord(const std::string& vgpu_dir) {
+  const std::string path = vgpu_dir + "/" + kStateRecordFileName;
+  if (access(path.c_str(), F_OK) != 0) return Status::Error("no " + path + " (made before state records)");
+  auto record = ParseStateRecord(ReadAll(path));
+  if (!record.ok()) return Status::Error(path + ": " + record.status().message());
+  return record;
+}
+
+StatusOr<port::UniqueFd> OpenMappedMemory(const std::string& proc_root, const MemoryId& id, size_t size,
+                                          const std::string& what) {
+  DIR* proc = opendir(proc_root.c_str());
+  if (proc == nullptr) return Status::Error("cannot read " + proc_root + ": " + strerror(errno));
+  std::string refused;
+  bool seen = false;
+  while (dirent* e = readdir(proc)) {
+    if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+    const std::string pid_dir = proc_root + "/" + e->d_name;
+    std::istringstream maps(ReadAll(pid_dir + "/maps"));
+    std::string line;
+    while (std::getline(maps, line)) {
+      // start-end perms offset major:minor inode path
+      uint64_t start = 0, end = 0, offset = 0, ino = 0;
+      unsigned major_dev = 0, minor_dev = 0;
+      char perms[8] = {};
+      if (sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64, &start, &end, perms, &offset,
+                 &major_dev, &minor_dev, &ino) != 7) {
+        continue;
+      }
+      if (ino != id.ino || makedev(major_dev, minor_dev) != id.dev) continue;
+      seen = true;
+      char range[64];
+      snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, start, end);
+      const int fd = open((pid_dir + "/map_files/" + range).c_str(), O_RDWR | O_CLOEXEC);
+      if (fd < 0) {
+        refused = std::string(strerror(errno));
+        continue;
+      }
+      port::UniqueFd memory(fd);
+      // The very inode (a process may have replaced its mapping meanwhile),
+      // still sealed and of the layout's size.
+      auto opened = IdentityOf(memory.get());
+      if (!opened.ok() || !(opened.value() == id) || !port::CheckSealed(memory.get(), size, what).ok()) continue;
+      closedir(proc);
+      return memory;
+    }
+  }
+  closedir(proc);
+  if (!seen) return Status::Error("no running process maps the " + what);
+  return Status::Error("cannot open the " + what + " through " + proc_root + "/<pid>/map_files" +
+                       (refused.empty() ? "" : " (" + refused + "; it needs CAP_SYS_ADMIN)"));
+}
+
+}  // namespace gpuslice::node
