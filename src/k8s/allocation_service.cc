@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <set>
 
+#include "k8s/cdi.h"
 #include "k8s/names.h"
 #include "k8s/pod_matcher.h"
-#include "node/power_cap_file.h"
 #include "k8s/priority_level.h"
+#include "node/power_cap_file.h"
 #include "port/log.h"
 #include "port/nvml_library.h"
 
@@ -194,6 +196,9 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
       if (Status s = StorePowerCapOf(*done, *dir); !s.ok()) return Internal("vGPU " + done->vgpu + ": " + s.message());
       auto built = BuildContainerResponse(*done, *dir, resources_->topology(), environment_);
       if (!built.ok()) return Precondition(built.status().message());
+      if (Status s = AddCdiDevice(*done, *dir, &*built); !s.ok()) {
+        port::Log(port::LogLevel::kWarn, "device plugin: %s", s.message().c_str());
+      }
       *response = std::move(*built);
       return grpc::Status::OK;
     }
@@ -286,6 +291,10 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     undo();
     return Internal("cannot record the assignment of " + who + ": " + s.message());
   }
+  if (Status s = AddCdiDevice(a, *dir, &*built); !s.ok()) {
+    port::Log(port::LogLevel::kWarn, "device plugin: %s; %s gets the mounts and LD_PRELOAD only", s.message().c_str(),
+              who.c_str());
+  }
   resources_->Put(a);
   port::Log(port::LogLevel::kInfo,
             "device plugin: %s gets vGPU %s on GPU(s) %s (%u vcore, %llu vmemory units per GPU, level %s)", who.c_str(),
@@ -293,6 +302,19 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
             static_cast<unsigned long long>(a.vmemory_units_per_gpu), a.level_name.c_str());
   *response = std::move(*built);
   return grpc::Status::OK;
+}
+
+Status AllocationService::AddCdiDevice(const Assignment& a, const std::string& vgpu_dir,
+                                       v1beta1::ContainerAllocateResponse* response) {
+  if (environment_.cdi_dir.empty() || environment_.inject != InjectMode::kPreload) return Status::Ok();
+  const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+  const std::string preload = state_root + "/k8s/ld.so.preload";
+  if (Status s = WritePreloadFile(preload); !s.ok()) return s;
+  auto spec = ContainerCdiSpec(a, vgpu_dir, resources_->topology(), environment_, preload);
+  if (!spec.ok()) return spec.status();
+  if (Status s = WriteJsonAtomically(CdiSpecPath(environment_.cdi_dir, a.vgpu), *spec); !s.ok()) return s;
+  response->add_cdi_devices()->set_name(CdiDeviceId(a.vgpu));
+  return Status::Ok();
 }
 
 std::optional<std::vector<uint32_t>> AllocationService::TargetGpus(Resource resource, uint64_t count) {

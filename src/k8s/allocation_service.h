@@ -16,7 +16,11 @@
 //      annotation, the GPUs of the IDs (the kubelet followed our
 //      preference), the allocator's choice;
 //   4. provisions the vGPU, records the assignment, returns the container's
-//      mounts, environment and device nodes (container_setup.h).
+//      mounts, environment and device nodes (container_setup.h), and, with
+//      a CDI directory in preload mode, writes the container's CDI spec and
+//      names its device in cdi_devices (cdi.h: a runtime with CDI also
+//      puts the library in /etc/ld.so.preload). A spec that cannot be
+//      written is said and left out: the mounts and env still hold.
 // Nothing is recorded unless every step succeeds; a vGPU made for a failed
 // call is removed again. The same IDs allocated twice for a container that
 // is still waiting get the same answer; IDs the kubelet hands out again
@@ -61,6 +65,7 @@ class AllocationService {
                                  v1beta1::ContainerAllocateResponse* response);
   grpc::Status PreferContainer(Resource resource, const v1beta1::ContainerPreferredAllocationRequest& request,
                                v1beta1::ContainerPreferredAllocationResponse* response);
+  Status AddCdiDevice(const Assignment& a, const std::string& vgpu_dir, v1beta1::ContainerAllocateResponse* response);
   // The container's GPUs if it is known to be waiting (nullopt otherwise).
   std::optional<std::vector<uint32_t>> TargetGpus(Resource resource, uint64_t count);
 

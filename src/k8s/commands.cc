@@ -124,6 +124,9 @@ void AddDevicePluginCommand(CLI::App& app) {
   cmd->add_option("--container-driver-path", f->options.container.container_driver_path,
                   "GPUSLICE_REAL_DRIVER inside containers (empty: let the library search)")
       ->capture_default_str();
+  cmd->add_option("--cdi-dir", f->options.container.cdi_dir,
+                  "Write each container's CDI spec here and name it in Allocate, for runtimes with CDI (the host's "
+                  "/var/run/cdi, mounted at the same path; preload mode only); empty: mounts and env only");
   cmd->add_option("--ld-library-path-rest", f->options.container.ld_library_path_rest,
                   "In libpath mode, what follows the shim on the container's LD_LIBRARY_PATH")
       ->capture_default_str();

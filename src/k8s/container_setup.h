@@ -54,6 +54,9 @@ struct ContainerEnvironment {
   // NVIDIA_VISIBLE_DEVICES tells the NVIDIA container runtime which GPUs to
   // set up (driver libraries, device nodes).
   bool set_nvidia_visible_devices = true;
+  // Where the device plugin writes each container's CDI spec (cdi.h), for
+  // runtimes with CDI; empty: none, the mounts and env only.
+  std::string cdi_dir;
   std::string dev_root = "/dev";    // host device nodes (tests point elsewhere)
   std::string proc_root = "/proc";  // for /proc/driver/nvidia (device minors)
 };

@@ -57,9 +57,9 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
                                                         std::vector<Resource>{Resource::kVcore, Resource::kVmemory},
                                                         self->resources_.get(), self->allocations_.get());
   self->probe_ = std::make_unique<HostProcessProbe>(options.proc_root);
-  self->reclaimer_ = std::make_unique<Reclaimer>(self->resources_.get(), self->store_.get(),
-                                                 self->parts_.provisioner.get(), self->parts_.liveness.get(),
-                                                 self->probe_.get(), options.state_dir, options.reclaim_grace);
+  self->reclaimer_ = std::make_unique<Reclaimer>(
+      self->resources_.get(), self->store_.get(), self->parts_.provisioner.get(), self->parts_.liveness.get(),
+      self->probe_.get(), options.state_dir, options.container.cdi_dir, options.reclaim_grace);
   DevicePlugin* p = self.get();
   p->threads_.emplace_back([p] { p->registrar_->Run(p->stop_); });
   p->threads_.emplace_back([p] { p->HealthLoop(); });

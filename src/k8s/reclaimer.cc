@@ -1,22 +1,27 @@
 #include "k8s/reclaimer.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
+#include "k8s/cdi.h"
 #include "port/log.h"
 
 namespace gpuslice::k8s {
 
 Reclaimer::Reclaimer(ResourceManager* resources, AssignmentStore* store, VgpuProvisioner* provisioner,
-                     PodLiveness* liveness, HostProcessProbe* probe, std::string state_root, std::chrono::seconds grace,
-                     std::function<int64_t()> now_unix_s)
+                     PodLiveness* liveness, HostProcessProbe* probe, std::string state_root, std::string cdi_dir,
+                     std::chrono::seconds grace, std::function<int64_t()> now_unix_s)
     : resources_(resources),
       store_(store),
       provisioner_(provisioner),
       liveness_(liveness),
       probe_(probe),
       state_root_(std::move(state_root)),
+      cdi_dir_(std::move(cdi_dir)),
       grace_(grace),
       now_unix_s_(std::move(now_unix_s)) {
   if (!now_unix_s_) {
@@ -52,6 +57,7 @@ StatusOr<uint32_t> Reclaimer::ReclaimOnce() {
       port::Log(port::LogLevel::kWarn, "device plugin: %s", s.message().c_str());
     }
     resources_->Erase(a.vgpu);
+    ForgetCdiSpec(a.vgpu);
     port::Log(port::LogLevel::kInfo, "device plugin: pod %s/%s is gone; removed vGPU %s", a.namespace_name.c_str(),
               a.pod.c_str(), a.vgpu.c_str());
     ++removed;
@@ -64,12 +70,21 @@ StatusOr<uint32_t> Reclaimer::ReclaimOnce() {
     if (stat(dir.c_str(), &st) == 0 && now - st.st_mtime < grace_.count()) continue;
     auto released = provisioner_->Release(name, *probe_);
     if (released.ok() && *released) {
+      ForgetCdiSpec(name);
       port::Log(port::LogLevel::kInfo, "device plugin: removed vGPU %s, which no container was recorded for",
                 name.c_str());
       ++removed;
     }
   }
   return removed;
+}
+
+void Reclaimer::ForgetCdiSpec(const std::string& vgpu) {
+  if (cdi_dir_.empty()) return;
+  const std::string spec = CdiSpecPath(cdi_dir_, vgpu);
+  if (unlink(spec.c_str()) != 0 && errno != ENOENT) {
+    port::Log(port::LogLevel::kWarn, "device plugin: cannot remove %s: %s", spec.c_str(), strerror(errno));
+  }
 }
 
 void Reclaimer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds interval) {

@@ -30,7 +30,7 @@ namespace gpuslice::k8s {
 class Reclaimer {
  public:
   Reclaimer(ResourceManager* resources, AssignmentStore* store, VgpuProvisioner* provisioner, PodLiveness* liveness,
-            HostProcessProbe* probe, std::string state_root, std::chrono::seconds grace,
+            HostProcessProbe* probe, std::string state_root, std::string cdi_dir, std::chrono::seconds grace,
             std::function<int64_t()> now_unix_s = nullptr);
 
   // Returns how many vGPUs were removed, or why nothing could be judged.
@@ -44,7 +44,11 @@ class Reclaimer {
   VgpuProvisioner* provisioner_;
   PodLiveness* liveness_;
   HostProcessProbe* probe_;
+  // The device plugin's CDI spec of a removed vGPU goes with it (cdi.h).
+  void ForgetCdiSpec(const std::string& vgpu);
+
   std::string state_root_;
+  std::string cdi_dir_;  // empty: the plugin writes no CDI specs
   std::chrono::seconds grace_;
   std::function<int64_t()> now_unix_s_;
 };

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "core/board_roster.h"
@@ -18,6 +19,7 @@
 #include "core/state_handout.h"
 #include "core/vgpu_store.h"
 #include "fake_kube_api.h"
+#include "k8s/cdi.h"
 #include "k8s/names.h"
 #include "node/policy_file.h"
 #include "node/power_cap_file.h"
@@ -428,6 +430,57 @@ TEST_F(SealedStateAllocationTest, APodGetsItsVgpuDirectoryReadOnlyAndNothingItCa
   EXPECT_EQ(MountsOf(response.container_responses(0)), mounts);
   ASSERT_TRUE(provisioner_->Release("k8s-uid-infer-0", port::SystemProcessProbe()).value());
   EXPECT_FALSE(std::filesystem::exists(vgpu_dir));
+}
+
+// With a CDI directory (preload mode), Allocate also writes the container's
+// CDI spec and names its device; the mounts and env stay, for runtimes
+// without CDI. The spec adds the library in /etc/ld.so.preload, so a process
+// that drops LD_PRELOAD still loads it.
+TEST_F(AllocationServiceTest, WithACdiDirectoryTheContainerAlsoGetsACdiSpecThatPreloadsTheLibrary) {
+  env_.cdi_dir = dir_ / "cdi";
+  std::filesystem::create_directories(env_.cdi_dir);
+  MakeService();
+  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 50, 8}}, json::object(), "node-a"));
+  v1beta1::AllocateResponse response;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 1, 0, 50)}, &response).ok());
+  const auto& c = response.container_responses(0);
+  ASSERT_EQ(c.cdi_devices_size(), 1);
+  EXPECT_EQ(c.cdi_devices(0).name(), "gpu.gpuslice.io/vgpu=k8s-uid-infer-0");
+  EXPECT_EQ(c.envs().at("LD_PRELOAD"), "/usr/local/gpuslice/lib/libgpuslice-cuda.so") << "the fallback stays";
+
+  const json spec = json::parse(testing::ReadFile(CdiSpecPath(env_.cdi_dir, "k8s-uid-infer-0")));
+  EXPECT_EQ(spec["cdiVersion"], "1.1.0");
+  EXPECT_EQ(spec["kind"], "gpu.gpuslice.io/vgpu");
+  ASSERT_EQ(spec["devices"].size(), 1u);
+  EXPECT_EQ(spec["devices"][0]["name"], "k8s-uid-infer-0");
+  const json& edits = spec["devices"][0]["containerEdits"];
+  std::map<std::string, json> mounts;
+  for (const json& m : edits["mounts"]) mounts[m["containerPath"]] = m;
+  ASSERT_EQ(mounts.count("/etc/ld.so.preload"), 1u);
+  EXPECT_EQ(mounts["/etc/ld.so.preload"]["hostPath"], dir_ / "state/k8s/ld.so.preload");
+  EXPECT_EQ(mounts["/etc/ld.so.preload"]["options"][0], "ro");
+  EXPECT_EQ(testing::ReadFile(dir_ / "state/k8s/ld.so.preload"), "/usr/local/gpuslice/lib/libgpuslice-cuda.so\n");
+  for (const auto& m : c.mounts()) {
+    ASSERT_EQ(mounts.count(m.container_path()), 1u) << m.container_path();
+    EXPECT_EQ(mounts[m.container_path()]["hostPath"], m.host_path());
+    EXPECT_EQ(mounts[m.container_path()]["options"][0], m.read_only() ? "ro" : "rw");
+  }
+  std::set<std::string> envs(edits["env"].begin(), edits["env"].end());
+  EXPECT_EQ(envs.count("GPUSLICE_VGPU_DIR=/run/gpuslice/vgpu"), 1u);
+  EXPECT_EQ(envs.count(std::string("CUDA_VISIBLE_DEVICES=") + kUuids[1]), 1u);
+  for (const std::string& e : envs) EXPECT_NE(e.rfind("LD_PRELOAD=", 0), 0u) << e;
+  std::set<std::string> nodes;
+  for (const json& n : edits["deviceNodes"]) nodes.insert(n["path"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia1"}));
+
+  // libpath mode writes none: a preloaded library beside the shim would
+  // interpose twice.
+  env_.inject = InjectMode::kLibraryPath;
+  MakeService();
+  api_.PutPod(MakePod("ml", "two", "uid-two", {{"main", 50, 8}}, json::object(), "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 0, 0, 50)}, &response).ok());
+  EXPECT_EQ(response.container_responses(0).cdi_devices_size(), 0);
+  EXPECT_FALSE(std::filesystem::exists(CdiSpecPath(env_.cdi_dir, "k8s-uid-two-0")));
 }
 
 TEST_F(AllocationServiceTest, ALevelTheNodeDoesNotHaveIsRefusedListingItsLevels) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "k8s/cdi.h"
 #include "k8s/dra/claim_allocation.h"
 #include "k8s/dra/names.h"
 

@@ -189,33 +189,6 @@ int Mode(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
 }
 
-// Checks what CDI 1.1 requires of a spec (github.com/cncf-tags/container-device-interface,
-// SPEC.md): version, kind vendor/class, device names, and the shape of each edit.
-void ExpectValidCdi(const json& spec) {
-  ASSERT_EQ(spec.value("cdiVersion", ""), "1.1.0");
-  ASSERT_TRUE(std::regex_match(spec.value("kind", ""), std::regex(R"([A-Za-z0-9][A-Za-z0-9.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*)")));
-  ASSERT_TRUE(spec["devices"].is_array());
-  ASSERT_FALSE(spec["devices"].empty());
-  auto check_edits = [](const json& edits) {
-    for (const json& e : edits.value("env", json::array())) EXPECT_NE(e.get<std::string>().find('='), std::string::npos);
-    for (const json& d : edits.value("deviceNodes", json::array())) {
-      EXPECT_EQ(d.value("path", "").rfind("/", 0), 0u) << d;
-      EXPECT_EQ(d.value("hostPath", "/").rfind("/", 0), 0u) << d;
-    }
-    for (const json& m : edits.value("mounts", json::array())) {
-      EXPECT_EQ(m.value("hostPath", "").rfind("/", 0), 0u) << m;
-      EXPECT_EQ(m.value("containerPath", "").rfind("/", 0), 0u) << m;
-      EXPECT_TRUE(m["options"].is_array()) << m;
-    }
-  };
-  for (const json& d : spec["devices"]) {
-    EXPECT_TRUE(std::regex_match(d.value("name", ""), std::regex(R"([A-Za-z0-9][A-Za-z0-9_.:\-]*)"))) << d;
-    ASSERT_TRUE(d.contains("containerEdits"));
-    check_edits(d["containerEdits"]);
-  }
-  check_edits(spec.value("containerEdits", json::object()));
-}
-
 const json* MountAt(const json& spec, const std::string& container_path) {
   for (const json& m : spec["containerEdits"]["mounts"]) {
     if (m["containerPath"] == container_path) return &m;
@@ -329,7 +302,7 @@ TEST_F(DraPluginTest, PrepareCreatesTheClaimedVgpuAndAValidCdiSpec) {
   // The CDI spec.
   const std::string path = dir_ / "cdi/gpu.gpuslice.io-vgpu_uid-train.json";
   const json spec = json::parse(testing::ReadFile(path));
-  ExpectValidCdi(spec);
+  testing::ExpectValidCdi(spec);
   EXPECT_EQ(spec["kind"], "gpu.gpuslice.io/vgpu");
   ASSERT_EQ(spec["devices"].size(), 1u);
   EXPECT_EQ(spec["devices"][0]["name"], "uid-train-1");

@@ -61,6 +61,7 @@ class KubeletConformance : public ::testing::Test {
     namespace fs = std::filesystem;
     fs::create_directories(dir_ / "device-plugins");
     fs::create_directories(dir_ / "dev");
+    fs::create_directories(dir_ / "cdi");
     fs::create_directories(dir_ / "cgroup/kubepods.slice");
     for (const char* node : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1"}) {
       testing::WriteFile(dir_ / ("dev/" + std::string(node)), "");
@@ -99,7 +100,8 @@ class KubeletConformance : public ::testing::Test {
                                      "--kube-ca-file=" + api_.ca_file(),
                                      "--pod-liveness=cgroup",
                                      "--cgroup-root=" + dir_ / "cgroup",
-                                     "--reclaim-interval=3600"};
+                                     "--reclaim-interval=3600",
+                                     "--cdi-dir=" + dir_ / "cdi"};
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "GPUSLICE_REAL_NVML=" + std::string(FAKE_NVML_LIBRARY),
                                     "FAKE_GPU_COUNT=2",   "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory),
                                     "FAKE_GPU_NVLINK=1",  "GPUSLICE_LOG=info"};
@@ -268,6 +270,16 @@ TEST_F(KubeletConformance, AllocatesTheContainersVgpuOnTheSchedulersGpu) {
   auto state = core::FetchState(vgpu_dir);
   ASSERT_TRUE(state.ok()) << state.status().message() << "\n" << Log();
   EXPECT_EQ(state->boards.size(), 1u);
+  // And a CDI spec for runtimes with CDI, which adds /etc/ld.so.preload.
+  ASSERT_EQ(c.cdi_devices_size(), 1);
+  EXPECT_EQ(c.cdi_devices(0).name(), "gpu.gpuslice.io/vgpu=k8s-conf-uid-1-0");
+  const json spec = json::parse(testing::ReadFile(dir_ / "cdi/gpu.gpuslice.io-vgpu_k8s-conf-uid-1-0.json"));
+  testing::ExpectValidCdi(spec);
+  bool preload = false;
+  for (const json& m : spec["devices"][0]["containerEdits"]["mounts"]) {
+    preload |= m["containerPath"] == "/etc/ld.so.preload" && m["options"][0] == "ro";
+  }
+  EXPECT_TRUE(preload) << spec.dump(2);
 
   const auto& envs = c.envs();
   EXPECT_EQ(envs.at("GPUSLICE_VGPU_DIR"), "/run/gpuslice/vgpu");

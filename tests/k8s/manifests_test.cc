@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "k8s/cdi.h"
 #include "k8s/names.h"
 #include "k8s/pod_request.h"
 #include "test_util.h"
@@ -172,14 +173,15 @@ TEST(Manifests, DaemonSetMountsWhatThePluginUses) {
     mounted[m["mountPath"].as<std::string>()] = host_paths[m["name"].as<std::string>()];
   }
   // Paths handed to the kubelet are host paths, so each is mounted at itself.
-  for (const char* path :
-       {kDefaultDevicePluginDir, "/var/lib/kubelet/pod-resources", "/run/gpuslice", "/var/lib/gpuslice/lib", "/dev"}) {
+  for (const char* path : {kDefaultDevicePluginDir, "/var/lib/kubelet/pod-resources", "/run/gpuslice",
+                           "/var/lib/gpuslice/lib", "/dev", kDefaultCdiDir}) {
     EXPECT_EQ(mounted[path], path) << path;
   }
   const std::set<std::string> args = Strings(plugin["args"]);
   EXPECT_EQ(args.count("device-plugin"), 1u);
   EXPECT_EQ(args.count("--library-dir=/var/lib/gpuslice/lib"), 1u);
   EXPECT_EQ(args.count("--state-dir=/run/gpuslice"), 1u);
+  EXPECT_EQ(args.count(std::string("--cdi-dir=") + kDefaultCdiDir), 1u);
   bool node_name = false;
   for (const auto& e : plugin["env"]) {
     if (e["name"].as<std::string>() == "NODE_NAME") {

@@ -12,6 +12,7 @@
 
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "k8s/cdi.h"
 #include "k8s/host_process_probe.h"
 #include "k8s/pod_liveness.h"
 #include "test_util.h"
@@ -171,7 +172,7 @@ class ReclaimerTest : public ::testing::Test {
   }
 
   Reclaimer MakeReclaimer() {
-    return Reclaimer(&resources_, &store_, provisioner_.get(), &liveness_, &probe_, dir_ / "state",
+    return Reclaimer(&resources_, &store_, provisioner_.get(), &liveness_, &probe_, dir_ / "state", dir_ / "cdi",
                      std::chrono::seconds(60), [this] { return now_; });
   }
 
@@ -208,10 +209,19 @@ TEST_F(ReclaimerTest, RemovesOnlyGoneUnusedAndOldVgpus) {
   ASSERT_TRUE(provisioner_->Provision(run).ok());
   liveness_.pods = {{"", "", kUidC, {}}};
 
+  // The device plugin's CDI specs (cdi.h) go with their vGPUs.
+  fs::create_directories(dir_ / "cdi");
+  for (const char* name : {"k8s-gone-dead", "k8s-gone-busy", "k8s-orphan-0"}) {
+    testing::WriteFile(CdiSpecPath(dir_ / "cdi", name), "{}");
+  }
+
   Reclaimer reclaimer = MakeReclaimer();
   auto removed = reclaimer.ReclaimOnce();
   ASSERT_TRUE(removed.ok()) << removed.status().message();
   EXPECT_EQ(*removed, 2u);
+  EXPECT_FALSE(fs::exists(CdiSpecPath(dir_ / "cdi", "k8s-gone-dead")));
+  EXPECT_FALSE(fs::exists(CdiSpecPath(dir_ / "cdi", "k8s-orphan-0")));
+  EXPECT_TRUE(fs::exists(CdiSpecPath(dir_ / "cdi", "k8s-gone-busy"))) << "its vGPU is still in use";
   EXPECT_EQ(Vgpus(), (std::set<std::string>{"k8s-alive", "k8s-gone-busy", "k8s-young", "run-123"}));
   std::set<std::string> records;
   for (const Assignment& a : store_.LoadAll(nullptr)) records.insert(a.vgpu);

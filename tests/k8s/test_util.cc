@@ -1,9 +1,11 @@
 #include "test_util.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -75,6 +77,38 @@ nlohmann::json MakeNode(const std::string& name, const nlohmann::json& annotatio
           {"kind", "Node"},
           {"metadata", {{"name", name}, {"annotations", annotations}, {"labels", {{"kubernetes.io/hostname", name}}}}},
           {"status", {{"capacity", {{"cpu", "8"}}}}}};
+}
+
+void ExpectValidCdi(const nlohmann::json& spec) {
+  ASSERT_EQ(spec.value("cdiVersion", ""), "1.1.0");
+  ASSERT_TRUE(std::regex_match(spec.value("kind", ""),
+                               std::regex(R"([A-Za-z0-9][A-Za-z0-9.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*)")));
+  ASSERT_TRUE(spec["devices"].is_array());
+  ASSERT_FALSE(spec["devices"].empty());
+  auto check_edits = [](const nlohmann::json& edits) {
+    for (const nlohmann::json& e : edits.value("env", nlohmann::json::array()))
+      EXPECT_NE(e.get<std::string>().find('='), std::string::npos);
+    for (const nlohmann::json& d : edits.value("deviceNodes", nlohmann::json::array())) {
+      EXPECT_EQ(d.value("path", "").rfind("/", 0), 0u) << d;
+      EXPECT_EQ(d.value("hostPath", "/").rfind("/", 0), 0u) << d;
+    }
+    for (const nlohmann::json& m : edits.value("mounts", nlohmann::json::array())) {
+      EXPECT_EQ(m.value("hostPath", "").rfind("/", 0), 0u) << m;
+      EXPECT_EQ(m.value("containerPath", "").rfind("/", 0), 0u) << m;
+      EXPECT_TRUE(m["options"].is_array()) << m;
+    }
+  };
+  for (const nlohmann::json& d : spec["devices"]) {
+    EXPECT_TRUE(std::regex_match(d.value("name", ""), std::regex(R"([A-Za-z0-9][A-Za-z0-9_.:\-]*)"))) << d;
+    ASSERT_TRUE(d.contains("containerEdits"));
+    const nlohmann::json& e = d["containerEdits"];
+    size_t edits = 0;
+    for (const char* kind : {"env", "deviceNodes", "mounts", "hooks"})
+      edits += e.value(kind, nlohmann::json::array()).size();
+    EXPECT_GT(edits, 0u) << "CDI refuses a device whose edits are empty: " << d;
+    check_edits(e);
+  }
+  check_edits(spec.value("containerEdits", nlohmann::json::object()));
 }
 
 }  // namespace gpuslice::k8s::testing

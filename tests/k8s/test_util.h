@@ -38,6 +38,11 @@ nlohmann::json MakePod(const std::string& ns, const std::string& name, const std
                        const nlohmann::json& annotations = nlohmann::json::object(), const std::string& node = "");
 nlohmann::json MakeNode(const std::string& name, const nlohmann::json& annotations = nlohmann::json::object());
 
+// Checks what CDI 1.1 requires of a spec (github.com/cncf-tags/container-device-interface,
+// SPEC.md): version, kind vendor/class, device names, and the shape of each
+// edit. Adds gtest failures.
+void ExpectValidCdi(const nlohmann::json& spec);
+
 }  // namespace gpuslice::k8s::testing
 
 #endif  // GPUSLICE_TESTS_K8S_TEST_UTIL_H_

@@ -147,7 +147,7 @@ StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& 
     p.requests = {d.request};
     p.pool = d.pool;
     p.device = d.device;
-    p.cdi_device_ids = {CdiDeviceId(uid, d.gpu_index)};
+    p.cdi_device_ids = {CdiDeviceId(CdiDeviceName(uid, d.gpu_index))};
     p.share_id = d.share_id;
     record.devices.push_back(p);
   }

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "k8s/cdi.h"
 #include "k8s/dra/claim_preparer.h"
 #include "k8s/dra/names.h"
 #include "k8s/gpu_sources.h"

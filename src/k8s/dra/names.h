@@ -18,10 +18,7 @@ inline constexpr char kDraPluginType[] = "DRAPlugin";
 inline constexpr char kDraV1Version[] = "v1.DRAPlugin";
 inline constexpr char kDraV1beta1Version[] = "v1beta1.DRAPlugin";
 
-// CDI: specs under /var/run/cdi, devices named <kind>=<claim uid>.
-inline constexpr char kDefaultCdiDir[] = "/var/run/cdi";
-inline constexpr char kCdiVersion[] = "1.1.0";
-inline constexpr char kCdiKind[] = "gpu.gpuslice.io/vgpu";
+// CDI: the kind and directory are both plugins' (k8s/cdi.h).
 
 // The claim's opaque configuration (DeviceClass or ResourceClaim
 // spec.devices.config[].opaque.parameters).
