@@ -25,10 +25,12 @@ accounting; prints one summary line (and --json writes the figures).
 """
 import argparse
 import json
+import mmap
 import os
 import resource
 import shutil
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -41,10 +43,8 @@ MiB = 1 << 20
 LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 192, 24  # vgpu_layout.h v2: slots at 256
 
 
-def ledger_state(path):
-    """(live slots, device-0 bytes) of one ledger file, read as a reaper would."""
-    with open(path, "rb") as f:
-        data = f.read()
+def parse_ledger(data):
+    """(live slots, device-0 bytes) of one ledger's bytes, read as a reaper would."""
     high_water = struct.unpack_from("<I", data, LEDGER_HIGH_WATER)[0]
     live, used = 0, 0
     for i in range(high_water):
@@ -56,12 +56,35 @@ def ledger_state(path):
     return live, used
 
 
+_handed_out = {}  # vGPU dir -> mmap of its sealed ledger
+
+
+def ledger_bytes(vgpu_dir):
+    """The vGPU's ledger: its file (standalone), or the sealed memory its
+    state.sock hands out (daemon-made vGPUs, src/core/state_handout.h: the
+    first descriptor is the ledger). Raises OSError while it does not exist."""
+    path = os.path.join(vgpu_dir, "ledger")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            return f.read()
+    if vgpu_dir not in _handed_out:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(2)
+            s.connect(os.path.join(vgpu_dir, "state.sock"))
+            _, fds, _, _ = socket.recv_fds(s, 4096, 16)
+        if not fds:
+            raise OSError("no descriptors handed out")
+        _handed_out[vgpu_dir] = mmap.mmap(fds[0], 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        for fd in fds:
+            os.close(fd)
+    return _handed_out[vgpu_dir][:]
+
+
 def registered(state, vgpus):
     total_live = total_used = 0
     for k in range(vgpus):
-        path = os.path.join(state, "vgpus", f"vgpu-{k}", "ledger")
         try:
-            live, used = ledger_state(path)
+            live, used = parse_ledger(ledger_bytes(os.path.join(state, "vgpus", f"vgpu-{k}")))
         except OSError:
             continue
         total_live += live
@@ -172,9 +195,9 @@ def main():
         ok = (all_registered is not None and all_registered <= args.deadline and exact and
               figures["left_over_vgpus"] == 0 and figures["unexpected_exits"] == 0)
     finally:
-        for r in runs:
-            if r.poll() is None:
-                r.kill()
+        # Every run and application names the work directory in its argv;
+        # an application outlives a killed run, so kill them by it.
+        subprocess.run(["pkill", "-9", "-f", work], check=False)
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
         daemon_log.close()
