@@ -110,6 +110,10 @@ void AddDevicePluginCommand(CLI::App& app) {
                                      "GPU node, see docs/kubernetes.md)");
   cmd->add_option("--node-name", f->options.node_name, "This node's Kubernetes name (default: $NODE_NAME)")
       ->envname("NODE_NAME");
+  cmd->add_option("--dra-registry-dir", f->options.dra_registry_dir,
+                  "The kubelet's plugin registration directory; refuse to start while gpuslice's DRA plugin serves "
+                  "there (empty: skip the check)")
+      ->capture_default_str();
   cmd->add_option("--kubelet-dir", f->options.plugin_dir, "The kubelet's device-plugins directory")
       ->capture_default_str();
   cmd->add_option("--state-dir", f->options.state_dir,

@@ -1,5 +1,8 @@
 #include "k8s/device_plugin.h"
 
+#include <unistd.h>
+
+#include "port/fd_passing.h"
 #include "port/log.h"
 
 namespace gpuslice::k8s {
@@ -27,6 +30,16 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
     return Status::Error(
         "the device plugin needs the node's name; pass --node-name (the DaemonSet sets it from "
         "spec.nodeName)");
+  }
+  if (!options.dra_registry_dir.empty()) {
+    const std::string socket = options.dra_registry_dir + "/" + dra::kDriverName + "-reg.sock";
+    if (auto conn = port::ConnectUnix(socket); conn.ok()) {
+      close(conn.value());
+      return Status::Error("gpuslice's DRA plugin is serving this node's GPUs (" + socket +
+                           " answers); run the device plugin or the DRA plugin on a node, not both: move the node's "
+                           "label from gpuslice.io/dra to gpuslice.io/enabled, or pass --dra-registry-dir \"\" to "
+                           "skip this check");
+    }
   }
   std::string document;
   auto topology = parts.discovery->Discover(&document);

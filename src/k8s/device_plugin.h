@@ -22,6 +22,7 @@
 #include "k8s/allocation_service.h"
 #include "k8s/assignment.h"
 #include "k8s/container_setup.h"
+#include "k8s/dra/names.h"
 #include "k8s/gpu_sources.h"
 #include "k8s/host_process_probe.h"
 #include "k8s/kube_api.h"
@@ -38,6 +39,9 @@ namespace gpuslice::k8s {
 struct DevicePluginOptions {
   std::string node_name;
   std::string plugin_dir = kDefaultDevicePluginDir;
+  // Where gpuslice's DRA plugin registers: Start refuses while it answers
+  // there, since both would hand out the same GPUs. Empty: no check.
+  std::string dra_registry_dir = dra::kDefaultRegistryDir;
   std::string state_dir;  // the vGPU state root (core::VgpuStore)
   ContainerEnvironment container;
   PackingPolicy policy = PackingPolicy::kBinpack;

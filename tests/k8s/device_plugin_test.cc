@@ -5,6 +5,7 @@
 #include "k8s/device_plugin.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <set>
@@ -13,6 +14,7 @@
 #include "fake_kubelet.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
+#include "port/fd_passing.h"
 #include "test_util.h"
 
 namespace gpuslice::k8s {
@@ -82,7 +84,14 @@ class DevicePluginTest : public ::testing::Test {
   }
 
   std::unique_ptr<DevicePlugin> StartPlugin() {
+    auto plugin = TryStartPlugin();
+    EXPECT_TRUE(plugin.ok()) << plugin.status().message();
+    return plugin.ok() ? std::move(*plugin) : nullptr;
+  }
+
+  StatusOr<std::unique_ptr<DevicePlugin>> TryStartPlugin() {
     DevicePluginOptions options;
+    options.dra_registry_dir = dir_ / "registry";
     options.node_name = "node-a";
     options.plugin_dir = dir_ / "plugins";
     options.state_dir = dir_ / "state";
@@ -100,9 +109,7 @@ class DevicePluginTest : public ::testing::Test {
     parts.api = std::move(api);
     parts.liveness = std::make_unique<NoPodsGone>();
     parts.provisioner = NewStoreProvisioner(dir_ / "state");
-    auto plugin = DevicePlugin::Start(options, std::move(parts));
-    EXPECT_TRUE(plugin.ok()) << plugin.status().message();
-    return plugin.ok() ? std::move(*plugin) : nullptr;
+    return DevicePlugin::Start(options, std::move(parts));
   }
 
   StatusOr<NodeUsage> PublishedUsage() const {
@@ -117,6 +124,25 @@ class DevicePluginTest : public ::testing::Test {
   ScriptedHealth* health_ = nullptr;
   FakeKubeApi* api_ = nullptr;
 };
+
+// One of the two plugins per node: both would hand out the same GPUs. A
+// registration socket of the DRA plugin that answers stops the device
+// plugin; one left behind by a dead DRA plugin does not.
+TEST_F(DevicePluginTest, RefusesToStartWhileGpuslicesDraPluginServesTheNode) {
+  std::filesystem::create_directories(dir_ / "registry");
+  const std::string socket = dir_ / "registry/gpu.gpuslice.io-reg.sock";
+  auto listening = port::ListenUnix(socket, 0600);
+  ASSERT_TRUE(listening.ok()) << listening.status().message();
+  auto refused = TryStartPlugin();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("DRA plugin is serving this node's GPUs"), std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("--dra-registry-dir"), std::string::npos);
+
+  close(listening.value());  // the DRA plugin died; its socket file stays
+  ASSERT_TRUE(std::filesystem::exists(socket));
+  EXPECT_NE(StartPlugin(), nullptr);
+}
 
 TEST_F(DevicePluginTest, ListAndWatchFollowsHealthDownAndBackUp) {
   kubelet_.Start();

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "k8s/cdi.h"
+#include "k8s/dra/names.h"
 #include "k8s/names.h"
 #include "k8s/pod_request.h"
 #include "test_util.h"
@@ -174,7 +175,7 @@ TEST(Manifests, DaemonSetMountsWhatThePluginUses) {
   }
   // Paths handed to the kubelet are host paths, so each is mounted at itself.
   for (const char* path : {kDefaultDevicePluginDir, "/var/lib/kubelet/pod-resources", "/run/gpuslice",
-                           "/var/lib/gpuslice/lib", "/dev", kDefaultCdiDir}) {
+                           "/var/lib/gpuslice/lib", "/dev", kDefaultCdiDir, dra::kDefaultRegistryDir}) {
     EXPECT_EQ(mounted[path], path) << path;
   }
   const std::set<std::string> args = Strings(plugin["args"]);
