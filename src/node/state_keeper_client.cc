@@ -117,7 +117,7 @@ Status StateKeeperClient::SpawnKeeper() {
   return Status::Ok();
 }
 
-Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u) {
+Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u, port::UniqueFd found) {
   if (boards_.count(u) != 0) return Status::Ok();
   // The keeper's board first: applications of earlier vGPUs map it.
   std::vector<port::UniqueFd> held;
@@ -127,15 +127,17 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u) {
     boards_.emplace(u, std::move(held[0]));
     return Status::Ok();
   }
-  auto board = std::make_unique<core::Board>();
-  core::InitBoard(board.get());
-  auto memfd =
-      port::CreateSealedMemfd(("gpuslice-board-" + core::UuidHex(u)).c_str(), board.get(), sizeof(core::Board));
-  if (!memfd.ok()) return memfd.status();
-  port::UniqueFd fd(memfd.value());
-  answer = Ask("board\n" + core::UuidHex(u), {fd.get()});
+  if (found.get() < 0) {
+    auto board = std::make_unique<core::Board>();
+    core::InitBoard(board.get());
+    auto memfd =
+        port::CreateSealedMemfd(("gpuslice-board-" + core::UuidHex(u)).c_str(), board.get(), sizeof(core::Board));
+    if (!memfd.ok()) return memfd.status();
+    found = port::UniqueFd(memfd.value());
+  }
+  answer = Ask("board\n" + core::UuidHex(u), {found.get()});
   if (!answer.ok()) return answer.status();
-  boards_.emplace(u, std::move(fd));
+  boards_.emplace(u, std::move(found));
   return Status::Ok();
 }
 
@@ -246,21 +248,6 @@ void StateKeeperClient::RecordLocked(const std::string& socket_path, int ledger_
   }
 }
 
-Status StateKeeperClient::AdoptBoardLocked(const core::GpuUuid& uuid, port::UniqueFd board) {
-  if (boards_.count(uuid) != 0) return Status::Ok();
-  std::vector<port::UniqueFd> held;
-  auto answer = Ask("get-board\n" + core::UuidHex(uuid), {}, &held);
-  if (!answer.ok()) return answer.status();
-  if (held.size() == 1 && port::CheckSealed(held[0].get(), sizeof(core::Board), "board").ok()) {
-    boards_.emplace(uuid, std::move(held[0]));
-    return Status::Ok();
-  }
-  answer = Ask("board\n" + core::UuidHex(uuid), {board.get()});
-  if (!answer.ok()) return answer.status();
-  boards_.emplace(uuid, std::move(board));
-  return Status::Ok();
-}
-
 Status StateKeeperClient::RecoverLocked(const std::string& name, const std::string& dir) {
   auto record = ReadStateRecord(dir);
   if (!record.ok()) return record.status();
@@ -274,7 +261,7 @@ Status StateKeeperClient::RecoverLocked(const std::string& name, const std::stri
     // only pacing turns, no charge.
     auto board = OpenMappedMemory(options_.proc_root, id, sizeof(core::Board), "board of GPU " + core::UuidHex(uuid));
     if (!board.ok()) continue;
-    if (Status s = AdoptBoardLocked(uuid, std::move(board.value())); !s.ok()) return s;
+    if (Status s = EnsureBoardLocked(uuid, std::move(board.value())); !s.ok()) return s;
   }
   // The dead keeper's socket file stays and refuses connections; the
   // vGPU's processes will find a new one at the same path.

@@ -83,14 +83,14 @@ class StateKeeperClient : public core::StatePublisher {
   // client last spoke to (so it holds nothing of ours).
   Status EnsureKeeperLocked(bool* fresh);
   Status SpawnKeeper();
-  Status EnsureBoardLocked(const core::GpuUuid& uuid);
+  // The GPU's board: ours, else the keeper's, else `found` (memory
+  // recovered from a process), else a new one, which the keeper is given.
+  Status EnsureBoardLocked(const core::GpuUuid& uuid, port::UniqueFd found = port::UniqueFd());
   Status PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                        const std::vector<core::GpuUuid>& gpus);
   Status ReseedLocked();
-  // Serves vGPU `name` again from a process that maps its memory; for a
-  // board, takes the keeper's if it has one.
+  // Serves vGPU `name` again from a process that maps its memory.
   Status RecoverLocked(const std::string& name, const std::string& dir);
-  Status AdoptBoardLocked(const core::GpuUuid& uuid, port::UniqueFd board);
   // What was handed out for the vGPU at `socket_path`: its record beside the socket.
   void RecordLocked(const std::string& socket_path, int ledger_fd, const std::vector<core::GpuUuid>& gpus);
   void ShareSocket(const std::string& socket_path) const;

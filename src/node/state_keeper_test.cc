@@ -51,6 +51,19 @@ class StateKeeperTest : public ::testing::Test {
     if (thread_.joinable()) thread_.join();
   }
 
+  // A vGPU made through a client that is gone since; the keeper serves it still.
+  std::string MadeByAGoneClient(const std::string& name) {
+    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+    EXPECT_TRUE(client.ok());
+    if (!client.ok()) return "";
+    core::VgpuStore store(root_);
+    store.set_state_publisher(client.value().get());
+    bool created;
+    auto made = store.CreateOrJoin(Spec(name, 64 << 20, 1), true, &created);
+    EXPECT_TRUE(made.ok());
+    return made.ok() ? made.value() : "";
+  }
+
   static core::VgpuSpec Spec(const std::string& name, uint64_t limit, uint8_t gpu) {
     core::VgpuSpec spec;
     spec.name = name;
@@ -195,17 +208,8 @@ TEST_F(StateKeeperTest, AVgpuWhoseDirectoryVanishedIsDroppedAndTheKeeperEndsWith
 // does) gives a new keeper the very same memory, on a new socket at the old
 // path.
 TEST_F(StateKeeperTest, ANewKeeperIsGivenTheSameMemoryByTheDaemon) {
-  std::string dir;
-  {
-    auto first = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
-    ASSERT_TRUE(first.ok());
-    core::VgpuStore store(root_);
-    store.set_state_publisher(first.value().get());
-    bool created;
-    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
-    ASSERT_TRUE(made.ok());
-    dir = made.value();
-  }
+  const std::string dir = MadeByAGoneClient("a");
+  ASSERT_FALSE(dir.empty());
   auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
   ASSERT_TRUE(client.ok());
   EXPECT_EQ(client.value()->Adopt(), 1u);
@@ -280,17 +284,10 @@ bool CanOpenMapFiles() {
 // there by the record it left, and serves the very same memory again, so the
 // vGPU's new processes charge the ledger its running ones do.
 TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAProcessThatMapsIt) {
-  std::string dir;
+  const std::string dir = MadeByAGoneClient("a");
+  ASSERT_FALSE(dir.empty());
   std::optional<port::MappedFile> app_ledger, app_board;  // an application's mappings
   {
-    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
-    ASSERT_TRUE(client.ok());
-    core::VgpuStore store(root_);
-    store.set_state_publisher(client.value().get());
-    bool created;
-    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
-    ASSERT_TRUE(made.ok());
-    dir = made.value();
     auto state = core::FetchState(dir);
     ASSERT_TRUE(state.ok());
     auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
@@ -300,7 +297,7 @@ TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAP
     ASSERT_TRUE(l.ok() && b.ok());
     app_ledger.emplace(std::move(l.value()));
     app_board.emplace(std::move(b.value()));
-  }  // the client is gone, and its descriptors; the handed ones are closed
+  }  // the handed descriptors are closed: only the mappings hold the memory
   StopKeeper();
   keeper_.reset();  // and the keeper
   auto* ledger = static_cast<core::Ledger*>(app_ledger->data());
@@ -330,17 +327,8 @@ TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAP
 // ledger. It is not the recorded inode, so it is not taken, and the vGPU
 // stays refused (fails closed) rather than charging the tenant's memory.
 TEST_F(StateKeeperTest, APlantedLookAlikeOfALostLedgerIsNotTaken) {
-  std::string dir;
-  {
-    auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
-    ASSERT_TRUE(client.ok());
-    core::VgpuStore store(root_);
-    store.set_state_publisher(client.value().get());
-    bool created;
-    auto made = store.CreateOrJoin(Spec("a", 64 << 20, 1), true, &created);
-    ASSERT_TRUE(made.ok());
-    dir = made.value();
-  }
+  const std::string dir = MadeByAGoneClient("a");
+  ASSERT_FALSE(dir.empty());
   StopKeeper();
   keeper_.reset();  // nobody maps the ledger: it is gone
   auto planted = port::CreateSealedMemfd("gpuslice-ledger-a", nullptr, sizeof(core::Ledger));

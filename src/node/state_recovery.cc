@@ -21,19 +21,6 @@ namespace {
 
 constexpr char kRecordHeader[] = "gpuslice-state-record 1";
 
-bool ParseUuidHex(const std::string& hex, core::GpuUuid* out) {
-  if (hex.size() != 32) return false;
-  for (size_t i = 0; i < 16; ++i) {
-    unsigned byte = 0;
-    if (!isxdigit(static_cast<unsigned char>(hex[2 * i])) || !isxdigit(static_cast<unsigned char>(hex[2 * i + 1])) ||
-        sscanf(hex.c_str() + 2 * i, "%2x", &byte) != 1) {
-      return false;
-    }
-    (*out)[i] = static_cast<uint8_t>(byte);
-  }
-  return true;
-}
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -81,7 +68,7 @@ StatusOr<StateRecord> ParseStateRecord(const std::string& text) {
       continue;
     }
     core::GpuUuid uuid{};
-    if (!ParseUuidHex(uuid_hex, &uuid)) return Status::Error("bad GPU in state record line: \"" + line + "\"");
+    if (!core::ParseUuidHex(uuid_hex, &uuid)) return Status::Error("bad GPU in state record line: \"" + line + "\"");
     record.boards.emplace_back(uuid, id);
   }
   if (!has_ledger) return Status::Error("state record names no ledger");
