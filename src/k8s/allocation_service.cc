@@ -1,5 +1,7 @@
 #include "k8s/allocation_service.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include "k8s/pod_matcher.h"
 #include "k8s/priority_level.h"
 #include "node/power_cap_file.h"
-#include "port/log.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::k8s {
@@ -181,7 +182,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     return {grpc::StatusCode::UNAVAILABLE, "cannot list the pods of node " + node + ": " + items.status().message()};
   std::vector<std::string> problems;
   const std::vector<PodRequest> pods = WaitingPods(*items, node, &problems);
-  for (const std::string& p : problems) port::Log(port::LogLevel::kWarn, "device plugin: %s", p.c_str());
+  for (const std::string& p : problems) spdlog::warn("{}", p);
 
   // The same IDs again for a container still waiting (a retried call): the
   // same answer, nothing new. The same IDs for anyone else are the kubelet
@@ -197,7 +198,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
       auto built = BuildContainerResponse(*done, *dir, resources_->topology(), environment_);
       if (!built.ok()) return Precondition(built.status().message());
       if (Status s = AddCdiDevice(*done, *dir, &*built); !s.ok()) {
-        port::Log(port::LogLevel::kWarn, "device plugin: %s", s.message().c_str());
+        spdlog::warn("{}", s.message());
       }
       *response = std::move(*built);
       return grpc::Status::OK;
@@ -292,14 +293,12 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     return Internal("cannot record the assignment of " + who + ": " + s.message());
   }
   if (Status s = AddCdiDevice(a, *dir, &*built); !s.ok()) {
-    port::Log(port::LogLevel::kWarn, "device plugin: %s; %s gets the mounts and LD_PRELOAD only", s.message().c_str(),
-              who.c_str());
+    spdlog::warn("{}; {} gets the mounts and LD_PRELOAD only", s.message(), who);
   }
   resources_->Put(a);
-  port::Log(port::LogLevel::kInfo,
-            "device plugin: %s gets vGPU %s on GPU(s) %s (%u vcore, %llu vmemory units per GPU, level %s)", who.c_str(),
-            a.vgpu.c_str(), JoinIndices(a.gpus).c_str(), a.vcore_per_gpu,
-            static_cast<unsigned long long>(a.vmemory_units_per_gpu), a.level_name.c_str());
+  spdlog::info("{} gets vGPU {} on GPU(s) {} ({} vcore, {} vmemory units per GPU, level {})", who, a.vgpu,
+               JoinIndices(a.gpus), a.vcore_per_gpu, static_cast<unsigned long long>(a.vmemory_units_per_gpu),
+               a.level_name);
   *response = std::move(*built);
   return grpc::Status::OK;
 }

@@ -1,6 +1,8 @@
 #include "k8s/commands.h"
 
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -24,6 +26,16 @@ constexpr int kStartupError = 2;
 int Fail(const std::string& command, const std::string& message) {
   std::cerr << "gpuslice " << command << ": " << message << "\n";
   return kStartupError;
+}
+
+// The daemon's log style (daemon.cc): stderr, one line each, the level from
+// GPUSLICE_LOG (error, warn, info, debug; default warn, as the library's).
+void ConfigureLogging(const std::string& command) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("gpuslice-" + command));
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ gpuslice-" + command + ": %v");
+  const char* level = getenv("GPUSLICE_LOG");
+  const spdlog::level::level_enum parsed = level == nullptr ? spdlog::level::warn : spdlog::level::from_str(level);
+  spdlog::set_level(parsed == spdlog::level::off ? spdlog::level::warn : parsed);
 }
 
 // Blocks SIGINT and SIGTERM in every thread started after this call, so
@@ -163,6 +175,7 @@ void AddDevicePluginCommand(CLI::App& app) {
 
   cmd->callback([f] {
     const char* name = "device-plugin";
+    ConfigureLogging(name);
     DevicePluginOptions options = f->options;
     if (options.state_dir.empty()) {
       const char* env = getenv("GPUSLICE_STATE_DIR");
@@ -235,6 +248,7 @@ void AddSchedulerExtenderCommand(CLI::App& app) {
 
   cmd->callback([f] {
     const char* name = "scheduler-extender";
+    ConfigureLogging(name);
     ExtenderConfig config;
     config.policy = f->policy == "spread" ? PackingPolicy::kSpread : PackingPolicy::kBinpack;
     config.reservation_ttl = std::chrono::seconds(f->reservation_ttl_s);
@@ -302,6 +316,7 @@ void AddDraPluginCommand(CLI::App& app) {
 
   cmd->callback([f] {
     const char* name = "dra-plugin";
+    ConfigureLogging(name);
     dra::DraPluginOptions options = f->options;
     if (options.state_dir.empty()) {
       const char* env = getenv("GPUSLICE_STATE_DIR");

@@ -1,9 +1,9 @@
 #include "k8s/device_plugin.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include "port/fd_passing.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -16,8 +16,7 @@ Assignment Reindexed(Assignment a, const NodeTopology& topology) {
     if (const TopologyGpu* g = topology.GpuByUuid(a.uuids[i])) {
       a.gpus[i] = g->index;
     } else {
-      port::Log(port::LogLevel::kWarn, "device plugin: GPU %s of vGPU %s is no longer on this node", a.uuids[i].c_str(),
-                a.vgpu.c_str());
+      spdlog::warn("GPU {} of vGPU {} is no longer on this node", a.uuids[i], a.vgpu);
     }
   }
   return a;
@@ -53,13 +52,12 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
   self->store_ = std::make_unique<AssignmentStore>(options.state_dir + "/k8s/assignments");
   std::vector<std::string> problems;
   for (const Assignment& a : self->store_->LoadAll(&problems)) self->resources_->Put(Reindexed(a, *topology));
-  for (const std::string& p : problems) port::Log(port::LogLevel::kWarn, "device plugin: %s", p.c_str());
+  for (const std::string& p : problems) spdlog::warn("{}", p);
 
   if (auto healthy = self->parts_.health->HealthyGpus(); healthy.ok()) {
     self->resources_->SetHealthy(*healthy);
   } else {
-    port::Log(port::LogLevel::kWarn, "device plugin: GPU health unknown, all unhealthy: %s",
-              healthy.status().message().c_str());
+    spdlog::warn("GPU health unknown, all unhealthy: {}", healthy.status().message());
     self->resources_->SetHealthy({});
   }
 
@@ -81,10 +79,9 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
     p->publisher_ = std::make_unique<NodePublisher>(p->parts_.api.get(), p->resources_.get(), document);
     p->threads_.emplace_back([p] { p->publisher_->Run(p->stop_); });
   }
-  port::Log(port::LogLevel::kInfo, "device plugin: node %s, %zu GPU(s), %llu vcore and %llu vmemory devices",
-            options.node_name.c_str(), topology->gpus.size(),
-            static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVcore)),
-            static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVmemory)));
+  spdlog::info("node {}, {} GPU(s), {} vcore and {} vmemory devices", options.node_name, topology->gpus.size(),
+               static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVcore)),
+               static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVmemory)));
   return self;
 }
 
@@ -94,8 +91,7 @@ void DevicePlugin::HealthLoop() {
     auto healthy = parts_.health->HealthyGpus();
     if (!healthy.ok()) {
       if (!failing) {
-        port::Log(port::LogLevel::kWarn, "device plugin: GPU health unknown, all unhealthy: %s",
-                  healthy.status().message().c_str());
+        spdlog::warn("GPU health unknown, all unhealthy: {}", healthy.status().message());
       }
       failing = true;
       resources_->SetHealthy({});
@@ -103,8 +99,7 @@ void DevicePlugin::HealthLoop() {
       failing = false;
       if (resources_->SetHealthy(*healthy)) {
         for (const TopologyGpu& g : resources_->topology().gpus) {
-          port::Log(port::LogLevel::kInfo, "device plugin: GPU %u (%s) is %s", g.index, g.uuid.c_str(),
-                    resources_->IsHealthy(g.index) ? "healthy" : "UNHEALTHY");
+          spdlog::info("GPU {} ({}) is {}", g.index, g.uuid, resources_->IsHealthy(g.index) ? "healthy" : "UNHEALTHY");
         }
       }
     }

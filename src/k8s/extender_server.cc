@@ -1,11 +1,11 @@
 #include "k8s/extender_server.h"
 
 #include <httplib.h>
+#include <spdlog/spdlog.h>
 
 #include <thread>
 
 #include "config/listen_address.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 
@@ -55,8 +55,7 @@ StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(const ExtenderSe
   }
   self->port_ = static_cast<uint16_t>(port);
   self->impl_->thread = std::thread([&server] { server.listen_after_bind(); });
-  port::Log(port::LogLevel::kInfo, "scheduler extender: listening on %s:%d%s", address->host.c_str(), port,
-            prefix.c_str());
+  spdlog::info("scheduler extender: listening on {}:{}{}", address->host, port, prefix);
   return self;
 }
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,12 +14,10 @@
 #include <charconv>
 #include <chrono>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "port/log.h"
 #include "port/nvml_library.h"
 
 extern char** environ;
@@ -93,13 +92,12 @@ class NodeGpuDiscovery final : public GpuDiscovery {
           *document = doc;
           return topo;
         }
-        port::Log(port::LogLevel::kWarn,
-                  "device plugin: `gpuslice devices --json` printed an unusable document (%s); "
-                  "describing the GPUs from NVML without links",
-                  topo.status().message().c_str());
+        spdlog::warn(
+            "`gpuslice devices --json` printed an unusable document ({}); "
+            "describing the GPUs from NVML without links",
+            topo.status().message());
       } else {
-        port::Log(port::LogLevel::kWarn, "device plugin: %s; describing the GPUs from NVML without links",
-                  out.status().message().c_str());
+        spdlog::warn("{}; describing the GPUs from NVML without links", out.status().message());
       }
     }
     auto nvml = port::NvmlLibrary::Open();
@@ -142,8 +140,7 @@ class NvmlHealthSource final : public HealthSource {
         for (const std::string& uuid : UnhealthyGpusInDevicesJson(*out)) healthy.erase(uuid);
       } else if (!warned_) {
         warned_ = true;
-        port::Log(port::LogLevel::kWarn, "device plugin: GPU health from XID errors unknown (%s); using NVML's alone",
-                  out.status().message().c_str());
+        spdlog::warn("GPU health from XID errors unknown ({}); using NVML's alone", out.status().message());
       }
     }
     return healthy;

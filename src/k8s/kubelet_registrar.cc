@@ -1,6 +1,7 @@
 #include "k8s/kubelet_registrar.h"
 
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +14,6 @@
 
 #include "k8s/names.h"
 #include "k8s/plugin_server.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -62,13 +62,12 @@ void KubeletRegistrar::Run(const std::atomic<bool>& stop) {
       const std::string socket = plugin_dir_ + "/" + PluginSocketName(resource);
       if (st.server == nullptr || InodeOf(socket) != st.server->socket_inode()) {
         if (st.server != nullptr) {
-          port::Log(port::LogLevel::kInfo, "device plugin: %s was removed (kubelet restart?); serving it again",
-                    socket.c_str());
+          spdlog::info("{} was removed (kubelet restart?); serving it again", socket);
         }
         st.server.reset();
         auto server = PluginServer::Start(resource, socket, manager_, allocations_);
         if (!server.ok()) {
-          port::Log(port::LogLevel::kError, "device plugin: %s", server.status().message().c_str());
+          spdlog::error("{}", server.status().message());
           continue;
         }
         st.server = std::move(*server);
@@ -85,11 +84,11 @@ void KubeletRegistrar::Run(const std::atomic<bool>& stop) {
         st.registered = true;
         st.kubelet_inode = kubelet_inode;
         registrations_.fetch_add(1);
-        port::Log(port::LogLevel::kInfo, "device plugin: registered %s with the kubelet", ResourceName(resource));
+        spdlog::info("registered {} with the kubelet", ResourceName(resource));
       } else {
         st.registered = false;
         st.retry_at = Clock::now() + kRetryInterval;
-        port::Log(port::LogLevel::kWarn, "device plugin: %s; retrying", s.message().c_str());
+        spdlog::warn("{}; retrying", s.message());
       }
     }
 

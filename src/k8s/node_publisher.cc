@@ -1,10 +1,11 @@
 #include "k8s/node_publisher.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 
@@ -35,13 +36,12 @@ void NodePublisher::Run(const std::atomic<bool>& stop) {
     if (Clock::now() >= next_due || (!failing && version != published_version)) {
       Status s = PublishOnce();
       if (s.ok()) {
-        if (failing) port::Log(port::LogLevel::kInfo, "device plugin: node annotations published again");
+        if (failing) spdlog::info("node annotations published again");
         failing = false;
         published_version = version;
         next_due = Clock::now() + resync_interval_;
       } else {
-        if (!failing)
-          port::Log(port::LogLevel::kWarn, "device plugin: cannot annotate the node: %s", s.message().c_str());
+        if (!failing) spdlog::warn("cannot annotate the node: {}", s.message());
         failing = true;
         next_due = Clock::now() + retry_interval_;
       }

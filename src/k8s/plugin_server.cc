@@ -1,6 +1,7 @@
 #include "k8s/plugin_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +9,6 @@
 
 #include "k8s/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "k8s/names.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -60,8 +60,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::Service {
                         v1beta1::AllocateResponse* response) override {
     grpc::Status s = allocations_->Allocate(resource_, *request, response);
     if (!s.ok()) {
-      port::Log(port::LogLevel::kWarn, "device plugin: Allocate %s refused: %s", ResourceName(resource_),
-                s.error_message().c_str());
+      spdlog::warn("Allocate {} refused: {}", ResourceName(resource_), s.error_message());
     }
     return s;
   }

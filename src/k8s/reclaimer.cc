@@ -1,5 +1,6 @@
 #include "k8s/reclaimer.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,7 +9,6 @@
 #include <thread>
 
 #include "k8s/cdi.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 
@@ -44,22 +44,20 @@ StatusOr<uint32_t> Reclaimer::ReclaimOnce() {
     if (now - a.created_unix_s < grace_.count() || IsAlive(a, *pods)) continue;
     auto released = provisioner_->Release(a.vgpu, *probe_);
     if (!released.ok()) {
-      port::Log(port::LogLevel::kWarn, "device plugin: cannot remove vGPU %s of gone pod %s/%s: %s", a.vgpu.c_str(),
-                a.namespace_name.c_str(), a.pod.c_str(), released.status().message().c_str());
+      spdlog::warn("cannot remove vGPU {} of gone pod {}/{}: {}", a.vgpu, a.namespace_name, a.pod,
+                   released.status().message());
       continue;
     }
     if (!*released) {
-      port::Log(port::LogLevel::kInfo, "device plugin: pod %s/%s is gone but processes still use vGPU %s; later",
-                a.namespace_name.c_str(), a.pod.c_str(), a.vgpu.c_str());
+      spdlog::info("pod {}/{} is gone but processes still use vGPU {}; later", a.namespace_name, a.pod, a.vgpu);
       continue;
     }
     if (Status s = store_->Remove(a.vgpu); !s.ok()) {
-      port::Log(port::LogLevel::kWarn, "device plugin: %s", s.message().c_str());
+      spdlog::warn("{}", s.message());
     }
     resources_->Erase(a.vgpu);
     ForgetCdiSpec(a.vgpu);
-    port::Log(port::LogLevel::kInfo, "device plugin: pod %s/%s is gone; removed vGPU %s", a.namespace_name.c_str(),
-              a.pod.c_str(), a.vgpu.c_str());
+    spdlog::info("pod {}/{} is gone; removed vGPU {}", a.namespace_name, a.pod, a.vgpu);
     ++removed;
   }
   // vGPUs the plugin made but never recorded.
@@ -71,8 +69,7 @@ StatusOr<uint32_t> Reclaimer::ReclaimOnce() {
     auto released = provisioner_->Release(name, *probe_);
     if (released.ok() && *released) {
       ForgetCdiSpec(name);
-      port::Log(port::LogLevel::kInfo, "device plugin: removed vGPU %s, which no container was recorded for",
-                name.c_str());
+      spdlog::info("removed vGPU {}, which no container was recorded for", name);
       ++removed;
     }
   }
@@ -83,7 +80,7 @@ void Reclaimer::ForgetCdiSpec(const std::string& vgpu) {
   if (cdi_dir_.empty()) return;
   const std::string spec = CdiSpecPath(cdi_dir_, vgpu);
   if (unlink(spec.c_str()) != 0 && errno != ENOENT) {
-    port::Log(port::LogLevel::kWarn, "device plugin: cannot remove %s: %s", spec.c_str(), strerror(errno));
+    spdlog::warn("cannot remove {}: {}", spec, strerror(errno));
   }
 }
 
@@ -92,8 +89,7 @@ void Reclaimer::Run(const std::atomic<bool>& stop, std::chrono::milliseconds int
   while (!stop.load()) {
     auto r = ReclaimOnce();
     if (!r.ok() && !failing) {
-      port::Log(port::LogLevel::kWarn, "device plugin: cannot tell which pods are gone, reclaiming nothing: %s",
-                r.status().message().c_str());
+      spdlog::warn("cannot tell which pods are gone, reclaiming nothing: {}", r.status().message());
     }
     failing = !r.ok();
     // Sleep in short steps so that `stop` is seen within 200 ms.

@@ -1,5 +1,6 @@
 #include "k8s/vgpu_provisioner.h"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -13,7 +14,6 @@
 #include "core/state_handout.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
-#include "port/log.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -82,7 +82,7 @@ class StoreProvisioner final : public VgpuProvisioner {
   void Reschedule() {
     auto config = node::LoadPolicyConfig(store_.root());
     const Status s = config.ok() ? node::ApplyNodeSchedule(store_, config.value()) : config.status();
-    if (!s.ok()) port::Log(port::LogLevel::kWarn, "device plugin: the node schedule was not applied: %s", s.message().c_str());
+    if (!s.ok()) spdlog::warn("the node schedule was not applied: {}", s.message());
   }
 
   // A keeper that died (its container restarted, say) is replaced and given
@@ -93,7 +93,7 @@ class StoreProvisioner final : public VgpuProvisioner {
     while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
       lock.unlock();
       if (Status s = keeper_->Check(); !s.ok()) {
-        port::Log(port::LogLevel::kError, "vGPU provisioner: state keeper: %s", s.message().c_str());
+        spdlog::error("state keeper: {}", s.message());
       }
       lock.lock();
     }
