@@ -297,8 +297,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
   }
   resources_->Put(a);
   spdlog::info("{} gets vGPU {} on GPU(s) {} ({} vcore, {} vmemory units per GPU, level {})", who, a.vgpu,
-               JoinIndices(a.gpus), a.vcore_per_gpu, static_cast<unsigned long long>(a.vmemory_units_per_gpu),
-               a.level_name);
+               JoinIndices(a.gpus), a.vcore_per_gpu, a.vmemory_units_per_gpu, a.level_name);
   *response = std::move(*built);
   return grpc::Status::OK;
 }

@@ -80,8 +80,7 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
     p->threads_.emplace_back([p] { p->publisher_->Run(p->stop_); });
   }
   spdlog::info("node {}, {} GPU(s), {} vcore and {} vmemory devices", options.node_name, topology->gpus.size(),
-               static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVcore)),
-               static_cast<unsigned long long>(p->resources_->DeviceCount(Resource::kVmemory)));
+               p->resources_->DeviceCount(Resource::kVcore), p->resources_->DeviceCount(Resource::kVmemory));
   return self;
 }
 
