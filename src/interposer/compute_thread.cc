@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <time.h>
 
 #include <atomic>
 #include <mutex>
@@ -39,11 +38,7 @@ void* ThreadMain(void* arg) {
   auto* rt = static_cast<VgpuRuntime*>(arg);
   pacer::Start(rt);
   LibraryWatch watch(port::MonotonicNanos() / 1'000'000);
-  for (;;) {
-    timespec ts{0, static_cast<long>(RunJobs(rt, watch))};
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-  }
+  for (;;) pacer::SleepBetweenTicks(RunJobs(rt, watch));
   return nullptr;
 }
 
@@ -89,7 +84,7 @@ void StartComputeThread(VgpuRuntime* rt) {
               "are NOT enforced for this process", err);
     return;
   }
-  pthread_setname_np(thread, "gpuslice-compute");
+  pthread_setname_np(thread, "gpuslice-tick");  // 15 characters at most, or the name is refused
   g_started.store(true, std::memory_order_release);
 }
 

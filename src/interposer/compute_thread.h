@@ -3,7 +3,8 @@
 //
 // One thread per process, started lazily by the first context creation
 // inside a vGPU (hooks_context.cc), never at load time. Each tick (1 ms while
-// the process is paced, 250 µs while it holds a GPU turn, else 20 ms: the
+// the process is paced, 250 µs while it holds a GPU turn, else 20 ms, and
+// 20 ms while paced with nothing queued, cut short by its next launch: the
 // pacer says) it runs its jobs in order, each in its own file:
 //   - GPU turns (pacer.h): heartbeat, whether to pace, drains, hand-over;
 //   - a latency-critical process's activity (lc_activity.h);
@@ -18,9 +19,9 @@
 //
 // PrepareCompute and StartComputeThread are thread-safe and idempotent;
 // they take process-local mutexes, and StartComputeThread allocates the
-// thread (slow path). The thread blocks in nanosleep and RM ioctls only. In
-// a forked child (which has no thread) everything starts afresh with the
-// child's own first context.
+// thread (slow path). The thread blocks in nanosleep, a futex wait (pacer.h)
+// and RM ioctls only. In a forked child (which has no thread) everything
+// starts afresh with the child's own first context.
 #ifndef GPUSLICE_INTERPOSER_COMPUTE_THREAD_H_
 #define GPUSLICE_INTERPOSER_COMPUTE_THREAD_H_
 

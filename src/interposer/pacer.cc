@@ -28,6 +28,7 @@
 #include "port/clock.h"
 #include "port/log.h"
 #include "port/mapped_file.h"
+#include "port/wake_word.h"
 
 namespace gpuslice::interposer::pacer {
 
@@ -45,6 +46,13 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 // training blocked in a synchronisation is not at the gate to see it itself.)
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
+// A paced best-effort process with nothing queued and no launch waiting
+// ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
+// wakes the thread (g_tick_wake). Nothing of the turn needs it meanwhile:
+// a turn goes only to a vGPU that wants the GPU, and those tick fast or wait
+// at the gate, where TryEnter advances the turn itself. Before, every idle
+// process beside another vGPU ticked every millisecond: 500 of them took
+// about two cores (docs/benchmarks.md, "Load").
 // A launch the gate let through lets the process's launches on that device
 // through for this long without reading the board again, and the board
 // hears of its launches at most this often. The board's decisions move at
@@ -107,6 +115,11 @@ uint64_t g_roster_checked_ns = 0;
 bool g_roster_logged = false;
 
 std::atomic<bool> g_wait_logged{false};
+
+// The quiet compute thread sleeps on this; see kIdleTickNs.
+port::WakeWord g_tick_wake;
+std::atomic<int> g_gate_waiters{0};  // launches of this process waiting at the gate
+bool g_quiet = false;                // the compute thread's last tick found it quiet
 
 // Queries `slot`'s markers (event_markers.h); when all are complete and
 // nothing was launched meanwhile, tells the board this process has drained.
@@ -372,7 +385,7 @@ uint64_t Tick(VgpuRuntime* rt) {
     g_roster_checked_ns = now;
     if (g_device_count > 0 && g_devices[0].config.trust != nullptr) LoadRoster(limits, g_devices[0].vgpu_id);
   }
-  bool any = false, holding = false;
+  bool any = false, holding = false, quiet = true;
   for (int s = 0; s < g_device_count; ++s) {
     Device& d = g_devices[s];
     if (d.board == nullptr) continue;
@@ -402,13 +415,41 @@ uint64_t Tick(VgpuRuntime* rt) {
       core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
       const bool holds = core::TurnHolder(*d.board) == member;
       holding |= holds;
+      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (d.work.load(std::memory_order_relaxed) & 1) == 0;
       if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
       }
     }
   }
   g_active.store(any, std::memory_order_release);
+  g_quiet = any && quiet;
+  if (g_quiet) return kIdleTickNs;
   return holding ? kHolderTickNs : any ? kPacedTickNs : kIdleTickNs;
+}
+
+namespace {
+bool WorkOrWaiters() {
+  if (g_gate_waiters.load(std::memory_order_seq_cst) != 0) return true;
+  for (int s = 0; s < g_device_count; ++s) {
+    if ((g_devices[s].work.load(std::memory_order_seq_cst) & 1) != 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+void SleepBetweenTicks(uint64_t ns) {
+  if (g_quiet) {
+    g_tick_wake.Arm();
+    if (!WorkOrWaiters()) {
+      g_tick_wake.SleepArmed(ns);
+      return;
+    }
+    g_tick_wake.Disarm();
+    ns = kPacedTickNs;  // woke before it slept: the next tick sees the work
+  }
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
 }
 
 int EnterGate() {
@@ -436,6 +477,8 @@ int EnterGate() {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
+      g_gate_waiters.fetch_add(1, std::memory_order_seq_cst);
+      g_tick_wake.Wake();  // the launch waits (and sleeps) anyway
     }
     core::NoteWaiting(d.board, member, now, d.config);
     PollDrain(slot);  // our own drain may be what the hand-over waits for
@@ -458,6 +501,7 @@ int EnterGate() {
       break;
     }
   }
+  if (counted) g_gate_waiters.fetch_sub(1, std::memory_order_seq_cst);
   d.go_until_ns.store(now + kDecisionReuseNs, std::memory_order_relaxed);
   return tracked;
 }
@@ -467,8 +511,11 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
   if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   markers::Record(stream, slot);
   uint64_t w = d.work.load(std::memory_order_relaxed);
-  while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_acq_rel)) {
+  // Sequentially consistent, as is the quiet compute thread's check of
+  // `work` after it arms g_tick_wake: one of the two sees the other.
+  while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_seq_cst)) {
   }
+  if ((w & 1) == 0) g_tick_wake.Wake();  // one load unless the thread sleeps quietly
   const uint64_t now = port::MonotonicNanos();
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return;
@@ -545,6 +592,9 @@ void AfterFork() {
     d.go_until_ns.store(0);
     d.launch_noted_ns.store(0);
   }
+  g_tick_wake.Disarm();  // the child has no compute thread yet
+  g_gate_waiters.store(0);
+  g_quiet = false;
   // The boards stay mapped and joined: the child is in the same vGPU.
 }
 

@@ -33,7 +33,9 @@
 // Hot path: no lock, no allocation, no syscall until the launch must wait;
 // while paced, one cuCtxGetCurrent and one cuEventRecord per launch, and a
 // cuEventCreate the first time a thread launches on a stream (not measured
-// on its own: docs/benchmarks.md).
+// on its own: docs/benchmarks.md). The one exception: the first launch after
+// the compute thread went to sleep quietly wakes it (a futex wake), at most
+// once per quiet spell.
 #ifndef GPUSLICE_INTERPOSER_PACER_H_
 #define GPUSLICE_INTERPOSER_PACER_H_
 
@@ -65,6 +67,10 @@ void Start(VgpuRuntime* runtime);
 // to pace, drain tracking, turn hand-over. Returns the nanoseconds until it
 // wants to run again.
 uint64_t Tick(VgpuRuntime* runtime);
+// The compute thread's sleep after a tick. While the last tick found this
+// process quiet (paced, best-effort, nothing queued), its next launch or
+// gate wait cuts the sleep short (the launch pays one futex wake for it).
+void SleepBetweenTicks(uint64_t ns);
 
 // Launch path (paced only): EnterGate returns the device slot it waited for,
 // or -1 when this launch is not paced or not tracked (an LC vGPU's);

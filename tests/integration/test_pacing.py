@@ -270,6 +270,47 @@ def test_without_the_automatic_hold_a_lone_be_beside_an_lc_never_waits(world):
     assert (result["be"], result["lc"]) == (0, 0)
 
 
+def compute_thread_sleeps(pid):
+    """How often the process's compute thread has slept so far: the kernel's
+    count of its voluntary context switches."""
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/comm") as f:
+            if f.read().strip() != "gpuslice-tick":  # compute_thread.cc names it
+                continue
+        with open(f"/proc/{pid}/task/{task}/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("voluntary_ctxt_switches:"))
+    raise AssertionError(f"process {pid} has no compute thread")
+
+
+def test_an_idle_process_beside_another_vgpu_lets_its_compute_thread_sleep(world):
+    # Each app launches once, so both are on the GPU's board and each is paced
+    # beside the other, then idles. An idle paced process ticks as slowly as
+    # an unpaced one (20 ms): before, it ticked every millisecond, and 500
+    # idle apps took two cores. The window is wall-clock, but only as an upper
+    # bound on the sleeps: load can only make the thread sleep less often.
+    go = world.path("go")
+    procs = []
+    for name in ("a", "b"):
+        procs.append(world.start("run", "--name", name, "--", CUDA_APP, "init", "ready", world.path(name + ".ready"),
+                                 "await", go, "kernel", "ctxsync", "ready", world.path(name + ".idle"),
+                                 "await", world.path("done"), "kernel", "ctxsync",
+                                 env={"GPUSLICE_LOG": "info"}))
+    for name in ("a", "b"):
+        world.wait_for_file(world.path(name + ".ready"))
+    open(go, "w").close()
+    pid = int(world.wait_for_file(world.path("a.idle")))
+    world.wait_for_file(world.path("b.idle"))
+    before, start = compute_thread_sleeps(pid), time.monotonic()
+    time.sleep(1.0)
+    slept, seconds = compute_thread_sleeps(pid) - before, time.monotonic() - start
+    open(world.path("done"), "w").close()
+    for p in procs:
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 0 and stdout.count("kernel ok") == 2, stderr
+        assert "GPU turns on on device slot 0" in stderr, "the two vGPUs never paced each other"
+    assert slept <= seconds / 0.020 * 1.5 + 5, f"the idle compute thread slept {slept} times in {seconds:.2f} s"
+
+
 def app_pid(run_pid):
     """The command's pid under `gpuslice run` (its only child)."""
     for task in os.listdir(f"/proc/{run_pid}/task"):
