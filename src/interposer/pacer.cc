@@ -46,8 +46,8 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 // training blocked in a synchronisation is not at the gate to see it itself.)
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
-// A paced best-effort process with nothing queued and no launch waiting
-// ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
+// A paced best-effort process with nothing queued, no launch waiting and
+// none since its last tick ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
 // wakes the thread (g_tick_wake). Nothing of the turn needs it meanwhile:
 // a turn goes only to a vGPU that wants the GPU, and those tick fast or wait
 // at the gate, where TryEnter advances the turn itself. Before, every idle
@@ -99,6 +99,7 @@ struct Device {
   core::TurnFloorWatch floor;
   uint64_t floor_sampled_ns = 0;  // when `floor` last looked, and what it saw
   bool floor_saw_wants = false, floor_saw_holds = false;
+  uint64_t ticked_launches = 0;  // `work`'s launch sequence at the last tick (compute thread)
 };
 // The compute thread may still run while the process exits and destroys its
 // globals: nothing it uses may have a destructor.
@@ -415,7 +416,12 @@ uint64_t Tick(VgpuRuntime* rt) {
       core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
       const bool holds = core::TurnHolder(*d.board) == member;
       holding |= holds;
-      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (d.work.load(std::memory_order_relaxed) & 1) == 0;
+      // Quiet: nothing queued and no launch since the last tick, so a
+      // launch-bound process that drains between launches does not wake
+      // its thread at every launch.
+      const uint64_t work = d.work.load(std::memory_order_relaxed);
+      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches;
+      d.ticked_launches = work >> 1;
       if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
       }
@@ -588,6 +594,7 @@ void AfterFork() {
   for (Device& d : g_devices) {
     d.paced.store(false);
     d.work.store(0);
+    d.ticked_launches = 0;
     d.polling.store(false);
     d.go_until_ns.store(0);
     d.launch_noted_ns.store(0);
