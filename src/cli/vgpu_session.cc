@@ -9,6 +9,7 @@
 #include "cli/session_audit.h"
 #include "core/memory_ledger.h"
 #include "core/vgpu_store.h"
+#include "port/clock.h"
 #include "port/process.h"
 
 namespace gpuslice::cli {
@@ -37,8 +38,12 @@ int RunInVgpu(const VgpuSession& session, const RunOptions& options, const Child
   }
   core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
   SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
+  uint64_t next_reap_ns = 0;
   const int status = child->Supervise(session.reap_interval_ms, [&] {
-    ledger.ReapDeadProcesses(port::SystemProcessProbe());
+    if (const uint64_t now = port::MonotonicNanos(); now >= next_reap_ns) {
+      ledger.ReapDeadProcesses(port::SystemProcessProbe());
+      next_reap_ns = now + core::ReapSpacingNs(session.reap_interval_ms * 1'000'000ull, ledger.LiveProcessCount());
+    }
     audit.Tick();
   });
   ledger.ReapDeadProcesses(port::SystemProcessProbe());

@@ -4,8 +4,9 @@
 //
 // It holds the vGPU's membership lock while the command runs (so nobody
 // removes the vGPU under it), spawns the command with the vGPU's environment,
-// supervises it (reaps the vGPU's dead processes and runs the memory audit,
-// session_audit.h, every `reap_interval_ms`), reaps once more when it exits,
+// supervises it (reaps the vGPU's dead processes every `reap_interval_ms`,
+// less often when many processes share the vGPU: core::ReapSpacingNs; and
+// runs the memory audit, session_audit.h), reaps once more when it exits,
 // and finally calls `release` (which gives up this run's claim on the vGPU;
 // how depends on who made it). `release` runs on every path, failures
 // included, once.

@@ -214,5 +214,17 @@ TEST(MemoryLedgerTest, RacingChargesNeverOvercommit) {
   EXPECT_GE(granted.load(), kLimit - 13);  // filled: no lasting false refusals
 }
 
+TEST(ReapSpacingTest, GrowsWithTheProcessesThatEachReapTheWholeLedger) {
+  constexpr uint64_t kInterval = 200'000'000;
+  EXPECT_EQ(ReapSpacingNs(kInterval, 0), kInterval);
+  EXPECT_EQ(ReapSpacingNs(kInterval, kReapersPerInterval), kInterval);
+  EXPECT_EQ(ReapSpacingNs(kInterval, 40), 5 * kInterval) << "40 runs: each reaps a fifth as often";
+  // In all, the vGPU's runs still reap about kReapersPerInterval times per
+  // interval, whatever their number.
+  for (uint32_t runs : {16u, 40u, 500u}) {
+    EXPECT_NEAR(static_cast<double>(runs) * kInterval / ReapSpacingNs(kInterval, runs), kReapersPerInterval, 0.5);
+  }
+}
+
 }  // namespace
 }  // namespace gpuslice::core

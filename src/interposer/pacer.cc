@@ -46,8 +46,8 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 // training blocked in a synchronisation is not at the gate to see it itself.)
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
-// A paced best-effort process with nothing queued, no launch waiting and
-// none since its last tick ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
+// A paced best-effort process with nothing queued, no launch waiting, none
+// since its last tick and no live LC above it ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
 // wakes the thread (g_tick_wake). Nothing of the turn needs it meanwhile:
 // a turn goes only to a vGPU that wants the GPU, and those tick fast or wait
 // at the gate, where TryEnter advances the turn itself. Before, every idle
@@ -418,9 +418,13 @@ uint64_t Tick(VgpuRuntime* rt) {
       holding |= holds;
       // Quiet: nothing queued and no launch since the last tick, so a
       // launch-bound process that drains between launches does not wake
-      // its thread at every launch.
+      // its thread at every launch. Never beside a live LC of a higher
+      // level: LC protection was measured with the millisecond tick, and an
+      // A/B on the eager LC cells could not rule a difference out
+      // (docs/benchmarks.md, "The idle tick on the GPU").
       const uint64_t work = d.work.load(std::memory_order_relaxed);
-      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches;
+      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
+               !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
       d.ticked_launches = work >> 1;
       if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
