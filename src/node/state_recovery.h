@@ -19,6 +19,11 @@
 // the recorded one, and an inode identifies one live object; a memfd a
 // tenant makes, whatever its name, size or seals, has another.
 //
+// Why a ledger nobody maps is not replaced by a fresh one: a tenant can hold
+// the memfd unmapped (a descriptor, or a message parked in a unix socket,
+// which no /proc scan sees) and map it later, and its processes would then
+// charge a ledger nobody else sees. Such a vGPU stays refused.
+//
 // Record format (text, one item per line):
 //   gpuslice-state-record 1
 //   ledger <dev> <ino>
