@@ -195,21 +195,20 @@ size_t StateKeeperClient::Adopt() {
   }
   closedir(d);
   size_t adopted = 0;
+  // vGPUs whose keeper is gone too, recovered together below: one pass over
+  // the node's processes finds all their memory.
+  struct Lost {
+    std::string name, dir, why;
+    StatusOr<StateRecord> record;
+  };
+  std::vector<Lost> lost;
   for (const std::string& name : names) {
     const std::string dir = root_ + "/vgpus/" + name;
     struct stat st;
     if (lstat((dir + "/ledger").c_str(), &st) == 0 || !core::HandsOutState(dir)) continue;
     auto state = core::FetchState(dir);
     if (!state.ok()) {
-      if (Status s = RecoverLocked(name, dir); !s.ok()) {
-        spdlog::error(
-            "vGPU '{}': {}; its state cannot be recovered ({}), so its new processes are refused device "
-            "memory until it is made again",
-            name, state.status().message(), s.message());
-        continue;
-      }
-      spdlog::warn("vGPU '{}': recovered its ledger from a process that maps it, and serves it again", name);
-      ++adopted;
+      lost.push_back(Lost{name, dir, state.status().message(), ReadStateRecord(dir)});
       continue;
     }
     Served served{core::StateSocketPath(dir), std::move(state->ledger), {}};
@@ -219,6 +218,34 @@ size_t StateKeeperClient::Adopt() {
     }
     RecordLocked(served.socket_path, served.ledger.get(), served.gpus);  // vGPUs made before records
     served_.insert_or_assign(name, std::move(served));
+    ++adopted;
+  }
+  std::vector<WantedMemory> wanted;
+  for (const Lost& v : lost) {
+    if (!v.record.ok()) continue;
+    wanted.push_back({v.record->ledger, sizeof(core::Ledger), "ledger of vGPU '" + v.name + "'"});
+    for (const auto& [uuid, id] : v.record->boards) {
+      wanted.push_back({id, sizeof(core::Board), "board of GPU " + core::UuidHex(uuid)});
+    }
+  }
+  std::vector<StatusOr<port::UniqueFd>> opened = OpenMappedMemories(options_.proc_root, wanted);
+  size_t next = 0;
+  for (Lost& v : lost) {
+    Status s = v.record.status();
+    if (s.ok()) {
+      StatusOr<port::UniqueFd> ledger = std::move(opened[next++]);
+      std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards;
+      for (const auto& board : v.record->boards) boards.emplace_back(board.first, std::move(opened[next++]));
+      s = RecoverLocked(v.name, v.dir, std::move(ledger), std::move(boards));
+    }
+    if (!s.ok()) {
+      spdlog::error(
+          "vGPU '{}': {}; its state cannot be recovered ({}), so its new processes are refused device "
+          "memory until it is made again",
+          v.name, v.why, s.message());
+      continue;
+    }
+    spdlog::warn("vGPU '{}': recovered its ledger from a process that maps it, and serves it again", v.name);
     ++adopted;
   }
   return adopted;
@@ -248,18 +275,15 @@ void StateKeeperClient::RecordLocked(const std::string& socket_path, int ledger_
   }
 }
 
-Status StateKeeperClient::RecoverLocked(const std::string& name, const std::string& dir) {
-  auto record = ReadStateRecord(dir);
-  if (!record.ok()) return record.status();
-  auto ledger =
-      OpenMappedMemory(options_.proc_root, record->ledger, sizeof(core::Ledger), "ledger of vGPU '" + name + "'");
+Status StateKeeperClient::RecoverLocked(
+    const std::string& name, const std::string& dir, StatusOr<port::UniqueFd> ledger,
+    std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards) {
   if (!ledger.ok()) return ledger.status();
   std::vector<core::GpuUuid> gpus;
-  for (const auto& [uuid, id] : record->boards) {
+  for (auto& [uuid, board] : boards) {
     gpus.push_back(uuid);
     // A board nobody maps any more is made anew by PublishLocked: it holds
     // only pacing turns, no charge.
-    auto board = OpenMappedMemory(options_.proc_root, id, sizeof(core::Board), "board of GPU " + core::UuidHex(uuid));
     if (!board.ok()) continue;
     if (Status s = EnsureBoardLocked(uuid, std::move(board.value())); !s.ok()) return s;
   }

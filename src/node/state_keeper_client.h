@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/state_publisher.h"
@@ -89,8 +90,10 @@ class StateKeeperClient : public core::StatePublisher {
   Status PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                        const std::vector<core::GpuUuid>& gpus);
   Status ReseedLocked();
-  // Serves vGPU `name` again from a process that maps its memory.
-  Status RecoverLocked(const std::string& name, const std::string& dir);
+  // Serves vGPU `name` again from its memory, found in a process that maps
+  // it (state_recovery.h): its ledger, and each GPU's board where found.
+  Status RecoverLocked(const std::string& name, const std::string& dir, StatusOr<port::UniqueFd> ledger,
+                       std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards);
   // What was handed out for the vGPU at `socket_path`: its record beside the socket.
   void RecordLocked(const std::string& socket_path, int ledger_fd, const std::vector<core::GpuUuid>& gpus);
   void ShareSocket(const std::string& socket_path) const;

@@ -100,16 +100,23 @@ StatusOr<StateRecord> ReadStateRecord(const std::string& vgpu_dir) {
 
 StatusOr<port::UniqueFd> OpenMappedMemory(const std::string& proc_root, const MemoryId& id, size_t size,
                                           const std::string& what) {
-  DIR* proc = opendir(proc_root.c_str());
-  if (proc == nullptr) return Status::Error("cannot read " + proc_root + ": " + strerror(errno));
-  std::string refused;
-  bool seen = false;
-  while (dirent* e = readdir(proc)) {
+  return std::move(OpenMappedMemories(proc_root, {WantedMemory{id, size, what}}).front());
+}
+
+std::vector<StatusOr<port::UniqueFd>> OpenMappedMemories(const std::string& proc_root,
+                                                         const std::vector<WantedMemory>& wanted) {
+  std::vector<port::UniqueFd> found(wanted.size());
+  std::vector<bool> seen(wanted.size(), false);
+  std::vector<std::string> refused(wanted.size());
+  size_t left = wanted.size();
+  DIR* proc = left == 0 ? nullptr : opendir(proc_root.c_str());
+  const std::string unreadable = proc != nullptr || left == 0 ? "" : std::string(strerror(errno));
+  while (dirent* e = proc == nullptr || left == 0 ? nullptr : readdir(proc)) {
     if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     const std::string pid_dir = proc_root + "/" + e->d_name;
     std::istringstream maps(ReadAll(pid_dir + "/maps"));
     std::string line;
-    while (std::getline(maps, line)) {
+    while (left > 0 && std::getline(maps, line)) {
       // start-end perms offset major:minor inode path
       uint64_t start = 0, end = 0, offset = 0, ino = 0;
       unsigned major_dev = 0, minor_dev = 0;
@@ -118,28 +125,46 @@ StatusOr<port::UniqueFd> OpenMappedMemory(const std::string& proc_root, const Me
                  &major_dev, &minor_dev, &ino) != 7) {
         continue;
       }
-      if (ino != id.ino || makedev(major_dev, minor_dev) != id.dev) continue;
-      seen = true;
-      char range[64];
-      snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, start, end);
-      const int fd = open((pid_dir + "/map_files/" + range).c_str(), O_RDWR | O_CLOEXEC);
-      if (fd < 0) {
-        refused = std::string(strerror(errno));
-        continue;
+      const MemoryId mapped{static_cast<uint64_t>(makedev(major_dev, minor_dev)), ino};
+      for (size_t i = 0; i < wanted.size(); ++i) {
+        if (found[i].valid() || !(wanted[i].id == mapped)) continue;
+        seen[i] = true;
+        char range[64];
+        snprintf(range, sizeof range, "%" PRIx64 "-%" PRIx64, start, end);
+        const int fd = open((pid_dir + "/map_files/" + range).c_str(), O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+          refused[i] = std::string(strerror(errno));
+          continue;
+        }
+        port::UniqueFd memory(fd);
+        // The very inode (a process may have replaced its mapping meanwhile),
+        // still sealed and of the layout's size.
+        auto opened = IdentityOf(memory.get());
+        if (!opened.ok() || !(opened.value() == mapped) ||
+            !port::CheckSealed(memory.get(), wanted[i].size, wanted[i].what).ok()) {
+          continue;
+        }
+        found[i] = std::move(memory);
+        --left;
       }
-      port::UniqueFd memory(fd);
-      // The very inode (a process may have replaced its mapping meanwhile),
-      // still sealed and of the layout's size.
-      auto opened = IdentityOf(memory.get());
-      if (!opened.ok() || !(opened.value() == id) || !port::CheckSealed(memory.get(), size, what).ok()) continue;
-      closedir(proc);
-      return memory;
     }
   }
-  closedir(proc);
-  if (!seen) return Status::Error("no running process maps the " + what);
-  return Status::Error("cannot open the " + what + " through " + proc_root + "/<pid>/map_files" +
-                       (refused.empty() ? "" : " (" + refused + "; it needs CAP_SYS_ADMIN)"));
+  if (proc != nullptr) closedir(proc);
+  std::vector<StatusOr<port::UniqueFd>> out;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    if (found[i].valid()) {
+      out.emplace_back(std::move(found[i]));
+    } else if (!unreadable.empty()) {
+      out.emplace_back(Status::Error("cannot read " + proc_root + ": " + unreadable));
+    } else if (!seen[i]) {
+      out.emplace_back(Status::Error("no running process maps the " + wanted[i].what));
+    } else {
+      out.emplace_back(Status::Error("cannot open the " + wanted[i].what + " through " + proc_root +
+                                     "/<pid>/map_files" +
+                                     (refused[i].empty() ? "" : " (" + refused[i] + "; it needs CAP_SYS_ADMIN)")));
+    }
+  }
+  return out;
 }
 
 }  // namespace gpuslice::node

@@ -75,6 +75,17 @@ StatusOr<StateRecord> ReadStateRecord(const std::string& vgpu_dir);
 StatusOr<port::UniqueFd> OpenMappedMemory(const std::string& proc_root, const MemoryId& id, size_t size,
                                           const std::string& what);
 
+// The same for many regions in one pass over the processes (each reads
+// every process's maps once, however many vGPUs were lost): one result per
+// entry of `wanted`, in its order.
+struct WantedMemory {
+  MemoryId id;
+  size_t size = 0;
+  std::string what;
+};
+std::vector<StatusOr<port::UniqueFd>> OpenMappedMemories(const std::string& proc_root,
+                                                         const std::vector<WantedMemory>& wanted);
+
 }  // namespace gpuslice::node
 
 #endif  // GPUSLICE_NODE_STATE_RECOVERY_H_

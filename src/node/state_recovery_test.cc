@@ -68,5 +68,40 @@ TEST(OpenMappedMemory, TakesOnlyTheRecordedInode) {
   munmap(map, kSize);
 }
 
+// Many lost regions are looked for in one pass: each gets its own answer,
+// in the order asked, whether found, of the wrong size or mapped by nobody.
+TEST(OpenMappedMemories, AnswersEachRegionOfOnePass) {
+  constexpr size_t kSize = 4096;
+  std::vector<void*> maps;
+  std::vector<MemoryId> ids;
+  for (const char* name : {"gpuslice-ledger-a", "gpuslice-board-b"}) {
+    auto made = port::CreateSealedMemfd(name, nullptr, kSize);
+    ASSERT_TRUE(made.ok());
+    port::UniqueFd fd(made.value());
+    maps.push_back(mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0));
+    ASSERT_NE(maps.back(), MAP_FAILED);
+    ids.push_back(IdentityOf(fd.get()).value());
+  }
+  MemoryId gone = ids[1];
+  gone.ino += 1000;
+  auto opened = OpenMappedMemories("/proc", {{ids[0], kSize, "ledger a"},
+                                             {gone, kSize, "ledger of nobody"},
+                                             {ids[1], kSize * 2, "board of the wrong size"},
+                                             {ids[1], kSize, "board b"}});
+  ASSERT_EQ(opened.size(), 4u);
+  EXPECT_NE(opened[1].status().message().find("no running process maps the ledger of nobody"), std::string::npos);
+  EXPECT_FALSE(opened[2].ok());
+  for (size_t i : {0u, 3u}) {
+    if (!opened[i].ok() && opened[i].status().message().find("CAP_SYS_ADMIN") != std::string::npos) {
+      for (void* m : maps) munmap(m, kSize);
+      GTEST_SKIP() << opened[i].status().message();
+    }
+    ASSERT_TRUE(opened[i].ok()) << opened[i].status().message();
+  }
+  EXPECT_EQ(IdentityOf(opened[0]->get()).value(), ids[0]);
+  EXPECT_EQ(IdentityOf(opened[3]->get()).value(), ids[1]);
+  for (void* m : maps) munmap(m, kSize);
+}
+
 }  // namespace
 }  // namespace gpuslice::node
