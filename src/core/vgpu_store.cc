@@ -296,6 +296,10 @@ Status VgpuStore::PublishSealed(const std::string& name, const std::string& tmp,
   return Status::Ok();
 }
 
+std::string VgpuStore::RootOf(const std::string& vgpu_dir) {
+  return std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+}
+
 StatusOr<int> VgpuStore::HoldMembership(const std::string& name) {
   auto lock = FileLock::Acquire(DirOf(name) + "/members", LOCK_SH);
   if (!lock.ok()) return lock.status();

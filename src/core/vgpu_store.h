@@ -75,6 +75,8 @@ class VgpuStore {
 
   static Status ValidateName(const std::string& name);
   std::string DirOf(const std::string& name) const { return root_ + "/vgpus/" + name; }
+  // The other way: the state root that vGPU directory `vgpu_dir` is in.
+  static std::string RootOf(const std::string& vgpu_dir);
   const std::string& root() const { return root_; }
   // vGPUs made from now on hand out sealed state through `publisher`
   // (outlives the store and its copies); null: files, as standalone.

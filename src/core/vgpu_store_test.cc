@@ -131,5 +131,10 @@ TEST_F(VgpuStoreTest, RemovedOnlyWhenNoMemberHoldsIt) {
   EXPECT_TRUE(store.List().empty());
 }
 
+TEST(VgpuStoreRootOf, IsTheInverseOfDirOf) {
+  VgpuStore store("/var/lib/gpuslice");
+  EXPECT_EQ(VgpuStore::RootOf(store.DirOf("train-a")), "/var/lib/gpuslice");
+}
+
 }  // namespace
 }  // namespace gpuslice::core

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <map>
 #include <set>
 
+#include "core/vgpu_store.h"
 #include "k8s/cdi.h"
 #include "k8s/names.h"
 #include "k8s/pod_matcher.h"
@@ -305,7 +305,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
 Status AllocationService::AddCdiDevice(const Assignment& a, const std::string& vgpu_dir,
                                        v1beta1::ContainerAllocateResponse* response) {
   if (environment_.cdi_dir.empty() || environment_.inject != InjectMode::kPreload) return Status::Ok();
-  const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+  const std::string state_root = core::VgpuStore::RootOf(vgpu_dir);
   const std::string preload = state_root + "/k8s/ld.so.preload";
   if (Status s = WritePreloadFile(preload); !s.ok()) return s;
   auto spec = ContainerCdiSpec(a, vgpu_dir, resources_->topology(), environment_, preload);

@@ -2,10 +2,10 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
 
 #include "core/board_roster.h"
 #include "core/state_handout.h"
+#include "core/vgpu_store.h"
 #include "k8s/gpu_sources.h"
 #include "k8s/names.h"
 
@@ -38,7 +38,7 @@ StatusOr<v1beta1::ContainerAllocateResponse> BuildContainerResponse(const Assign
     AddMount(r, vgpu_dir + "/limits", vgpu + "/limits", /*read_only=*/true);
     AddMount(r, vgpu_dir + "/ledger", vgpu + "/ledger", /*read_only=*/false);
     // The GPUs' pacing boards, shared with every vGPU on the node (core/pacing_board.h).
-    const std::string state_root = std::filesystem::path(vgpu_dir).parent_path().parent_path().string();
+    const std::string state_root = core::VgpuStore::RootOf(vgpu_dir);
     AddMount(r, state_root + "/boards", vgpu + "/boards", /*read_only=*/false);
     // The node's roster (core/board_roster.h): which of the boards' rows to
     // believe. Read-only, and a directory, so that each new roster shows.
