@@ -15,7 +15,6 @@
 #include "cli/run_via_daemon.h"
 #include "cli/vgpu_session.h"
 #include "core/vgpu_store.h"
-#include "daemon/control_socket.h"
 #include "daemon/daemon_client.h"
 #include "daemon/socket_path.h"
 #include "node/flag_values.h"
@@ -23,6 +22,7 @@
 #include "node/standalone_node.h"
 #include "node/vgpu_manager.h"
 #include "port/driver_locator.h"
+#include "port/fd_passing.h"
 #include "port/nvml_library.h"
 
 extern char** environ;
@@ -167,7 +167,7 @@ int RunCommand(const RunOptions& options) {
   const std::string socket = daemon::DefaultSocketPath(options.state_dir);
   // gRPC's threads must start with the forwarded signals blocked, or a
   // SIGTERM could kill this process and orphan the command.
-  if (daemon::SocketAnswers(socket)) BlockSupervisedSignals();
+  if (port::UnixSocketAnswers(socket)) BlockSupervisedSignals();
   if (auto client = daemon::DaemonClient::ConnectIfRunning(socket)) {
     return RunViaDaemon(*client, options, name, environment);
   }

@@ -92,8 +92,7 @@ class MemoryLedger {
 // (interposer/charge.cc), so no limit waits on the spacing.
 inline constexpr uint32_t kReapersPerInterval = 8;
 constexpr uint64_t ReapSpacingNs(uint64_t interval_ns, uint32_t live_processes) {
-  return live_processes <= kReapersPerInterval ? interval_ns
-                                               : interval_ns * live_processes / kReapersPerInterval;
+  return live_processes <= kReapersPerInterval ? interval_ns : interval_ns * live_processes / kReapersPerInterval;
 }
 
 }  // namespace gpuslice::core

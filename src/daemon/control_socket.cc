@@ -10,19 +10,9 @@
 #include <cstring>
 #include <filesystem>
 
-namespace gpuslice::daemon {
+#include "port/fd_passing.h"
 
-bool SocketAnswers(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof addr.sun_path) return false;
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool answered = connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-  close(fd);
-  return answered;
-}
+namespace gpuslice::daemon {
 
 Status PrepareSocketPath(const std::string& path) {
   sockaddr_un addr;
@@ -48,7 +38,7 @@ Status PrepareSocketPath(const std::string& path) {
   if (!S_ISSOCK(st.st_mode)) {
     return Status::Error(path + " exists and is not a socket; remove it, or set socket.path elsewhere");
   }
-  if (SocketAnswers(path)) {
+  if (port::UnixSocketAnswers(path)) {
     return Status::Error("another gpuslice daemon is already serving on " + path +
                          "; stop it first (systemctl stop gpuslice), or give this one another socket.path and "
                          "state_dir");

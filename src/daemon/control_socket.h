@@ -27,9 +27,6 @@ Status PrepareSocketPath(const std::string& path);
 // Owner-only (0600), or 0660 and owned by `group`.
 Status RestrictSocket(const std::string& path, std::optional<gid_t> group);
 
-// True when something accepts connections on the unix socket at `path`.
-bool SocketAnswers(const std::string& path);
-
 // A group name (or numeric id) to its id; the error names the fix.
 StatusOr<gid_t> LookupGroup(const std::string& name);
 

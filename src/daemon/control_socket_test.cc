@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "daemon/instance_lock.h"
+#include "port/fd_passing.h"
 
 namespace gpuslice::daemon {
 namespace {
@@ -54,7 +55,7 @@ TEST_F(ControlSocketTest, MissingPathIsReadyAndItsDirectoryIsMade) {
 TEST_F(ControlSocketTest, StaleSocketIsRemoved) {
   Bind(/*live=*/false);
   ASSERT_TRUE(std::filesystem::exists(path_));
-  EXPECT_FALSE(SocketAnswers(path_));
+  EXPECT_FALSE(port::UnixSocketAnswers(path_));
   Status s = PrepareSocketPath(path_);
   ASSERT_TRUE(s.ok()) << s.message();
   EXPECT_FALSE(std::filesystem::exists(path_));
@@ -62,7 +63,7 @@ TEST_F(ControlSocketTest, StaleSocketIsRemoved) {
 
 TEST_F(ControlSocketTest, LiveSocketIsRefused) {
   Bind(/*live=*/true);
-  EXPECT_TRUE(SocketAnswers(path_));
+  EXPECT_TRUE(port::UnixSocketAnswers(path_));
   Status s = PrepareSocketPath(path_);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("another gpuslice daemon is already serving"), std::string::npos) << s.message();

@@ -5,7 +5,7 @@
 
 #include <chrono>
 
-#include "daemon/control_socket.h"
+#include "port/fd_passing.h"
 
 namespace gpuslice::daemon {
 namespace {
@@ -19,7 +19,7 @@ std::unique_ptr<DaemonClient> DaemonClient::ConnectIfRunning(const std::string& 
   if (stat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) return nullptr;
   // A refused connect means a stale socket (its daemon died): no daemon.
   // A socket that accepts belongs to a live daemon, which gRPC then uses.
-  if (!SocketAnswers(socket_path)) return nullptr;
+  if (!port::UnixSocketAnswers(socket_path)) return nullptr;
   grpc::ChannelArguments args;
   // One short-lived connection per command: no need for gRPC's retries.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);

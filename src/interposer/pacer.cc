@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <iterator>
 #include <mutex>
-#include <type_traits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/board_roster.h"

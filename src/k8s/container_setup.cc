@@ -2,7 +2,6 @@
 
 #include <sys/stat.h>
 
-
 #include "core/board_roster.h"
 #include "core/state_handout.h"
 #include "core/vgpu_store.h"

@@ -32,8 +32,7 @@ StatusOr<std::unique_ptr<DevicePlugin>> DevicePlugin::Start(DevicePluginOptions 
   }
   if (!options.dra_registry_dir.empty()) {
     const std::string socket = options.dra_registry_dir + "/" + dra::kDriverName + "-reg.sock";
-    if (auto conn = port::ConnectUnix(socket); conn.ok()) {
-      close(conn.value());
+    if (port::UnixSocketAnswers(socket)) {
       return Status::Error("gpuslice's DRA plugin is serving this node's GPUs (" + socket +
                            " answers); run the device plugin or the DRA plugin on a node, not both: move the node's "
                            "label from gpuslice.io/dra to gpuslice.io/enabled, or pass --dra-registry-dir \"\" to "

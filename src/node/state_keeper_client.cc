@@ -275,9 +275,9 @@ void StateKeeperClient::RecordLocked(const std::string& socket_path, int ledger_
   }
 }
 
-Status StateKeeperClient::RecoverLocked(
-    const std::string& name, const std::string& dir, StatusOr<port::UniqueFd> ledger,
-    std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards) {
+Status StateKeeperClient::RecoverLocked(const std::string& name, const std::string& dir,
+                                        StatusOr<port::UniqueFd> ledger,
+                                        std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards) {
   if (!ledger.ok()) return ledger.status();
   std::vector<core::GpuUuid> gpus;
   for (auto& [uuid, board] : boards) {

@@ -111,6 +111,13 @@ StatusOr<int> ConnectUnix(const std::string& path) {
   return fd;
 }
 
+bool UnixSocketAnswers(const std::string& path) {
+  auto fd = ConnectUnix(path);
+  if (!fd.ok()) return false;
+  close(fd.value());
+  return true;
+}
+
 StatusOr<int> ListenUnix(const std::string& path, unsigned mode) {
   sockaddr_un addr;
   if (!FillAddress(path, &addr)) return Status::Error("socket path too long: " + path);

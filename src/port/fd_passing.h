@@ -31,6 +31,9 @@ Status ReceiveWithFds(int socket, int timeout_ms, std::string* text, std::vector
 
 // A connected SOCK_STREAM socket to the unix socket at `path`, close-on-exec.
 StatusOr<int> ConnectUnix(const std::string& path);
+// True when something accepts connections at `path` (a dead process's
+// socket file does not): whether another instance is serving there.
+bool UnixSocketAnswers(const std::string& path);
 
 // A listening unix socket bound at `path` and given mode `mode` (an existing
 // socket file there is replaced). Bind it in a directory no one else can

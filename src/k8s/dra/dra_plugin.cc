@@ -11,10 +11,11 @@
 #include <iostream>
 
 #include "k8s/dra/resource_slice.h"
-#include "k8s/plugin_server.h"
 #include "k8s/dra/v1/api.grpc.pb.h"
 #include "k8s/dra/v1beta1/api.grpc.pb.h"
+#include "k8s/plugin_server.h"
 #include "k8s/pluginregistration/v1/api.grpc.pb.h"
+#include "port/fd_passing.h"
 
 namespace gpuslice::k8s::dra {
 namespace {
@@ -70,20 +71,6 @@ StatusOr<std::unique_ptr<grpc::Server>> Serve(const std::string& socket_path, st
     return Status::Error("cannot make " + socket_path + " owner-only: " + strerror(errno));
   }
   return server;
-}
-
-// True when something accepts connections on the unix socket `path` (a
-// stale socket file of a dead process does not).
-bool SocketAnswers(const std::string& path) {
-  sockaddr_un addr{};
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  addr.sun_family = AF_UNIX;
-  memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return ok;
 }
 
 }  // namespace
@@ -163,7 +150,7 @@ StatusOr<std::unique_ptr<DraPlugin>> DraPlugin::Start(DraPluginOptions options, 
   if (!options.device_plugin_dir.empty()) {
     for (Resource r : {Resource::kVcore, Resource::kVmemory}) {
       const std::string socket = options.device_plugin_dir + "/" + PluginSocketName(r);
-      if (SocketAnswers(socket)) {
+      if (port::UnixSocketAnswers(socket)) {
         return Status::Error("gpuslice's device plugin is serving this node's GPUs (" + socket +
                              " answers); run the device plugin or the DRA plugin on a node, not both: move the "
                              "node's label from gpuslice.io/enabled to gpuslice.io/dra, or pass --device-plugin-dir "
