@@ -38,21 +38,38 @@ void ConfigureLogging(const std::string& command) {
   spdlog::set_level(parsed == spdlog::level::off ? spdlog::level::warn : parsed);
 }
 
-// Blocks SIGINT and SIGTERM in every thread started after this call, so
-// that WaitForTermination alone receives them.
-sigset_t BlockTerminationSignals() {
+// Moves `value` into `*out`, or sets command `name`'s failure and returns
+// false.
+template <typename T>
+bool TakeOrFail(const char* name, StatusOr<T> value, T* out) {
+  if (!value.ok()) {
+    cli::ExitCode() = Fail(name, value.status().message());
+    return false;
+  }
+  *out = std::move(value.value());
+  return true;
+}
+
+// Starts a server with `start`, serves until SIGINT or SIGTERM, then stops
+// it; sets command `name`'s exit code. The signals are blocked first, so the
+// server's threads inherit the mask and only this thread receives them.
+template <typename Start>
+void ServeUntilTerminated(const char* name, Start start) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  return set;
-}
-
-void WaitForTermination(const sigset_t& set) {
+  auto server = start();
+  if (!server.ok()) {
+    cli::ExitCode() = Fail(name, server.status().message());
+    return;
+  }
   int signal = 0;
   while (sigwait(&set, &signal) != 0) {
   }
+  (*server)->Stop();
+  cli::ExitCode() = 0;
 }
 
 std::string DefaultLibraryDir() {
@@ -194,30 +211,11 @@ void AddDevicePluginCommand(CLI::App& app) {
     const std::string exe = f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe;
     parts.discovery = NewGpuDiscovery(exe, options.node_name, options.state_dir);
     parts.health = NewNvmlHealthSource(exe, options.state_dir);
-    auto api = MakeKubeApi(f->kube);
-    if (!api.ok()) {
-      cli::ExitCode() = Fail(name, api.status().message());
-      return;
-    }
-    parts.api = std::move(*api);
+    if (!TakeOrFail(name, MakeKubeApi(f->kube), &parts.api)) return;
     parts.liveness =
         f->liveness == "cgroup" ? NewCgroupLiveness(f->cgroup_root) : NewPodResourcesLiveness(f->pod_resources_socket);
-    auto provisioner = SealedStateProvisioner(options.state_dir);
-    if (!provisioner.ok()) {
-      cli::ExitCode() = Fail(name, provisioner.status().message());
-      return;
-    }
-    parts.provisioner = std::move(provisioner.value());
-
-    const sigset_t signals = BlockTerminationSignals();
-    auto plugin = DevicePlugin::Start(options, std::move(parts));
-    if (!plugin.ok()) {
-      cli::ExitCode() = Fail(name, plugin.status().message());
-      return;
-    }
-    WaitForTermination(signals);
-    (*plugin)->Stop();
-    cli::ExitCode() = 0;
+    if (!TakeOrFail(name, SealedStateProvisioner(options.state_dir), &parts.provisioner)) return;
+    ServeUntilTerminated(name, [&] { return DevicePlugin::Start(options, std::move(parts)); });
   });
 }
 
@@ -252,21 +250,10 @@ void AddSchedulerExtenderCommand(CLI::App& app) {
     ExtenderConfig config;
     config.policy = f->policy == "spread" ? PackingPolicy::kSpread : PackingPolicy::kBinpack;
     config.reservation_ttl = std::chrono::seconds(f->reservation_ttl_s);
-    auto api = MakeKubeApi(f->kube);
-    if (!api.ok()) {
-      cli::ExitCode() = Fail(name, api.status().message());
-      return;
-    }
-    Extender extender(config, api->get());
-    const sigset_t signals = BlockTerminationSignals();
-    auto server = ExtenderServer::Start(f->server, &extender);
-    if (!server.ok()) {
-      cli::ExitCode() = Fail(name, server.status().message());
-      return;
-    }
-    WaitForTermination(signals);
-    (*server)->Stop();
-    cli::ExitCode() = 0;
+    std::unique_ptr<KubeApi> api;
+    if (!TakeOrFail(name, MakeKubeApi(f->kube), &api)) return;
+    Extender extender(config, api.get());
+    ServeUntilTerminated(name, [&] { return ExtenderServer::Start(f->server, &extender); });
   });
 }
 
@@ -330,28 +317,9 @@ void AddDraPluginCommand(CLI::App& app) {
     const std::string exe = f->gpuslice_exe.empty() ? SelfExecutable() : f->gpuslice_exe;
     parts.discovery = NewGpuDiscovery(exe, options.node_name, options.state_dir);
     parts.health = NewNvmlHealthSource(exe, options.state_dir);
-    auto api = MakeKubeApi(f->kube);
-    if (!api.ok()) {
-      cli::ExitCode() = Fail(name, api.status().message());
-      return;
-    }
-    parts.api = std::move(*api);
-    auto provisioner = SealedStateProvisioner(options.state_dir);
-    if (!provisioner.ok()) {
-      cli::ExitCode() = Fail(name, provisioner.status().message());
-      return;
-    }
-    parts.provisioner = std::move(provisioner.value());
-
-    const sigset_t signals = BlockTerminationSignals();
-    auto plugin = dra::DraPlugin::Start(options, std::move(parts));
-    if (!plugin.ok()) {
-      cli::ExitCode() = Fail(name, plugin.status().message());
-      return;
-    }
-    WaitForTermination(signals);
-    (*plugin)->Stop();
-    cli::ExitCode() = 0;
+    if (!TakeOrFail(name, MakeKubeApi(f->kube), &parts.api)) return;
+    if (!TakeOrFail(name, SealedStateProvisioner(options.state_dir), &parts.provisioner)) return;
+    ServeUntilTerminated(name, [&] { return dra::DraPlugin::Start(options, std::move(parts)); });
   });
 }
 
