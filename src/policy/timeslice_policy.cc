@@ -1,8 +1,19 @@
 #include "policy/timeslice_policy.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace gpuslice::policy {
+namespace {
+// The highest LC level among `vgpus` ("the LC"), or nullopt without LC.
+std::optional<uint32_t> TopLcRank(const std::vector<VgpuOnGpu>& vgpus) {
+  std::optional<uint32_t> top;
+  for (const VgpuOnGpu& v : vgpus) {
+    if (v.priority == core::Priority::kLatencyCritical) top = std::max(top.value_or(v.rank), v.rank);
+  }
+  return top;
+}
+}  // namespace
 
 std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config) {
   // The highest LC level present is "the LC"; BE vGPUs are sliced against
@@ -11,13 +22,9 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   // longer than a switch, so that next to a BE at the tiny slice both make
   // progress (two busy channel groups at 50 us beside an LC made none on an
   // H100: docs/benchmarks.md, "Priority levels").
-  bool has_lc = false;
-  uint32_t top_lc_rank = 0;
-  for (const VgpuOnGpu& v : vgpus) {
-    if (v.priority != core::Priority::kLatencyCritical) continue;
-    top_lc_rank = has_lc ? std::max(top_lc_rank, v.rank) : v.rank;
-    has_lc = true;
-  }
+  const std::optional<uint32_t> top_lc = TopLcRank(vgpus);
+  const bool has_lc = top_lc.has_value();
+  const uint32_t top_lc_rank = top_lc.value_or(0);
   uint32_t top_count = 0;
   uint32_t be_count = 0;
   uint64_t be_weight = 0;
@@ -51,14 +58,9 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
                                                 const TimeslicePolicyConfig& config) {
   std::vector<VgpuOnGpu> with_lc = vgpus;
-  bool has_lc = false;
-  uint32_t top_lc_rank = 0;
-  for (const VgpuOnGpu& v : vgpus) {
-    if (v.priority != core::Priority::kLatencyCritical) continue;
-    top_lc_rank = has_lc ? std::max(top_lc_rank, v.rank) : v.rank;
-    has_lc = true;
-  }
-  if (!has_lc) with_lc.push_back({"", core::Priority::kLatencyCritical, 100});
+  const std::optional<uint32_t> top_lc = TopLcRank(vgpus);
+  const uint32_t top_lc_rank = top_lc.value_or(0);
+  if (!top_lc) with_lc.push_back({"", core::Priority::kLatencyCritical, 100});
   std::vector<uint64_t> slices = ComputeTimeslices(with_lc, config);
   slices.resize(vgpus.size());
   // The top LC level has none; a lower LC level is sliced as BE beside it

@@ -59,13 +59,17 @@ ControlResult TimesliceControl::ProbeSize(const TsgRef& tsg) {
   return last;
 }
 
+ControlResult TimesliceControl::KnownParamsSize(const TsgRef& tsg, uint32_t* size) {
+  *size = params_size();
+  if (*size != 0) return ControlResult{true, 0};
+  ControlResult probe = ProbeSize(tsg);
+  *size = params_size();
+  return probe;
+}
+
 ControlResult TimesliceControl::Get(const TsgRef& tsg, uint64_t* timeslice_us) {
-  uint32_t size = params_size();
-  if (size == 0) {
-    ControlResult probe = ProbeSize(tsg);
-    if (!probe.ok) return probe;
-    size = params_size();
-  }
+  uint32_t size = 0;
+  if (ControlResult known = KnownParamsSize(tsg, &size); !known.ok) return known;
   alignas(8) uint8_t params[kMaxParamsSize] = {};
   ControlResult r = Control(tsg, kCtrlGetTimeslice, params, size);
   if (r.ok) memcpy(timeslice_us, params, sizeof *timeslice_us);  // timesliceUs is the first field
@@ -73,12 +77,8 @@ ControlResult TimesliceControl::Get(const TsgRef& tsg, uint64_t* timeslice_us) {
 }
 
 ControlResult TimesliceControl::Set(const TsgRef& tsg, uint64_t timeslice_us) {
-  uint32_t size = params_size();
-  if (size == 0) {
-    ControlResult probe = ProbeSize(tsg);
-    if (!probe.ok) return probe;
-    size = params_size();
-  }
+  uint32_t size = 0;
+  if (ControlResult known = KnownParamsSize(tsg, &size); !known.ok) return known;
   alignas(8) uint8_t params[kMaxParamsSize] = {};
   memcpy(params, &timeslice_us, sizeof timeslice_us);
   return Control(tsg, kCtrlSetTimeslice, params, size);

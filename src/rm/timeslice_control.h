@@ -50,6 +50,8 @@ class TimesliceControl {
   ControlResult Control(const TsgRef& tsg, uint32_t cmd, void* params, uint32_t size);
   // Finds the accepted size with GET on `tsg`; on failure returns why.
   ControlResult ProbeSize(const TsgRef& tsg);
+  // The accepted size into *size, probed first while unknown.
+  ControlResult KnownParamsSize(const TsgRef& tsg, uint32_t* size);
 
   RmIoctl* ioctl_;
   std::atomic<uint32_t> params_size_{0};
