@@ -47,8 +47,9 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 // A paced best-effort process with nothing queued, no launch waiting, none
-// since its last tick and no live LC above it ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
-// wakes the thread (g_tick_wake). Nothing of the turn needs it meanwhile:
+// since its last tick and no live LC above it ("quiet") also ticks at
+// kIdleTickNs, and its next launch or gate wait wakes the thread
+// (g_tick_wake). Nothing of the turn needs it meanwhile:
 // a turn goes only to a vGPU that wants the GPU, and those tick fast or wait
 // at the gate, where TryEnter advances the turn itself. Before, every idle
 // process beside another vGPU ticked every millisecond: 500 of them took
@@ -421,7 +422,7 @@ uint64_t Tick(VgpuRuntime* rt) {
       // its thread at every launch. Never beside a live LC of a higher
       // level: LC protection was measured with the millisecond tick, and an
       // A/B on the eager LC cells could not rule a difference out
-      // (docs/benchmarks.md, "The idle tick on the GPU").
+      // (docs/benchmarks.md, "Workload matrix, runs 9–10").
       const uint64_t work = d.work.load(std::memory_order_relaxed);
       quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
                !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
