@@ -208,6 +208,19 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesAndAnswersQueries) {
   m->vgpu_timeslice_failures_total->WithLabels({"train"}).Increment(0);
   m->daemon_start_time_seconds->WithLabels({}).Set(1.7e9);
   m->daemon_reaped_processes_total->WithLabels({}).Increment(2);
+  // GPU time, energy, power caps and health (issue 15): what an operator
+  // asks of them below, with values whose answers are exact.
+  m->vgpu_gpu_seconds_total->WithLabels({"0", "train"}).Increment(30);
+  m->vgpu_gpu_seconds_total->WithLabels({"0", "lc"}).Increment(10);
+  m->vgpu_energy_joules_total->WithLabels({"0", "train"}).Increment(6000);
+  m->vgpu_energy_joules_total->WithLabels({"0", "lc"}).Increment(2000);
+  m->gpu_energy_joules_total->WithLabels({"0"}).Increment(10000);
+  m->gpu_idle_energy_joules_total->WithLabels({"0"}).Increment(2000);
+  m->vgpu_power_cap_watts->WithLabels({"0", "train"}).Set(200);
+  m->vgpu_power_budget_ratio->WithLabels({"0", "train"}).Set(0.75);
+  m->gpu_healthy->WithLabels({"0"}).Set(1);
+  m->gpu_healthy->WithLabels({"1"}).Set(0);
+  m->gpu_xid_errors_total->WithLabels({"1", "79"}).Increment(1);
   int scrapes = 0;
   registry.AddCollector([&] { m->vgpu_processes->WithLabels({"train"}).Set(++scrapes); });
   HttpServerOptions options;
@@ -271,6 +284,34 @@ TEST(PrometheusScrapeTest, RealPrometheusScrapesAndAnswersQueries) {
   result = Query(client, "gpuslice_vgpu_processes{vgpu=\"train\"," + instance + "}");
   ASSERT_EQ(result.size(), 1u);
   EXPECT_GE(ValueOf(result[0]), 1);
+
+  // Each vGPU's share of its GPU's energy, joined per node and GPU: the
+  // attributed and the idle energy add up to the GPU's whole.
+  result = Query(client, "gpuslice_vgpu_energy_joules_total{" + instance +
+                             "} / on(instance, gpu) group_left gpuslice_gpu_energy_joules_total");
+  ASSERT_EQ(result.size(), 2u);
+  for (const nlohmann::json& r : result) {
+    EXPECT_DOUBLE_EQ(ValueOf(r), r["metric"]["vgpu"] == "train" ? 0.6 : 0.2) << r.dump();
+  }
+  result = Query(client, "sum by (gpu) (gpuslice_vgpu_energy_joules_total{" + instance +
+                             "}) + on(gpu) gpuslice_gpu_idle_energy_joules_total{" + instance + "}");
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_DOUBLE_EQ(ValueOf(result[0]), 10000);
+  result = Query(client, "gpuslice_vgpu_gpu_seconds_total{vgpu=\"lc\"," + instance + "}");
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(ValueOf(result[0]), 10);
+  // The power cap in force: the user's cap times the controller's budget.
+  result = Query(client, "gpuslice_vgpu_power_cap_watts{" + instance + "} * on(instance, gpu, vgpu) " +
+                             "gpuslice_vgpu_power_budget_ratio");
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_DOUBLE_EQ(ValueOf(result[0]), 150);
+  // An unhealthy GPU, and the XID that made it so.
+  result = Query(client, "gpuslice_gpu_healthy{" + instance + "} == 0");
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0]["metric"]["gpu"], "1");
+  result = Query(client, "gpuslice_gpu_xid_errors_total{" + instance + "}");
+  ASSERT_EQ(result.size(), 1u);
+  EXPECT_EQ(result[0]["metric"]["xid"], "79");
 
   // The scrape itself was healthy (a format error would show here).
   result = Query(client, "up{job=\"gpuslice\"}");
