@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +30,7 @@
 #include "metrics/http_server.h"
 #include "metrics/registry.h"
 #include "node/checkpoint_driver.h"
+#include "node/gpu_health_file.h"
 #include "node/node_devices.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
@@ -139,6 +141,41 @@ void SetLogLevel(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
+
+// Unhealthy GPUs outlive the daemon (node/gpu_health_file.h): marked again
+// at start, by UUID, and stored at every change.
+void RestoreGpuHealth(const std::string& state_dir, const node::NodeDevices& devices, GpuHealth* health) {
+  auto stored = node::LoadUnhealthyGpus(state_dir);
+  if (!stored.ok()) {
+    spdlog::error("{}; every GPU starts healthy", stored.status().message());
+    return;
+  }
+  for (const node::UnhealthyGpu& u : stored.value()) {
+    auto g = std::find_if(devices.gpus.begin(), devices.gpus.end(),
+                          [&](const port::GpuInfo& gpu) { return gpu.uuid_text == u.uuid; });
+    if (g == devices.gpus.end()) {
+      spdlog::warn("{} was marked unhealthy (XID {}) and is not on this node any more; forgotten", u.uuid, u.xid);
+      continue;
+    }
+    health->Restore(g->index, u.xid, GpuHealth::Clock::from_time_t(static_cast<std::time_t>(u.since_unix_seconds)));
+  }
+}
+
+void StoreGpuHealth(const std::string& state_dir, const node::NodeDevices& devices,
+                    const std::map<uint32_t, GpuHealth::State>& snapshot) {
+  std::vector<node::UnhealthyGpu> unhealthy;
+  for (const auto& [index, state] : snapshot) {
+    if (state.healthy) continue;
+    for (const port::GpuInfo& g : devices.gpus) {
+      if (g.index != index) continue;
+      unhealthy.push_back({g.uuid_text, state.last_xid,
+                           static_cast<int64_t>(GpuHealth::Clock::to_time_t(state.last_critical))});
+    }
+  }
+  if (Status s = node::StoreUnhealthyGpus(state_dir, unhealthy); !s.ok()) {
+    spdlog::warn("{}; a restarted daemon would offer the unhealthy GPUs again", s.message());
+  }
+}
 }  // namespace
 
 int RunDaemon(const config::DaemonConfig& config) {
@@ -238,6 +275,10 @@ int RunDaemon(const config::DaemonConfig& config) {
 
   GpuUsageMeter usage;
   GpuHealth health(std::chrono::seconds(config.health.xid_quiet_period_s));
+  RestoreGpuHealth(state_dir, devices.value(), &health);
+  health.OnChange([&state_dir, &devices](const std::map<uint32_t, GpuHealth::State>& snapshot) {
+    StoreGpuHealth(state_dir, devices.value(), snapshot);
+  });
   if (Status s = nvml.value()->WatchXids(); !s.ok()) spdlog::warn("{}", s.message());
   metrics::Registry registry;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;

@@ -15,6 +15,10 @@
 //     plugin: most critical XIDs need a GPU reset, which a quiet log does
 //     not show.
 // Counts per (GPU, XID) are kept either way, since the daemon started.
+// Which GPUs are unhealthy outlives the daemon: the daemon stores them by
+// UUID (node/gpu_health_file.h) whenever that changes (OnChange) and gives
+// them back at start (Restore), so a restart does not offer a GPU that fell
+// off the bus to the next pod.
 //
 // Thread-safe: the housekeeping thread reports events and ticks; gRPC
 // handlers and the metrics collector read and clear; one mutex.
@@ -24,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,6 +45,9 @@ class GpuHealth {
   explicit GpuHealth(std::chrono::seconds quiet_period) : quiet_period_(quiet_period) {}
 
   void OnXid(uint32_t gpu_index, uint64_t xid, Clock::time_point at);
+  // An unhealthy mark kept from before this daemon started (its counts
+  // were not kept); the quiet period runs from `at`.
+  void Restore(uint32_t gpu_index, uint64_t xid, Clock::time_point at);
   // Recovers GPUs quiet for the quiet period.
   void Tick(Clock::time_point now);
   // Marks these GPUs (all when empty) healthy; their counts stay.
@@ -54,8 +62,17 @@ class GpuHealth {
   };
   std::map<uint32_t, State> Snapshot() const;  // GPUs that ever had an XID or are unhealthy
 
+  // Called with a snapshot after any GPU turns unhealthy or healthy (or
+  // another critical XID arrives), outside the lock, on the caller's
+  // thread. Set before events flow.
+  using ChangeFn = std::function<void(const std::map<uint32_t, State>&)>;
+  void OnChange(ChangeFn fn) { on_change_ = std::move(fn); }
+
  private:
+  void Changed();
+
   const std::chrono::seconds quiet_period_;
+  ChangeFn on_change_;
   mutable std::mutex mu_;
   std::map<uint32_t, State> gpus_;  // guarded by mu_
 };

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <vector>
+
 namespace gpuslice::daemon {
 namespace {
 
@@ -59,6 +62,38 @@ TEST(GpuHealthTest, QuietPeriodZeroNeverRecoversOnItsOwnButTheOperatorCanClear) 
   EXPECT_TRUE(h.Snapshot().at(1).healthy);
   h.Clear({});
   EXPECT_TRUE(h.Snapshot().at(0).healthy);
+}
+
+// What the daemon stores (node/gpu_health_file.h) follows every change of
+// health, and only those: an application XID changes nothing to store.
+TEST(GpuHealthTest, EveryChangeOfHealthIsReportedForStoringAndARestoredMarkHolds) {
+  GpuHealth h(seconds(60));
+  std::vector<std::map<uint32_t, bool>> reported;
+  h.OnChange([&](const std::map<uint32_t, GpuHealth::State>& s) {
+    std::map<uint32_t, bool> healthy;
+    for (const auto& [gpu, state] : s) healthy[gpu] = state.healthy;
+    reported.push_back(healthy);
+  });
+  const auto t0 = GpuHealth::Clock::now();
+  h.Restore(2, 79, t0 - seconds(30));
+  EXPECT_TRUE(reported.empty()) << "a restored mark is what the file already says";
+  EXPECT_FALSE(h.Snapshot().at(2).healthy);
+  EXPECT_EQ(h.Snapshot().at(2).last_xid, 79u);
+
+  h.OnXid(0, 13, t0);  // an application error
+  EXPECT_TRUE(reported.empty());
+  h.OnXid(0, 48, t0);
+  ASSERT_EQ(reported.size(), 1u);
+  EXPECT_EQ(reported.back(), (std::map<uint32_t, bool>{{0, false}, {2, false}}));
+  h.Clear({0});
+  ASSERT_EQ(reported.size(), 2u);
+  EXPECT_EQ(reported.back(), (std::map<uint32_t, bool>{{0, true}, {2, false}}));
+  h.Clear({0});  // already healthy: nothing changed
+  EXPECT_EQ(reported.size(), 2u);
+  // The restored GPU's quiet period runs from its XID, not from the restart.
+  h.Tick(t0 + seconds(31));
+  ASSERT_EQ(reported.size(), 3u);
+  EXPECT_EQ(reported.back(), (std::map<uint32_t, bool>{{0, true}, {2, true}}));
 }
 
 }  // namespace

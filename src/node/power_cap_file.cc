@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "port/replace_file.h"
+
 namespace gpuslice::node {
 
 std::optional<PowerCapSetting> LoadPowerCap(const std::string& vgpu_dir) {
@@ -40,19 +42,11 @@ std::optional<PowerCapSetting> LoadPowerCap(const std::string& vgpu_dir) {
 }
 
 Status StorePowerCap(const std::string& vgpu_dir, const PowerCapSetting& setting) {
-  const std::string path = vgpu_dir + "/" + kPowerCapFile;
-  const std::string tmp = path + ".tmp";
   std::ostringstream text;
   text << "power_cap_watts=" << setting.watts << "\ncompute_cap_pct=" << setting.user_cap_pct << "\n";
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (f == nullptr) return Status::Error("cannot write " + tmp + ": " + strerror(errno) + "; check the state directory's permissions");
-  const std::string body = text.str();
-  const bool written = fwrite(body.data(), 1, body.size(), f) == body.size();
-  if (fclose(f) != 0 || !written || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return Status::Error("cannot write " + path + ": " + strerror(errno) + "; check the state directory's permissions");
-  }
-  return Status::Ok();
+  Status s = port::ReplaceFile(vgpu_dir + "/" + kPowerCapFile, text.str(), 0644);
+  if (!s.ok()) return Status::Error(s.message() + "; check the state directory's permissions");
+  return s;
 }
 
 Status RemovePowerCap(const std::string& vgpu_dir) {

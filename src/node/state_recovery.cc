@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "port/replace_file.h"
 #include "port/sealed_memfd.h"
 
 namespace gpuslice::node {
@@ -76,18 +77,7 @@ StatusOr<StateRecord> ParseStateRecord(const std::string& text) {
 }
 
 Status WriteStateRecord(const std::string& vgpu_dir, const StateRecord& record) {
-  const std::string path = vgpu_dir + "/" + kStateRecordFileName;
-  const std::string tmp = path + ".new";
-  const std::string text = FormatStateRecord(record);
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-  if (fd < 0) return Status::Error("cannot write " + tmp + ": " + strerror(errno));
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  close(fd);
-  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return Status::Error("cannot write " + path + ": " + strerror(errno));
-  }
-  return Status::Ok();
+  return port::ReplaceFile(vgpu_dir + "/" + kStateRecordFileName, FormatStateRecord(record), 0444);
 }
 
 StatusOr<StateRecord> ReadStateRecord(const std::string& vgpu_dir) {

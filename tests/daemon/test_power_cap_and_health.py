@@ -6,7 +6,7 @@ application as real processes on the fake driver:
   and /metrics; removing the cap restores the user's compute cap;
 - an XID injected through the fake NVML marks its GPU unhealthy (critical
   XIDs only), in `devices --json` and /metrics, and `devices --clear-health`
-  clears it, keeping the counts.
+  clears it, keeping the counts; the mark survives a daemon restart.
 The daemon's passes are asynchronous, so the tests poll for state with a
 deadline; every assertion is on state or counters, none on elapsed time."""
 import json
@@ -150,3 +150,33 @@ def test_a_critical_xid_marks_the_gpu_unhealthy_until_cleared(dworld):
         f.write("1 48\n")
     g = poll(unhealthy, timeout=30, what="GPU 1 unhealthy again")
     assert g["last_xid"] == 48
+
+
+def test_an_unhealthy_gpu_stays_unhealthy_across_a_daemon_restart_until_cleared(dworld):
+    # A restarted daemon must not offer a GPU that fell off the bus to the
+    # next pod: the mark is kept in the state directory, by UUID.
+    dworld.env["FAKE_GPU_COUNT"] = "2"
+    xids = dworld.path("xids")
+    open(xids, "w").close()
+    d = dworld.daemon(env={"FAKE_NVML_XID_FILE": xids})
+    with open(xids, "a") as f:
+        f.write("1 79\n")
+    poll(lambda: not devices_json(dworld)["gpus"][1]["healthy"], timeout=30, what="GPU 1 unhealthy")
+    d.stop()
+
+    # The new daemon sees no XID at all (a fresh event source), yet GPU 1 is
+    # unhealthy, with the XID that marked it.
+    quiet = dworld.path("no-xids")
+    open(quiet, "w").close()
+    d = dworld.daemon(env={"FAKE_NVML_XID_FILE": quiet})
+    gpus = devices_json(dworld)["gpus"]
+    assert gpus[0]["healthy"] and not gpus[1]["healthy"], gpus
+    assert "XID 79" in gpus[1]["health_detail"], gpus[1]
+    assert series(scrape(d.metrics_port), "gpuslice_gpu_healthy") == {'gpu="0"': 1.0, 'gpu="1"': 0.0}
+
+    # Cleared, it stays cleared across the next restart.
+    r = dworld.gpuslice("devices", "--clear-health", "--gpu", "1")
+    assert r.returncode == 0, r.stderr
+    d.stop()
+    dworld.daemon(env={"FAKE_NVML_XID_FILE": quiet})
+    assert all(g["healthy"] for g in devices_json(dworld)["gpus"])
