@@ -433,7 +433,9 @@ uint64_t Tick(VgpuRuntime* rt) {
     }
   }
   g_active.store(any, std::memory_order_release);
-  g_quiet = any && quiet;
+  // A launch waiting at the gate keeps the thread's pace: the wait may be
+  // for this process's own drain, which the thread also looks for.
+  g_quiet = any && quiet && g_gate_waiters.load(std::memory_order_relaxed) == 0;
   if (g_quiet) return kIdleTickNs;
   return holding ? kHolderTickNs : any ? kPacedTickNs : kIdleTickNs;
 }
