@@ -95,13 +95,19 @@ StatusOr<port::UniqueFd> OpenMappedMemory(const std::string& proc_root, const Me
 
 std::vector<StatusOr<port::UniqueFd>> OpenMappedMemories(const std::string& proc_root,
                                                          const std::vector<WantedMemory>& wanted) {
+  std::vector<StatusOr<port::UniqueFd>> out;
+  DIR* proc = wanted.empty() ? nullptr : opendir(proc_root.c_str());
+  if (proc == nullptr) {
+    const std::string why = "cannot read " + proc_root + ": " + strerror(errno);
+    for (size_t i = 0; i < wanted.size(); ++i) out.emplace_back(Status::Error(why));
+    return out;
+  }
   std::vector<port::UniqueFd> found(wanted.size());
   std::vector<bool> seen(wanted.size(), false);
   std::vector<std::string> refused(wanted.size());
   size_t left = wanted.size();
-  DIR* proc = left == 0 ? nullptr : opendir(proc_root.c_str());
-  const std::string unreadable = proc != nullptr || left == 0 ? "" : std::string(strerror(errno));
-  while (dirent* e = proc == nullptr || left == 0 ? nullptr : readdir(proc)) {
+  dirent* e = nullptr;
+  while (left > 0 && (e = readdir(proc)) != nullptr) {
     if (!isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
     const std::string pid_dir = proc_root + "/" + e->d_name;
     std::istringstream maps(ReadAll(pid_dir + "/maps"));
@@ -139,13 +145,10 @@ std::vector<StatusOr<port::UniqueFd>> OpenMappedMemories(const std::string& proc
       }
     }
   }
-  if (proc != nullptr) closedir(proc);
-  std::vector<StatusOr<port::UniqueFd>> out;
+  closedir(proc);
   for (size_t i = 0; i < wanted.size(); ++i) {
     if (found[i].valid()) {
       out.emplace_back(std::move(found[i]));
-    } else if (!unreadable.empty()) {
-      out.emplace_back(Status::Error("cannot read " + proc_root + ": " + unreadable));
     } else if (!seen[i]) {
       out.emplace_back(Status::Error("no running process maps the " + wanted[i].what));
     } else {
