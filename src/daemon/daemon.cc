@@ -170,6 +170,7 @@ void StoreGpuHealth(const std::string& state_dir, const node::NodeDevices& devic
       if (g.index != index) continue;
       unhealthy.push_back({g.uuid_text, state.last_xid,
                            static_cast<int64_t>(GpuHealth::Clock::to_time_t(state.last_critical))});
+      break;
     }
   }
   if (Status s = node::StoreUnhealthyGpus(state_dir, unhealthy); !s.ok()) {

@@ -93,7 +93,9 @@ void GpuHealth::Clear(const std::vector<uint32_t>& gpu_indices) {
 }
 
 void GpuHealth::Changed() {
-  if (on_change_) on_change_(Snapshot());
+  if (!on_change_) return;
+  std::lock_guard<std::mutex> lock(change_mu_);
+  on_change_(Snapshot());
 }
 
 std::map<uint32_t, GpuHealth::State> GpuHealth::Snapshot() const {

@@ -63,8 +63,10 @@ class GpuHealth {
   std::map<uint32_t, State> Snapshot() const;  // GPUs that ever had an XID or are unhealthy
 
   // Called with a snapshot after any GPU turns unhealthy or healthy (or
-  // another critical XID arrives), outside the lock, on the caller's
-  // thread. Set before events flow.
+  // another critical XID arrives), outside the state's lock, on the
+  // caller's thread. Calls never overlap, and each takes its snapshot
+  // inside its turn, so the last call sees the latest state (the daemon
+  // writes a file from it). Set before events flow.
   using ChangeFn = std::function<void(const std::map<uint32_t, State>&)>;
   void OnChange(ChangeFn fn) { on_change_ = std::move(fn); }
 
@@ -73,6 +75,7 @@ class GpuHealth {
 
   const std::chrono::seconds quiet_period_;
   ChangeFn on_change_;
+  std::mutex change_mu_;  // one on_change_ call at a time; taken before mu_
   mutable std::mutex mu_;
   std::map<uint32_t, State> gpus_;  // guarded by mu_
 };

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
+#include <thread>
 #include <vector>
 
 namespace gpuslice::daemon {
@@ -94,6 +96,31 @@ TEST(GpuHealthTest, EveryChangeOfHealthIsReportedForStoringAndARestoredMarkHolds
   h.Tick(t0 + seconds(31));
   ASSERT_EQ(reported.size(), 3u);
   EXPECT_EQ(reported.back(), (std::map<uint32_t, bool>{{0, true}, {2, true}}));
+}
+
+// The daemon writes one file from each call: two at once would share its
+// temporary name, and an older snapshot written last would stay.
+TEST(GpuHealthTest, ChangeCallsNeverOverlapAndTheLastSeesTheLatestState) {
+  GpuHealth h(seconds(60));
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::map<uint32_t, GpuHealth::State> last;
+  h.OnChange([&](const std::map<uint32_t, GpuHealth::State>& s) {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+    last = s;
+    for (int i = 0; i < 20; ++i) std::this_thread::yield();  // as long as a file write, roughly
+    inside.fetch_sub(1);
+  });
+  const auto t0 = GpuHealth::Clock::now();
+  std::thread marker([&] {
+    for (int i = 0; i < 5000; ++i) h.OnXid(i % 4, 79, t0);
+  });
+  for (int i = 0; i < 5000; ++i) h.Clear({static_cast<uint32_t>(i % 4)});
+  marker.join();
+  EXPECT_FALSE(overlapped);
+  const auto now = h.Snapshot();
+  ASSERT_EQ(last.size(), now.size());
+  for (const auto& [gpu, state] : now) EXPECT_EQ(last.at(gpu).healthy, state.healthy) << "GPU " << gpu;
 }
 
 }  // namespace
