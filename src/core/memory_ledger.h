@@ -87,8 +87,9 @@ class MemoryLedger {
 // Every run of a vGPU reaps every slot, so a fixed interval costs the node
 // runs × processes probes per interval: 40 runs of one vGPU took a tenth of
 // a 2-core machine doing nothing else (docs/benchmarks.md, "Load"). Spaced
-// so, the vGPU's slots are still probed about kReapersPerInterval times per
-// interval in all, and an allocation that would be refused reaps at once
+// so, runs of one process each still reap the vGPU about
+// kReapersPerInterval times per interval in all; one run of many processes
+// reaps it less often. An allocation that would be refused reaps at once
 // (interposer/charge.cc), so no limit waits on the spacing.
 inline constexpr uint32_t kReapersPerInterval = 8;
 constexpr uint64_t ReapSpacingNs(uint64_t interval_ns, uint32_t live_processes) {

@@ -1,7 +1,6 @@
 #include "k8s/device_plugin.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include "port/fd_passing.h"
 

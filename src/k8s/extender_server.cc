@@ -55,7 +55,7 @@ StatusOr<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(const ExtenderSe
   }
   self->port_ = static_cast<uint16_t>(port);
   self->impl_->thread = std::thread([&server] { server.listen_after_bind(); });
-  spdlog::info("scheduler extender: listening on {}:{}{}", address->host, port, prefix);
+  spdlog::info("listening on {}:{}{}", address->host, port, prefix);
   return self;
 }
 
