@@ -87,19 +87,21 @@ TEST(LcLatencyTest, ThreadsRecordingTogetherLoseNothingAndReadersSeeValidHistogr
     });
   }
   // A reader racing the writers: every snapshot is a histogram (count is
-  // the buckets' sum by construction), and counts never go backwards.
+  // the buckets' sum by construction), and counts never go backwards. It
+  // reads at least once: on a busy machine it may first run after the
+  // writers are done.
   uint64_t snapshots = 0;
   bool backwards = false;
   std::thread reader([&] {
     start.arrive_and_wait();
     LcLatencySnapshot previous;
-    while (!writers_done.load()) {
+    do {
       const LcLatencySnapshot s = TakeLcLatencySnapshot(*ledger);
       for (uint32_t i = 0; i < kLcLatencyBuckets; ++i) backwards |= s.buckets[i] < previous.buckets[i];
       backwards |= s.sum_ns < previous.sum_ns;
       previous = s;
       ++snapshots;
-    }
+    } while (!writers_done.load());
   });
   for (auto& w : writers) w.join();
   writers_done = true;
