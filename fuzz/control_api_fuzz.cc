@@ -59,7 +59,10 @@ struct World {
       g.memory_total_bytes = 1ull << 30;
       devices.gpus.push_back(g);
     }
-    schedule = std::make_unique<gpuslice::node::ScheduleWorker>(nullptr);
+    // The real node schedule, inline: it writes every resize (node_schedule.h).
+    schedule = std::make_unique<gpuslice::node::ScheduleWorker>(
+        gpuslice::node::ScheduleWorker::NodeSchedule(gpuslice::core::VgpuStore(root), {}),
+        gpuslice::node::ScheduleWorker::Passes::kInline);
     gpuslice::node::ManagerOptions options;
     options.grace = std::chrono::milliseconds(0);
     manager = std::make_unique<gpuslice::node::VgpuManager>(gpuslice::core::VgpuStore(root), &devices, schedule.get(),

@@ -1,4 +1,3 @@
-#include "core/shared_word.h"
 #include "node/node_schedule.h"
 
 #include <fcntl.h>
@@ -13,10 +12,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/board_roster.h"
 #include "core/pacing_board.h"
-#include "node/limits_writer.h"
+#include "core/shared_word.h"
 
 namespace gpuslice::node {
 namespace {
@@ -29,6 +29,34 @@ struct OpenVgpu {
   std::array<uint64_t, core::kMaxDevices> wanted{};
   std::array<uint64_t, core::kMaxDevices> beside_lc{};
 };
+
+StatusOr<port::MappedFile> OpenLimitsForWrite(const std::string& vgpu_dir) {
+  const std::string path = vgpu_dir + "/limits";
+  auto file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
+  if (file.ok()) return file;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && chmod(path.c_str(), (st.st_mode & 07777) | S_IWUSR) == 0) {
+    file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
+    chmod(path.c_str(), st.st_mode & 07777);
+    if (file.ok()) return file;
+  }
+  return Status::Error("cannot write " + path + " (" + file.status().message() +
+                       "); run gpuslice as the user who owns the state directory");
+}
+
+// Every process reads these words with atomic loads (the memory limit at each
+// allocation), so each store is in force at once; the generation bump that
+// follows tells them to re-read the rest.
+void WriteChange(const LimitsChange& c, core::Limits* w) {
+  const uint32_t n = std::min(w->device_count, core::kMaxDevices);
+  for (uint32_t i = 0; i < n; ++i) {
+    core::DeviceLimit& d = w->devices[i];
+    if (c.memory_limit_bytes) core::StoreRelease(d.memory_limit_bytes, *c.memory_limit_bytes);
+    if (c.compute_share_pct) core::StoreRelease(d.compute_share_pct, *c.compute_share_pct);
+    if (c.priority) core::StoreRelease(d.priority, *c.priority);
+    if (i < c.compute_cap_pct.size()) core::StoreRelease(d.compute_cap_pct, c.compute_cap_pct[i]);
+  }
+}
 
 // flock on <root>/.schedule.lock; released when destroyed or its holder dies.
 class ScheduleLock {
@@ -75,13 +103,23 @@ Status WriteRosterIfChanged(const std::string& dir, const std::string& text) {
 }  // namespace
 
 Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config,
-                         NodeScheduleResult* result, const std::string& also_bump) {
+                         NodeScheduleResult* result, LimitsChange* change) {
   struct stat st;
-  if (stat((store.root() + "/vgpus").c_str(), &st) != 0) return Status::Ok();  // no vGPU ever made here
+  if (stat((store.root() + "/vgpus").c_str(), &st) != 0) {  // no vGPU ever made here
+    return change == nullptr ? Status::Ok() : Status::Error("no vGPU '" + change->vgpu + "' on this node");
+  }
   ScheduleLock lock(store.root());
   if (!lock.held()) {
     return Status::Error("cannot lock " + store.root() + "/.schedule.lock: " + strerror(errno) +
                          "; make the state directory writable for this user");
+  }
+  std::optional<port::MappedFile> changed_file;
+  if (change != nullptr) {
+    auto file = OpenLimitsForWrite(store.DirOf(change->vgpu));
+    if (!file.ok()) return file.status();
+    WriteChange(*change, static_cast<core::Limits*>(file->data()));
+    change->written = true;
+    changed_file = std::move(file.value());
   }
 
   Status first_error;
@@ -151,29 +189,42 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     }
   }
 
+  bool change_bumped = false;
   for (auto& v : vgpus) {
+    const bool is_change = changed_file && v->name == change->vgpu;
     const core::Limits& current = v->handle.limits();
-    bool changed = false;
+    bool changed = is_change;
     for (uint32_t i = 0; i < current.device_count; ++i) {
       if (core::LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
           core::LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i]) {
         changed = true;
       }
     }
-    if (!changed && v->name != also_bump) continue;
-    auto writable = OpenLimitsForWrite(v->handle.dir());
-    if (!writable.ok()) {
-      if (first_error.ok()) first_error = writable.status();
-      continue;
+    if (!changed) continue;
+    port::MappedFile opened;
+    if (!is_change) {
+      auto writable = OpenLimitsForWrite(v->handle.dir());
+      if (!writable.ok()) {
+        if (first_error.ok()) first_error = writable.status();
+        continue;
+      }
+      opened = std::move(writable.value());
     }
-    auto* limits = static_cast<core::Limits*>(writable->data());
+    auto* limits = static_cast<core::Limits*>(is_change ? changed_file->data() : opened.data());
     for (uint32_t i = 0; i < limits->device_count && i < core::kMaxDevices; ++i) {
       core::StoreRelaxed(limits->devices[i].timeslice_us, v->wanted[i]);
       core::StoreRelaxed(limits->devices[i].timeslice_beside_lc_us, v->beside_lc[i]);
     }
     // Release: a reader that sees the new generation sees the new slices.
     core::FetchAddRelease(limits->generation, 1);
+    change_bumped = change_bumped || is_change;
     if (result != nullptr) result->changed.push_back(v->name);
+  }
+  // A changed vGPU the pass could not read is still bumped: its processes
+  // must see what was written.
+  if (changed_file && !change_bumped) {
+    core::FetchAddRelease(static_cast<core::Limits*>(changed_file->data())->generation, 1);
+    if (result != nullptr) result->changed.push_back(change->vgpu);
   }
   return first_error;
 }

@@ -1,5 +1,6 @@
 // node_schedule.h — writes every vGPU's per-GPU hardware timeslice into its
-// limits, from the set of vGPUs that share each GPU.
+// limits, from the set of vGPUs that share each GPU; and the one writer of a
+// vGPU's limits after it is created (a resize, a power budget: LimitsChange).
 //
 // The schedule is a node-wide fact: a vGPU's slice depends on which other
 // vGPUs (and of what class and share) are on the same GPU. Whoever changes
@@ -14,6 +15,12 @@
 // and cap, the only source from which a process believes another vGPU's
 // pacing-board row.
 //
+// The limits file is 0444 so that no application can open it for writing.
+// Its owner (the user running the daemon or the standalone CLI) lifts the
+// owner's write bit for the instant it takes to open the mapping, then puts
+// the mode back; root needs no such step. Group and other bits are never
+// touched.
+//
 // Serialised node-wide by flock(<root>/.schedule.lock), so the last caller
 // always computes from the latest set and concurrent callers cannot leave a
 // stale schedule behind. Blocks on that lock (held only for the computation,
@@ -22,6 +29,8 @@
 #ifndef GPUSLICE_NODE_NODE_SCHEDULE_H_
 #define GPUSLICE_NODE_NODE_SCHEDULE_H_
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +39,20 @@
 #include "policy/timeslice_policy.h"
 
 namespace gpuslice::node {
+
+// A change to one vGPU's limits. A pass writes it under its lock before it
+// reads any vGPU, so the slices follow from the new values, no other pass can
+// see it half done, and the vGPU's processes see the change and its slices
+// with one generation bump, whether or not its slices moved. Unset fields
+// keep their values.
+struct LimitsChange {
+  std::string vgpu;
+  std::optional<uint64_t> memory_limit_bytes;  // every device
+  std::optional<uint32_t> compute_share_pct;   // every device
+  std::optional<uint32_t> priority;            // every device (core::LevelOf)
+  std::vector<uint32_t> compute_cap_pct;       // one per device; empty: unchanged
+  bool written = false;                        // set by the pass once the values are stored
+};
 
 struct NodeScheduleResult {
   std::vector<std::string> changed;  // vGPUs whose limits were rewritten (generation bumped)
@@ -43,11 +66,10 @@ struct NodeScheduleResult {
 // problem, or a limits file that cannot be written, is returned after every
 // other vGPU has been scheduled.
 //
-// `also_bump`: a vGPU whose limits the caller has just changed without
-// bumping their generation (VgpuManager::Resize); its generation is bumped
-// here even if its slices stay the same, so that one change is one bump.
+// `change`, if given, is written first; if it cannot be, nothing else is done
+// and the error is returned (`change->written` stays false).
 Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config = {},
-                         NodeScheduleResult* result = nullptr, const std::string& also_bump = "");
+                         NodeScheduleResult* result = nullptr, LimitsChange* change = nullptr);
 
 }  // namespace gpuslice::node
 

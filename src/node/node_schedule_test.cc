@@ -77,6 +77,58 @@ TEST_F(NodeScheduleTest, SharesOnOneGpuBecomeSlicesAndBumpGeneration) {
   EXPECT_EQ(a.limits().generation, gen_a + 1);
 }
 
+TEST_F(NodeScheduleTest, AChangeIsWrittenBeforeTheSlicesAndBumpedOnce) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1, 2}, 30);
+  Create("b", {1}, 70);
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  core::VgpuHandle a = Open("a");
+  core::VgpuHandle b = Open("b");
+  const uint64_t gen_a = a.limits().generation;
+  const uint64_t gen_b = b.limits().generation;
+
+  // The share moves the slices of both vGPUs in the same pass; "a" is bumped
+  // once for its values and its slices together.
+  LimitsChange change;
+  change.vgpu = "a";
+  change.compute_share_pct = 70;
+  change.memory_limit_bytes = 1 << 20;
+  change.compute_cap_pct = {40, 60};
+  NodeScheduleResult result;
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, &result, &change).ok());
+  EXPECT_TRUE(change.written);
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a.limits().generation, gen_a + 1);
+  EXPECT_EQ(b.limits().generation, gen_b + 1);
+  EXPECT_EQ(a.limits().devices[0].timeslice_us, b.limits().devices[0].timeslice_us);
+  EXPECT_EQ(a.limits().devices[1].memory_limit_bytes, 1u << 20);
+  EXPECT_EQ(a.limits().devices[0].compute_cap_pct, 40u);
+  EXPECT_EQ(a.limits().devices[1].compute_cap_pct, 60u);
+
+  // A change that moves no slice is still bumped, once, and nobody else is.
+  change = {};
+  change.vgpu = "a";
+  change.memory_limit_bytes = 2 << 20;
+  result = {};
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, &result, &change).ok());
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(a.limits().generation, gen_a + 2);
+  EXPECT_EQ(b.limits().generation, gen_b + 1);
+  EXPECT_EQ(a.limits().devices[0].memory_limit_bytes, 2u << 20);
+}
+
+TEST_F(NodeScheduleTest, AChangeToAMissingVgpuIsRefusedAndNothingIsWritten) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1});
+  LimitsChange change;
+  change.vgpu = "gone";
+  change.compute_share_pct = 50;
+  NodeScheduleResult result;
+  EXPECT_FALSE(ApplyNodeSchedule(store_, {}, &result, &change).ok());
+  EXPECT_FALSE(change.written);
+  EXPECT_TRUE(result.changed.empty());
+}
+
 TEST_F(NodeScheduleTest, EveryVgpuGetsTheRosterOfTheNodeReadOnly) {
   store_ = core::VgpuStore(root_);
   Create("serving", {1}, 100, Priority::kLatencyCritical);

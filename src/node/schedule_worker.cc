@@ -2,13 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "node/node_schedule.h"
-
 namespace gpuslice::node {
 
 ScheduleWorker::ApplyFn ScheduleWorker::NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config) {
-  return [store = std::move(store), config](const std::string& also_bump) {
-    return ApplyNodeSchedule(store, config, nullptr, also_bump);
+  return [store = std::move(store), config](LimitsChange* change) {
+    return ApplyNodeSchedule(store, config, nullptr, change);
   };
 }
 
@@ -27,7 +25,7 @@ ScheduleWorker::~ScheduleWorker() {
 
 void ScheduleWorker::Request() {
   if (!thread_.joinable()) {
-    (void)RunPass("");
+    (void)RunPass(nullptr);
     return;
   }
   {
@@ -37,21 +35,18 @@ void ScheduleWorker::Request() {
   cv_.notify_one();
 }
 
-Status ScheduleWorker::ApplyNow(const std::string& also_bump, const std::function<void()>& first) {
-  return RunPass(also_bump, first);
-}
+Status ScheduleWorker::ApplyNow(LimitsChange* change) { return RunPass(change); }
 
 uint64_t ScheduleWorker::passes() const {
   std::lock_guard<std::mutex> lock(mu_);
   return passes_;
 }
 
-Status ScheduleWorker::RunPass(const std::string& also_bump, const std::function<void()>& first) {
+Status ScheduleWorker::RunPass(LimitsChange* change) {
   Status s;
   {
     std::lock_guard<std::mutex> apply_lock(apply_mu_);
-    if (first) first();
-    if (apply_) s = apply_(also_bump);
+    s = apply_(change);
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++passes_;
@@ -66,7 +61,7 @@ void ScheduleWorker::Loop() {
     if (stop_) return;
     pending_ = false;
     lock.unlock();
-    (void)RunPass("");
+    (void)RunPass(nullptr);
     lock.lock();
   }
 }

@@ -27,16 +27,17 @@
 
 #include "core/status.h"
 #include "core/vgpu_store.h"
+#include "node/node_schedule.h"
 #include "policy/timeslice_policy.h"
 
 namespace gpuslice::node {
 
 class ScheduleWorker {
  public:
-  // `apply` computes and writes the schedule, bumping `also_bump`'s
-  // generation even if its slices stay (node_schedule.h); null: nothing to
-  // do (no policy wired in). Its errors are logged.
-  using ApplyFn = std::function<Status(const std::string& also_bump)>;
+  // `apply` writes the change if given, then computes and writes the
+  // schedule (NodeSchedule below; tests count its calls). Its errors are
+  // logged.
+  using ApplyFn = std::function<Status(LimitsChange* change)>;
   enum class Passes { kBackground, kInline };
   explicit ScheduleWorker(ApplyFn apply, Passes passes = Passes::kBackground);
   // The pass every writer of node state uses: ApplyNodeSchedule over
@@ -48,16 +49,14 @@ class ScheduleWorker {
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;
 
   void Request();
-  // Runs a pass now, on the caller's thread, serialised with the worker's.
-  // `first`, if given, runs just before, under the same serialisation: a
-  // change written there cannot be scheduled by a pass of the worker in
-  // between, so it is bumped once (VgpuManager::Resize).
-  Status ApplyNow(const std::string& also_bump = "", const std::function<void()>& first = nullptr);
+  // Runs a pass now, on the caller's thread, serialised with the worker's,
+  // writing `change` first (VgpuManager's resize and power budget).
+  Status ApplyNow(LimitsChange* change = nullptr);
   uint64_t passes() const;
 
  private:
   void Loop();
-  Status RunPass(const std::string& also_bump, const std::function<void()>& first = nullptr);
+  Status RunPass(LimitsChange* change);
 
   const ApplyFn apply_;
   std::mutex apply_mu_;  // one pass at a time

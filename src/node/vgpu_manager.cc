@@ -13,9 +13,8 @@
 #include "core/memory_ledger.h"
 #include "core/shared_word.h"
 #include "node/flag_values.h"
-#include "node/limits_writer.h"
-#include "node/suspend_record.h"
 #include "node/power_cap_file.h"
+#include "node/suspend_record.h"
 #include "port/process.h"
 
 namespace gpuslice::node {
@@ -151,7 +150,7 @@ size_t VgpuManager::Adopt() {
     spdlog::info("adopted vGPU '{}' ({}, {} live processes)", name, m->persistent ? "persistent" : "ephemeral",
                  account.LiveProcessCount());
   }
-  if (schedule_ != nullptr && !vgpus_.empty()) schedule_->Request();
+  if (!vgpus_.empty()) schedule_->Request();
   return vgpus_.size();
 }
 
@@ -362,7 +361,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   if (created) {
     spdlog::info("created vGPU '{}' ({}, {} GPU(s), memory {})", o.name, o.persistent ? "persistent" : "ephemeral",
                  spec.devices.size(), Limit(spec.devices[0].memory_limit_bytes));
-    if (schedule_ != nullptr) schedule_->Request();
+    schedule_->Request();
   }
   return ApiStatus::Ok();
 }
@@ -408,9 +407,6 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
       }
     }
   }
-  auto writable = OpenLimitsForWrite(m.handle.dir());
-  if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
-  auto* w = static_cast<core::Limits*>(writable->data());
   auto keep = it->second;  // `it` may not outlive an unlock
   // The power cap and the user's compute cap (power_cap_file.h): the file
   // first, so that the limits never hold a cap the file does not explain.
@@ -429,27 +425,20 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
     if (!s.ok()) return {ApiCode::kInternal, s.message()};
     if (!new_power) m.power_budget.clear();
   }
-  auto write = [&] {
+  LimitsChange change;
+  change.vgpu = o.name;
+  change.memory_limit_bytes = o.memory_limit_bytes;
+  change.compute_share_pct = o.compute_share_pct;
+  change.priority = level;
+  if (o.compute_cap_pct || o.power_cap_watts) {
+    uint32_t user = power ? power->user_cap_pct : cap_in_limits;
+    if (new_power) user = new_power->user_cap_pct;
+    if (o.compute_cap_pct) user = *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct;
     for (uint32_t i = 0; i < device_count; ++i) {
-      core::DeviceLimit& d = w->devices[i];
-      // Every process reads the limit with an atomic load at its next
-      // allocation (and in cuMemGetInfo), so this store is the resize.
-      if (o.memory_limit_bytes) core::StoreRelease(d.memory_limit_bytes, *o.memory_limit_bytes);
-      if (o.compute_share_pct) core::StoreRelease(d.compute_share_pct, *o.compute_share_pct);
-      if (o.compute_cap_pct || o.power_cap_watts) {
-        uint32_t user = power ? power->user_cap_pct : cap_in_limits;
-        if (new_power) user = new_power->user_cap_pct;
-        if (o.compute_cap_pct) user = *o.compute_cap_pct == 100 ? 0u : *o.compute_cap_pct;
-        const uint32_t budget = new_power && i < keep->power_budget.size() ? keep->power_budget[i] : 0;
-        core::StoreRelease(d.compute_cap_pct, EffectiveCap(user, budget));
-      }
-      if (level) core::StoreRelease(d.priority, *level);
+      const uint32_t budget = new_power && i < keep->power_budget.size() ? keep->power_budget[i] : 0;
+      change.compute_cap_pct.push_back(EffectiveCap(user, budget));
     }
-  };
-  const auto bump = [w] {
-    // Release: whoever sees the new generation sees the new values.
-    core::FetchAddRelease(w->generation, 1);
-  };
+  }
   spdlog::info("resized vGPU '{}'{}{}{}{}{}", o.name,
                o.memory_limit_bytes ? " memory " + Limit(*o.memory_limit_bytes) : "",
                o.compute_share_pct ? " compute " + std::to_string(*o.compute_share_pct) + "%" : "",
@@ -458,26 +447,14 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
                o.power_cap_watts ? " power cap " + (*o.power_cap_watts == 0 ? std::string("removed")
                                                                              : std::to_string(*o.power_cap_watts) + " W")
                                  : "");
-  // One change, one generation bump. Shares and priority become timeslices
-  // through the node schedule, which writes them and bumps once for both:
-  // the values are written inside its pass (no other pass in between) and
-  // the pass runs before answering, so the change is in force when `set`
-  // returns. Anything else is written and bumped here.
-  if (!(o.compute_share_pct || o.compute_cap_pct || o.power_cap_watts || level) || schedule_ == nullptr) {
-    write();
-    bump();
-  } else {
-    lock.unlock();
-    bool written = false;
-    Status s = schedule_->ApplyNow(o.name, [&] {
-      write();
-      written = true;
-    });
-    lock.lock();
-    if (!s.ok()) {
-      if (written) bump();  // the new values must still reach the processes
-      return {ApiCode::kInternal, "the limits changed, but the compute schedule was not updated: " + s.message()};
-    }
+  // One change, one generation bump: the node schedule writes the values
+  // and the slices they imply, and bumps once, before `set` is answered.
+  lock.unlock();
+  const Status s = schedule_->ApplyNow(&change);
+  lock.lock();
+  if (!change.written) return {ApiCode::kInternal, "vGPU '" + o.name + "' not resized: " + s.message()};
+  if (!s.ok()) {
+    return {ApiCode::kInternal, "the limits changed, but the node's compute schedule was not updated: " + s.message()};
   }
   *after = ViewLocked(o.name, *keep);
   return ApiStatus::Ok();
@@ -526,7 +503,7 @@ ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t 
   vgpus_.erase(name);
   *deleted = true;
   spdlog::info("deleted vGPU '{}'", name);
-  if (schedule_ != nullptr) schedule_->Request();
+  schedule_->Request();
   return ApiStatus::Ok();
 }
 
@@ -638,7 +615,7 @@ GcResult VgpuManager::CollectGarbage() {
     result.removed.push_back(it->first);
     it = vgpus_.erase(it);
   }
-  if (!result.removed.empty() && schedule_ != nullptr) schedule_->Request();
+  if (!result.removed.empty()) schedule_->Request();
   return result;
 }
 
@@ -651,7 +628,7 @@ void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std:
 }
 
 ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = vgpus_.find(name);
   if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node"};
   Managed& m = *it->second;
@@ -670,16 +647,15 @@ ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector
   }
   m.power_budget.assign(budget_pct.begin(), budget_pct.end());
   if (!changed) return ApiStatus::Ok();
-  auto writable = OpenLimitsForWrite(m.handle.dir());
-  if (!writable.ok()) return {ApiCode::kInternal, writable.status().message()};
-  auto* w = static_cast<core::Limits*>(writable->data());
   // The vGPU's own processes read the cap at every heartbeat (and the
   // generation tells them limits changed). The others believe its cap from
-  // the node's roster (core/board_roster.h), which a schedule pass rewrites:
-  // caps do not enter the timeslices, but they do enter the roster.
-  for (uint32_t i = 0; i < device_count; ++i) core::StoreRelease(w->devices[i].compute_cap_pct, effective[i]);
-  core::FetchAddRelease(w->generation, 1);
-  if (schedule_ != nullptr) schedule_->Request();
+  // the node's roster (core/board_roster.h), which the same pass rewrites.
+  LimitsChange change;
+  change.vgpu = name;
+  change.compute_cap_pct = effective;
+  lock.unlock();
+  const Status s = schedule_->ApplyNow(&change);
+  if (!change.written) return {ApiCode::kInternal, s.message()};
   spdlog::debug("vGPU '{}': power budget {}% on its first GPU", name, effective[0]);
   return ApiStatus::Ok();
 }

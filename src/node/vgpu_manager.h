@@ -129,7 +129,8 @@ struct GcResult {
 
 class VgpuManager {
  public:
-  // `devices` and `schedule` must outlive the manager.
+  // `devices` and `schedule` must outlive the manager; `schedule` writes
+  // every change to a vGPU's limits after its creation (node_schedule.h).
   VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule, ManagerOptions options);
 
   // Scans the store and adopts every vGPU in it. Call once, at start.

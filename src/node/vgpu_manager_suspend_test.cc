@@ -74,7 +74,7 @@ class VgpuManagerSuspendTest : public ::testing::Test {
     ManagerOptions o;
     o.grace = std::chrono::milliseconds(0);
     o.host_memory = [this] { return available_; };
-    auto m = std::make_unique<VgpuManager>(core::VgpuStore(root_), &devices_, nullptr, o);
+    auto m = std::make_unique<VgpuManager>(core::VgpuStore(root_), &devices_, &schedule_, o);
     m->SetCheckpointDriver(&driver_, "");
     return m;
   }
@@ -98,6 +98,9 @@ class VgpuManagerSuspendTest : public ::testing::Test {
 
   std::string root_;
   NodeDevices devices_;
+  ScheduleWorker schedule_{
+      [this](LimitsChange* change) { return ApplyNodeSchedule(core::VgpuStore(root_), {}, nullptr, change); },
+      ScheduleWorker::Passes::kInline};
   StateDriver driver_;
   std::optional<uint64_t> available_ = 1024 * kMiB;
   std::unique_ptr<core::VgpuHandle> handle_;
@@ -183,7 +186,7 @@ TEST_F(VgpuManagerSuspendTest, RestartFindingAnInterruptedSuspendUnlocksEveryPro
 
 TEST_F(VgpuManagerSuspendTest, WithoutTheCheckpointApiSuspendSaysWhy) {
   ManagerOptions o;
-  VgpuManager m(core::VgpuStore(root_), &devices_, nullptr, o);
+  VgpuManager m(core::VgpuStore(root_), &devices_, &schedule_, o);
   m.SetCheckpointDriver(nullptr, "no libcuda.so.1 found");
   CreateHeld(&m);
   const ApiStatus s = m.Suspend({.name = "a"}, nullptr);

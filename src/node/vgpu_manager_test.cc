@@ -57,10 +57,10 @@ class VgpuManagerTest : public ::testing::Test {
   NodeDevices devices_;
   std::atomic<int> schedules_{0};
   // The real node schedule, counted (resize's one-bump rule spans both).
-  ScheduleWorker schedule_{[this](const std::string& also_bump) {
-    ++schedules_;
-    return ApplyNodeSchedule(core::VgpuStore(root_), {}, nullptr, also_bump);
-  },
+  ScheduleWorker schedule_{[this](LimitsChange* change) {
+                             ++schedules_;
+                             return ApplyNodeSchedule(core::VgpuStore(root_), {}, nullptr, change);
+                           },
                            ScheduleWorker::Passes::kInline};  // deterministic, and nothing left to run at TearDown
 };
 
