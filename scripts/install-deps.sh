@@ -10,6 +10,7 @@ packages=(
   libspdlog-dev libfmt-dev libcpp-httplib-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-pytest python3-matplotlib
+  clang
   prometheus
   spin
 )

@@ -10,11 +10,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <ctime>
 #include <filesystem>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "core/vgpu_store.h"
@@ -38,6 +36,7 @@
 #include "node/state_keeper_client.h"
 #include "node/vgpu_manager.h"
 #include "port/clock.h"
+#include "port/mutex.h"
 #include "port/nvml_library.h"
 
 namespace gpuslice::daemon {
@@ -72,19 +71,19 @@ class Housekeeper {
   }
   ~Housekeeper() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      port::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
 
  private:
   void Loop() {
     auto next_sample = std::chrono::steady_clock::now();
-    std::unique_lock<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     while (!stop_) {
-      lock.unlock();
+      lock.Unlock();
       // A keeper that died is replaced, and given every vGPU's state, within
       // a reap interval: until then new processes of those vGPUs are refused
       // device memory.
@@ -114,8 +113,11 @@ class Housekeeper {
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
-      lock.lock();
-      cv_.wait_for(lock, interval_, [this] { return stop_; });
+      lock.Lock();
+      cv_.WaitFor(&mu_, interval_, [this] {
+        mu_.AssertHeld();
+        return stop_;
+      });
     }
   }
 
@@ -128,9 +130,9 @@ class Housekeeper {
   port::NvmlLibrary* const nvml_;
   GpuHealth* const health_;
   PowerCapEnforcer* const power_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // guarded by mu_
+  port::Mutex mu_;
+  port::CondVar cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

@@ -36,7 +36,7 @@ bool IsCriticalXid(uint64_t xid) {
 
 void GpuHealth::OnXid(uint32_t gpu_index, uint64_t xid, Clock::time_point at) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     State& s = gpus_[gpu_index];
     ++s.xid_counts[xid];
     if (!IsCriticalXid(xid)) {
@@ -50,7 +50,7 @@ void GpuHealth::OnXid(uint32_t gpu_index, uint64_t xid, Clock::time_point at) {
 }
 
 void GpuHealth::Restore(uint32_t gpu_index, uint64_t xid, Clock::time_point at) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   spdlog::warn("GPU {}: unhealthy since before this daemon started (XID {}); clear it with gpuslice devices "
                "--clear-health once the GPU is reset",
                gpu_index, xid);
@@ -61,7 +61,7 @@ void GpuHealth::Tick(Clock::time_point now) {
   if (quiet_period_.count() == 0) return;
   bool changed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     for (auto& [gpu, s] : gpus_) {
       if (!s.healthy && now - s.last_critical >= quiet_period_) {
         spdlog::info("GPU {}: no critical XID for {} s since XID {}; healthy again", gpu, quiet_period_.count(),
@@ -78,7 +78,7 @@ void GpuHealth::Tick(Clock::time_point now) {
 void GpuHealth::Clear(const std::vector<uint32_t>& gpu_indices) {
   bool changed = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     for (auto& [gpu, s] : gpus_) {
       bool named = gpu_indices.empty();
       for (uint32_t i : gpu_indices) named = named || i == gpu;
@@ -94,12 +94,12 @@ void GpuHealth::Clear(const std::vector<uint32_t>& gpu_indices) {
 
 void GpuHealth::Changed() {
   if (!on_change_) return;
-  std::lock_guard<std::mutex> lock(change_mu_);
+  port::MutexLock lock(&change_mu_);
   on_change_(Snapshot());
 }
 
 std::map<uint32_t, GpuHealth::State> GpuHealth::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return gpus_;
 }
 

@@ -30,9 +30,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
+
+#include "port/mutex.h"
 
 namespace gpuslice::daemon {
 
@@ -44,14 +45,14 @@ class GpuHealth {
   using Clock = std::chrono::system_clock;
   explicit GpuHealth(std::chrono::seconds quiet_period) : quiet_period_(quiet_period) {}
 
-  void OnXid(uint32_t gpu_index, uint64_t xid, Clock::time_point at);
+  void OnXid(uint32_t gpu_index, uint64_t xid, Clock::time_point at) EXCLUDES(mu_);
   // An unhealthy mark kept from before this daemon started (its counts
   // were not kept); the quiet period runs from `at`.
-  void Restore(uint32_t gpu_index, uint64_t xid, Clock::time_point at);
+  void Restore(uint32_t gpu_index, uint64_t xid, Clock::time_point at) EXCLUDES(mu_);
   // Recovers GPUs quiet for the quiet period.
-  void Tick(Clock::time_point now);
+  void Tick(Clock::time_point now) EXCLUDES(mu_);
   // Marks these GPUs (all when empty) healthy; their counts stay.
-  void Clear(const std::vector<uint32_t>& gpu_indices);
+  void Clear(const std::vector<uint32_t>& gpu_indices) EXCLUDES(mu_);
 
   struct State {
     bool healthy = true;
@@ -60,7 +61,7 @@ class GpuHealth {
     std::map<uint64_t, uint64_t> xid_counts;  // every XID seen
     Clock::time_point last_critical{};
   };
-  std::map<uint32_t, State> Snapshot() const;  // GPUs that ever had an XID or are unhealthy
+  std::map<uint32_t, State> Snapshot() const EXCLUDES(mu_);  // GPUs that ever had an XID or are unhealthy
 
   // Called with a snapshot after any GPU turns unhealthy or healthy (or
   // another critical XID arrives), outside the state's lock, on the
@@ -71,13 +72,13 @@ class GpuHealth {
   void OnChange(ChangeFn fn) { on_change_ = std::move(fn); }
 
  private:
-  void Changed();
+  void Changed() EXCLUDES(change_mu_, mu_);
 
   const std::chrono::seconds quiet_period_;
   ChangeFn on_change_;
-  std::mutex change_mu_;  // one on_change_ call at a time; taken before mu_
-  mutable std::mutex mu_;
-  std::map<uint32_t, State> gpus_;  // guarded by mu_
+  port::Mutex change_mu_ ACQUIRED_BEFORE(mu_);  // one on_change_ call at a time
+  mutable port::Mutex mu_;
+  std::map<uint32_t, State> gpus_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpuslice::daemon

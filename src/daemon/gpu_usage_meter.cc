@@ -5,7 +5,7 @@
 namespace gpuslice::daemon {
 
 void GpuUsageMeter::Add(const Interval& in) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (in.end_us <= in.start_us) return;
   const double seconds = static_cast<double>(in.end_us - in.start_us) / 1e6;
   double busy = 0;
@@ -49,12 +49,12 @@ void GpuUsageMeter::Add(const Interval& in) {
 }
 
 GpuUsageMeter::Totals GpuUsageMeter::totals() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return totals_;
 }
 
 GpuUsageMeter::Window GpuUsageMeter::Recent(uint64_t window_us) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   std::map<uint32_t, uint64_t> newest;
   for (const Record& r : recent_) newest[r.gpu_index] = std::max(newest[r.gpu_index], r.end_us);
   Window w;

@@ -32,10 +32,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include "port/mutex.h"
 
 namespace gpuslice::daemon {
 
@@ -87,10 +88,10 @@ class GpuUsageMeter {
     std::optional<double> idle_watts;    // lowest power of an interval with nothing running
     std::optional<double> lowest_watts;  // lowest power of any interval
   };
-  mutable std::mutex mu_;
-  std::map<uint32_t, Gpu> gpus_;  // guarded by mu_
-  Totals totals_;                 // guarded by mu_
-  std::deque<Record> recent_;     // guarded by mu_; oldest first
+  mutable port::Mutex mu_;
+  std::map<uint32_t, Gpu> gpus_ GUARDED_BY(mu_);
+  Totals totals_ GUARDED_BY(mu_);
+  std::deque<Record> recent_ GUARDED_BY(mu_);  // oldest first
 };
 
 }  // namespace gpuslice::daemon

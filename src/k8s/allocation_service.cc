@@ -124,7 +124,7 @@ grpc::Status AllocationService::Allocate(Resource resource, const v1beta1::Alloc
   if (request.container_requests().empty()) {
     return Invalid("AllocateRequest has no container requests; the kubelet sends one per container");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   // What this call changed (vGPU -> its assignment before the call, none if
   // new), to undo when a later container of the same call fails.
   std::map<std::string, std::optional<Assignment>> undo;
@@ -343,7 +343,7 @@ grpc::Status AllocationService::GetPreferredAllocation(Resource resource,
   if (request.container_requests().empty()) {
     return Invalid("PreferredAllocationRequest has no container requests");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& c : request.container_requests()) {
     if (grpc::Status s = PreferContainer(resource, c, response->add_container_responses()); !s.ok()) {
       response->Clear();

@@ -35,7 +35,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <functional>
-#include <mutex>
 
 #include "k8s/allocator.h"
 #include "k8s/assignment.h"
@@ -44,6 +43,7 @@
 #include "k8s/kube_api.h"
 #include "k8s/resource_manager.h"
 #include "k8s/vgpu_provisioner.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s {
 
@@ -56,15 +56,15 @@ class AllocationService {
                     std::function<int64_t()> now_unix_s = nullptr);
 
   grpc::Status GetPreferredAllocation(Resource resource, const v1beta1::PreferredAllocationRequest& request,
-                                      v1beta1::PreferredAllocationResponse* response);
-  grpc::Status Allocate(Resource resource, const v1beta1::AllocateRequest& request,
-                        v1beta1::AllocateResponse* response);
+                                      v1beta1::PreferredAllocationResponse* response) EXCLUDES(mu_);
+  grpc::Status Allocate(Resource resource, const v1beta1::AllocateRequest& request, v1beta1::AllocateResponse* response)
+      EXCLUDES(mu_);
 
  private:
   grpc::Status AllocateContainer(Resource resource, const v1beta1::ContainerAllocateRequest& request,
-                                 v1beta1::ContainerAllocateResponse* response);
+                                 v1beta1::ContainerAllocateResponse* response) REQUIRES(mu_);
   grpc::Status PreferContainer(Resource resource, const v1beta1::ContainerPreferredAllocationRequest& request,
-                               v1beta1::ContainerPreferredAllocationResponse* response);
+                               v1beta1::ContainerPreferredAllocationResponse* response) REQUIRES(mu_);
   Status AddCdiDevice(const Assignment& a, const std::string& vgpu_dir, v1beta1::ContainerAllocateResponse* response);
   // The container's GPUs if it is known to be waiting (nullopt otherwise).
   std::optional<std::vector<uint32_t>> TargetGpus(Resource resource, uint64_t count);
@@ -76,7 +76,7 @@ class AllocationService {
   const ContainerEnvironment environment_;
   const PackingPolicy policy_;
   std::function<int64_t()> now_unix_s_;
-  std::mutex mu_;
+  port::Mutex mu_;  // one call at a time
 };
 
 }  // namespace gpuslice::k8s

@@ -11,18 +11,18 @@ void AssumedReservations::Add(const PodRequest& pod, const std::string& node, co
     const auto it = placement.gpus.find(c.name);
     if (it != placement.gpus.end()) r.containers.emplace_back(c, it->second);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   by_pod_[pod.uid] = std::move(r);
 }
 
 void AssumedReservations::Remove(const std::string& pod_uid) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   by_pod_.erase(pod_uid);
 }
 
 void AssumedReservations::ApplyTo(const std::string& node, const NodeUsage& usage, std::vector<GpuState>& gpus,
                                   Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (auto it = by_pod_.begin(); it != by_pod_.end();) {
     const Reservation& r = it->second;
     if (r.expires <= now || (r.node == node && usage.HasPod(it->first))) {
@@ -37,7 +37,7 @@ void AssumedReservations::ApplyTo(const std::string& node, const NodeUsage& usag
 }
 
 size_t AssumedReservations::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return by_pod_.size();
 }
 

@@ -15,13 +15,13 @@
 
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "k8s/allocator.h"
 #include "k8s/node_usage.h"
 #include "k8s/pod_request.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s {
 
@@ -49,8 +49,8 @@ class AssumedReservations {
     Clock::time_point expires;
   };
   const Clock::duration ttl_;
-  mutable std::mutex mu_;
-  std::map<std::string, Reservation> by_pod_;  // GUARDED_BY(mu_)
+  mutable port::Mutex mu_;
+  std::map<std::string, Reservation> by_pod_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpuslice::k8s

@@ -220,7 +220,7 @@ HttpReply Extender::Bind(std::string_view body) {
                 " without Kubernetes API access; pass --kube-api-url (in a pod it is found automatically)");
   }
 
-  std::lock_guard<std::mutex> lock(bind_mu_);
+  port::MutexLock lock(&bind_mu_);
   auto pod_json = api_->GetPod(pod_namespace, pod_name);
   if (!pod_json.ok()) return fail(pod_json.status().message());
   auto pod = ParsePodRequest(*pod_json);

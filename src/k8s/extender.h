@@ -30,13 +30,13 @@
 
 #include <chrono>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "k8s/allocator.h"
 #include "k8s/assumed_reservations.h"
 #include "k8s/kube_api.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s {
 
@@ -61,7 +61,7 @@ class Extender {
 
   HttpReply Filter(std::string_view body);
   HttpReply Prioritize(std::string_view body);
-  HttpReply Bind(std::string_view body);
+  HttpReply Bind(std::string_view body) EXCLUDES(bind_mu_);
 
   const AssumedReservations& reservations() const { return reservations_; }
 
@@ -70,7 +70,7 @@ class Extender {
   KubeApi* api_;
   std::function<Clock::time_point()> now_;
   AssumedReservations reservations_;
-  std::mutex bind_mu_;  // one bind at a time
+  port::Mutex bind_mu_;  // one bind at a time
 };
 
 }  // namespace gpuslice::k8s

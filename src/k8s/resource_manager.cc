@@ -17,7 +17,7 @@ uint64_t ResourceManager::VmemoryUnits(uint32_t gpu_index) const {
 }
 
 bool ResourceManager::SetHealthy(const std::set<std::string>& healthy_uuids) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   bool changed = false;
   for (const TopologyGpu& g : topology_.gpus) {
     const bool now = healthy_uuids.count(g.uuid) > 0;
@@ -29,19 +29,19 @@ bool ResourceManager::SetHealthy(const std::set<std::string>& healthy_uuids) {
   if (changed) {
     ++health_version_;
     ++usage_version_;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
   return changed;
 }
 
 bool ResourceManager::IsHealthy(uint32_t gpu_index) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const auto it = healthy_.find(gpu_index);
   return it != healthy_.end() && it->second;
 }
 
 std::vector<ResourceManager::Device> ResourceManager::Devices(Resource resource) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   std::vector<Device> out;
   for (const TopologyGpu& g : topology_.gpus) {
     const uint64_t units = resource == Resource::kVcore ? kVcorePerGpu : g.memory_total_bytes / kVmemoryUnitBytes;
@@ -70,22 +70,22 @@ std::optional<uint32_t> ResourceManager::GpuOf(Resource resource, const std::str
 }
 
 void ResourceManager::Put(const Assignment& assignment) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   by_vgpu_[assignment.vgpu] = assignment;
   ++usage_version_;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 void ResourceManager::Erase(const std::string& vgpu) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (by_vgpu_.erase(vgpu) > 0) {
     ++usage_version_;
-    changed_.notify_all();
+    changed_.NotifyAll();
   }
 }
 
 std::vector<Assignment> ResourceManager::Assignments() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   std::vector<Assignment> out;
   for (const auto& [name, a] : by_vgpu_) out.push_back(a);
   return out;
@@ -93,7 +93,7 @@ std::vector<Assignment> ResourceManager::Assignments() const {
 
 std::optional<Assignment> ResourceManager::FindContainer(const std::string& pod_uid,
                                                          const std::string& container) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& [name, a] : by_vgpu_) {
     if (a.pod_uid == pod_uid && a.container == container) return a;
   }
@@ -102,7 +102,7 @@ std::optional<Assignment> ResourceManager::FindContainer(const std::string& pod_
 
 std::optional<Assignment> ResourceManager::FindByDeviceIds(Resource resource, std::vector<std::string> ids) const {
   std::sort(ids.begin(), ids.end());
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& [name, a] : by_vgpu_) {
     const auto it = a.device_ids.find(resource);
     if (it == a.device_ids.end()) continue;
@@ -127,12 +127,12 @@ std::vector<GpuState> ResourceManager::GpuStatesLocked() const {
 }
 
 std::vector<GpuState> ResourceManager::GpuStates() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return GpuStatesLocked();
 }
 
 NodeUsage ResourceManager::Usage() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   NodeUsage usage;
   usage.node = node_name_;
   for (const GpuState& s : GpuStatesLocked()) {
@@ -152,35 +152,41 @@ NodeUsage ResourceManager::Usage() const {
 }
 
 uint64_t ResourceManager::health_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return health_version_;
 }
 
 uint64_t ResourceManager::usage_version() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return usage_version_;
 }
 
 uint64_t ResourceManager::WaitForHealthChange(uint64_t seen, std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, timeout, [&] { return shut_down_ || health_version_ != seen; });
+  port::MutexLock lock(&mu_);
+  changed_.WaitFor(&mu_, timeout, [&] {
+    mu_.AssertHeld();
+    return shut_down_ || health_version_ != seen;
+  });
   return health_version_;
 }
 
 uint64_t ResourceManager::WaitForUsageChange(uint64_t seen, std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  changed_.wait_for(lock, timeout, [&] { return shut_down_ || usage_version_ != seen; });
+  port::MutexLock lock(&mu_);
+  changed_.WaitFor(&mu_, timeout, [&] {
+    mu_.AssertHeld();
+    return shut_down_ || usage_version_ != seen;
+  });
   return usage_version_;
 }
 
 void ResourceManager::Shutdown() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   shut_down_ = true;
-  changed_.notify_all();
+  changed_.NotifyAll();
 }
 
 bool ResourceManager::shut_down() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return shut_down_;
 }
 

@@ -16,10 +16,8 @@
 #define GPUSLICE_K8S_RESOURCE_MANAGER_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -30,6 +28,7 @@
 #include "k8s/device_ids.h"
 #include "k8s/node_usage.h"
 #include "k8s/topology.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s {
 
@@ -74,17 +73,17 @@ class ResourceManager {
   bool shut_down() const;
 
  private:
-  std::vector<GpuState> GpuStatesLocked() const;
+  std::vector<GpuState> GpuStatesLocked() const REQUIRES(mu_);
 
   const NodeTopology topology_;
   const std::string node_name_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable changed_;
-  std::map<uint32_t, bool> healthy_;           // GUARDED_BY(mu_)
-  std::map<std::string, Assignment> by_vgpu_;  // GUARDED_BY(mu_)
-  uint64_t health_version_ = 1;                // GUARDED_BY(mu_)
-  uint64_t usage_version_ = 1;                 // GUARDED_BY(mu_)
-  bool shut_down_ = false;                     // GUARDED_BY(mu_)
+  mutable port::Mutex mu_;
+  mutable port::CondVar changed_;
+  std::map<uint32_t, bool> healthy_ GUARDED_BY(mu_);
+  std::map<std::string, Assignment> by_vgpu_ GUARDED_BY(mu_);
+  uint64_t health_version_ GUARDED_BY(mu_) = 1;
+  uint64_t usage_version_ GUARDED_BY(mu_) = 1;
+  bool shut_down_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace gpuslice::k8s

@@ -5,15 +5,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "core/memory_ledger.h"
 #include "core/state_handout.h"
 #include "node/node_schedule.h"
 #include "node/policy_file.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s {
 namespace {
@@ -31,10 +30,10 @@ class StoreProvisioner final : public VgpuProvisioner {
   ~StoreProvisioner() override {
     if (!tender_.joinable()) return;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      port::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    wake_.notify_all();
+    wake_.NotifyAll();
     tender_.join();
   }
 
@@ -89,21 +88,24 @@ class StoreProvisioner final : public VgpuProvisioner {
   // every vGPU's memory within a second, so the pods' new processes find
   // their state again (node/state_keeper_client.h, Check).
   void TendKeeper() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!wake_.wait_for(lock, std::chrono::seconds(1), [this] { return stopping_; })) {
-      lock.unlock();
+    port::MutexLock lock(&mu_);
+    while (!wake_.WaitFor(&mu_, std::chrono::seconds(1), [this] {
+      mu_.AssertHeld();
+      return stopping_;
+    })) {
+      lock.Unlock();
       if (Status s = keeper_->Check(); !s.ok()) {
         spdlog::error("state keeper: {}", s.message());
       }
-      lock.lock();
+      lock.Lock();
     }
   }
 
   core::VgpuStore store_;
   const std::unique_ptr<node::StateKeeperClient> keeper_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;  // guarded by mu_
+  port::Mutex mu_;
+  port::CondVar wake_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::thread tender_;
 };
 

@@ -32,14 +32,14 @@ void Histogram::Observe(double value) {
   const size_t i = std::isnan(value)
                        ? upper_bounds_.size()
                        : std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin();
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   ++counts_[i];
   sum_ += value;
 }
 
 bool Histogram::Set(const std::vector<uint64_t>& bucket_counts, double sum) {
   if (bucket_counts.size() != upper_bounds_.size() + 1) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   counts_ = bucket_counts;
   sum_ = sum;
   return true;
@@ -48,7 +48,7 @@ bool Histogram::Set(const std::vector<uint64_t>& bucket_counts, double sum) {
 Histogram::Snapshot Histogram::Take() const {
   Snapshot s;
   s.upper_bounds = upper_bounds_;
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   uint64_t running = 0;
   s.cumulative.reserve(counts_.size());
   for (uint64_t c : counts_) s.cumulative.push_back(running += c);
@@ -74,7 +74,7 @@ T& Family<T>::WithLabels(const LabelValues& values) {
                  values.size());
     std::abort();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   std::unique_ptr<T>& slot = series_[values];
   if (!slot) {
     if constexpr (std::is_same_v<T, Histogram>) {
@@ -88,19 +88,19 @@ T& Family<T>::WithLabels(const LabelValues& values) {
 
 template <typename T>
 void Family<T>::Remove(const LabelValues& values) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   series_.erase(values);
 }
 
 template <typename T>
 void Family<T>::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   series_.clear();
 }
 
 template <typename T>
 void Family<T>::ForEach(const std::function<void(const LabelValues&, const T&)>& fn) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& [labels, series] : series_) fn(labels, *series);
 }
 
@@ -213,7 +213,7 @@ Status Registry::CheckNew(const std::string& name, const std::vector<std::string
 
 StatusOr<Family<Counter>*> Registry::AddCounter(const std::string& name, const std::string& help,
                                                 std::vector<std::string> label_names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (Status s = CheckNew(name, label_names, false); !s.ok()) return s;
   // Prometheus's convention, and what rate() users expect to see.
   if (name.size() < 6 || name.compare(name.size() - 6, 6, "_total") != 0) {
@@ -227,7 +227,7 @@ StatusOr<Family<Counter>*> Registry::AddCounter(const std::string& name, const s
 
 StatusOr<Family<Gauge>*> Registry::AddGauge(const std::string& name, const std::string& help,
                                             std::vector<std::string> label_names) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (Status s = CheckNew(name, label_names, false); !s.ok()) return s;
   auto family = std::make_unique<Family<Gauge>>(name, help, std::move(label_names));
   Family<Gauge>* raw = family.get();
@@ -238,7 +238,7 @@ StatusOr<Family<Gauge>*> Registry::AddGauge(const std::string& name, const std::
 StatusOr<Family<Histogram>*> Registry::AddHistogram(const std::string& name, const std::string& help,
                                                     std::vector<std::string> label_names,
                                                     std::vector<double> upper_bounds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (Status s = CheckNew(name, label_names, true); !s.ok()) return s;
   if (upper_bounds.empty()) return Status::Error(name + ": a histogram needs at least one bucket bound");
   for (size_t i = 0; i < upper_bounds.size(); ++i) {
@@ -253,12 +253,12 @@ StatusOr<Family<Histogram>*> Registry::AddHistogram(const std::string& name, con
 }
 
 void Registry::AddCollector(std::function<void()> collect) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   collectors_.push_back(std::move(collect));
 }
 
 std::vector<Registry::FamilyInfo> Registry::Families() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   std::vector<FamilyInfo> out;
   for (const auto& entry : entries_) {
     std::visit(
@@ -275,7 +275,7 @@ std::vector<Registry::FamilyInfo> Registry::Families() {
 }
 
 std::string Registry::Render() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& collect : collectors_) collect();
   std::string out;
   for (const auto& entry : entries_) {

@@ -29,11 +29,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+#include "port/mutex.h"
 
 namespace gpuslice::metrics {
 
@@ -84,9 +84,9 @@ class Histogram {
 
  private:
   const std::vector<double> upper_bounds_;
-  mutable std::mutex mu_;
-  std::vector<uint64_t> counts_;  // per bucket, size bounds+1; guarded by mu_
-  double sum_ = 0;                // guarded by mu_
+  mutable port::Mutex mu_;
+  std::vector<uint64_t> counts_ GUARDED_BY(mu_);  // per bucket, size bounds+1
+  double sum_ GUARDED_BY(mu_) = 0;
 };
 
 // All series of one metric name. Series are created on first use.
@@ -115,8 +115,8 @@ class Family {
   const std::string help_;
   const std::vector<std::string> label_names_;
   const std::vector<double> upper_bounds_;  // histograms only
-  mutable std::mutex mu_;
-  std::map<LabelValues, std::unique_ptr<T>> series_;  // guarded by mu_
+  mutable port::Mutex mu_;
+  std::map<LabelValues, std::unique_ptr<T>> series_ GUARDED_BY(mu_);
 };
 
 class Registry {
@@ -155,11 +155,11 @@ class Registry {
 
  private:
   struct Entry;
-  Status CheckNew(const std::string& name, const std::vector<std::string>& label_names, bool histogram);
+  Status CheckNew(const std::string& name, const std::vector<std::string>& label_names, bool histogram) REQUIRES(mu_);
 
-  std::mutex mu_;                                  // serialises Add*, AddCollector, Families and Render
-  std::vector<std::unique_ptr<Entry>> entries_;    // guarded by mu_
-  std::vector<std::function<void()>> collectors_;  // guarded by mu_
+  port::Mutex mu_;  // serialises Add*, AddCollector, Families and Render
+  std::vector<std::unique_ptr<Entry>> entries_ GUARDED_BY(mu_);
+  std::vector<std::function<void()>> collectors_ GUARDED_BY(mu_);
 };
 
 // The Content-Type of Render()'s output.

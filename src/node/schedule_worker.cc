@@ -16,10 +16,10 @@ ScheduleWorker::ScheduleWorker(ApplyFn apply, Passes passes) : apply_(std::move(
 
 ScheduleWorker::~ScheduleWorker() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -29,40 +29,43 @@ void ScheduleWorker::Request() {
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     pending_ = true;
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 Status ScheduleWorker::ApplyNow(LimitsChange* change) { return RunPass(change); }
 
 uint64_t ScheduleWorker::passes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   return passes_;
 }
 
 Status ScheduleWorker::RunPass(LimitsChange* change) {
   Status s;
   {
-    std::lock_guard<std::mutex> apply_lock(apply_mu_);
+    port::MutexLock apply_lock(&apply_mu_);
     s = apply_(change);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   ++passes_;
   if (!s.ok()) spdlog::warn("compute schedule not updated: {}", s.message());
   return s;
 }
 
 void ScheduleWorker::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [this] { return pending_ || stop_; });
+    cv_.Wait(&mu_, [this] {
+      mu_.AssertHeld();
+      return pending_ || stop_;
+    });
     if (stop_) return;
     pending_ = false;
-    lock.unlock();
+    lock.Unlock();
     (void)RunPass(nullptr);
-    lock.lock();
+    lock.Lock();
   }
 }
 

@@ -18,10 +18,8 @@
 #ifndef GPUSLICE_NODE_SCHEDULE_WORKER_H_
 #define GPUSLICE_NODE_SCHEDULE_WORKER_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
@@ -29,6 +27,7 @@
 #include "core/vgpu_store.h"
 #include "node/node_schedule.h"
 #include "policy/timeslice_policy.h"
+#include "port/mutex.h"
 
 namespace gpuslice::node {
 
@@ -48,23 +47,23 @@ class ScheduleWorker {
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;
 
-  void Request();
+  void Request() EXCLUDES(mu_);
   // Runs a pass now, on the caller's thread, serialised with the worker's,
   // writing `change` first (VgpuManager's resize and power budget).
-  Status ApplyNow(LimitsChange* change = nullptr);
-  uint64_t passes() const;
+  Status ApplyNow(LimitsChange* change = nullptr) EXCLUDES(mu_);
+  uint64_t passes() const EXCLUDES(mu_);
 
  private:
-  void Loop();
-  Status RunPass(LimitsChange* change);
+  void Loop() EXCLUDES(mu_);
+  Status RunPass(LimitsChange* change) EXCLUDES(mu_, apply_mu_);
 
   const ApplyFn apply_;
-  std::mutex apply_mu_;  // one pass at a time
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool pending_ = false;  // guarded by mu_
-  bool stop_ = false;     // guarded by mu_
-  uint64_t passes_ = 0;   // guarded by mu_
+  port::Mutex apply_mu_;  // one pass at a time
+  mutable port::Mutex mu_;
+  port::CondVar cv_;
+  bool pending_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  uint64_t passes_ GUARDED_BY(mu_) = 0;
   std::thread thread_;  // not started for Passes::kInline
 };
 

@@ -36,7 +36,7 @@ std::string Errno(const std::string& what) { return what + ": " + strerror(errno
 StatusOr<std::unique_ptr<StateKeeperClient>> StateKeeperClient::Connect(const std::string& root, const std::string& exe,
                                                                         Options options) {
   std::unique_ptr<StateKeeperClient> client(new StateKeeperClient(root, exe, std::move(options)));
-  std::lock_guard<std::mutex> lock(client->mu_);
+  port::MutexLock lock(&client->mu_);
   bool fresh = false;
   if (Status s = client->EnsureKeeperLocked(&fresh); !s.ok()) return s;
   return client;
@@ -152,7 +152,7 @@ void StateKeeperClient::ShareSocket(const std::string& socket_path) const {
 
 Status StateKeeperClient::Publish(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                                   const std::vector<core::GpuUuid>& gpus) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   bool fresh = false;
   if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
   if (fresh) {
@@ -179,14 +179,14 @@ Status StateKeeperClient::PublishLocked(const std::string& name, const std::stri
 }
 
 void StateKeeperClient::Withdraw(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   served_.erase(name);
   // Best effort: the keeper also drops a vGPU whose socket path is gone.
   (void)Ask("drop\n" + name, {});
 }
 
 size_t StateKeeperClient::Adopt() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   DIR* d = opendir((root_ + "/vgpus").c_str());
   if (d == nullptr) return 0;
   std::vector<std::string> names;
@@ -252,7 +252,7 @@ size_t StateKeeperClient::Adopt() {
 }
 
 Status StateKeeperClient::Check() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   bool fresh = false;
   if (Status s = EnsureKeeperLocked(&fresh); !s.ok()) return s;
   return fresh ? ReseedLocked() : Status::Ok();

@@ -20,7 +20,6 @@
 
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +27,7 @@
 
 #include "core/state_publisher.h"
 #include "core/status.h"
+#include "port/mutex.h"
 #include "port/unique_fd.h"
 
 namespace gpuslice::node {
@@ -52,21 +52,24 @@ class StateKeeperClient : public core::StatePublisher {
                                                               Options options);
 
   Status Publish(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
-                 const std::vector<core::GpuUuid>& gpus) override;
-  void Withdraw(const std::string& name) override;
+                 const std::vector<core::GpuUuid>& gpus) override EXCLUDES(mu_);
+  void Withdraw(const std::string& name) override EXCLUDES(mu_);
 
   // At start: takes a descriptor of every handed-out vGPU in the store (from
   // its socket), so that Check can serve it again. A vGPU whose socket does
   // not answer (the keeper was gone too) is recovered from a process that
   // maps its memory (state_recovery.h) and served again. Returns how many
   // were taken up.
-  size_t Adopt();
+  size_t Adopt() EXCLUDES(mu_);
   // Pings the keeper; if it is gone or another one answers, makes sure one
   // runs and gives it every vGPU and board this client knows, each vGPU on a
   // new socket at its old path. Run by the housekeeping thread.
-  Status Check();
+  Status Check() EXCLUDES(mu_);
 
-  pid_t keeper_pid() const { return keeper_pid_; }
+  pid_t keeper_pid() const EXCLUDES(mu_) {
+    port::MutexLock lock(&mu_);
+    return keeper_pid_;
+  }
 
  private:
   struct Served {
@@ -82,30 +85,31 @@ class StateKeeperClient : public core::StatePublisher {
                             std::vector<port::UniqueFd>* received = nullptr);
   // Ensures a keeper answers; true in *fresh when it is not the one this
   // client last spoke to (so it holds nothing of ours).
-  Status EnsureKeeperLocked(bool* fresh);
+  Status EnsureKeeperLocked(bool* fresh) REQUIRES(mu_);
   Status SpawnKeeper();
   // The GPU's board: ours, else the keeper's, else `found` (memory
   // recovered from a process), else a new one, which the keeper is given.
-  Status EnsureBoardLocked(const core::GpuUuid& uuid, port::UniqueFd found = port::UniqueFd());
+  Status EnsureBoardLocked(const core::GpuUuid& uuid, port::UniqueFd found = port::UniqueFd()) REQUIRES(mu_);
   Status PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
-                       const std::vector<core::GpuUuid>& gpus);
-  Status ReseedLocked();
+                       const std::vector<core::GpuUuid>& gpus) REQUIRES(mu_);
+  Status ReseedLocked() REQUIRES(mu_);
   // Serves vGPU `name` again from its memory, found in a process that maps
   // it (state_recovery.h): its ledger, and each GPU's board where found.
   Status RecoverLocked(const std::string& name, const std::string& dir, StatusOr<port::UniqueFd> ledger,
-                       std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards);
+                       std::vector<std::pair<core::GpuUuid, StatusOr<port::UniqueFd>>> boards) REQUIRES(mu_);
   // What was handed out for the vGPU at `socket_path`: its record beside the socket.
-  void RecordLocked(const std::string& socket_path, int ledger_fd, const std::vector<core::GpuUuid>& gpus);
+  void RecordLocked(const std::string& socket_path, int ledger_fd, const std::vector<core::GpuUuid>& gpus)
+      REQUIRES(mu_);
   void ShareSocket(const std::string& socket_path) const;
 
   const std::string root_;
   const std::string exe_;
   const Options options_;
-  std::mutex mu_;
-  pid_t keeper_pid_ = 0;                            // guarded by mu_
-  std::string keeper_instance_;                     // guarded by mu_
-  std::map<core::GpuUuid, port::UniqueFd> boards_;  // guarded by mu_: our copies
-  std::map<std::string, Served> served_;            // guarded by mu_
+  mutable port::Mutex mu_;
+  pid_t keeper_pid_ GUARDED_BY(mu_) = 0;
+  std::string keeper_instance_ GUARDED_BY(mu_);
+  std::map<core::GpuUuid, port::UniqueFd> boards_ GUARDED_BY(mu_);  // our copies
+  std::map<std::string, Served> served_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpuslice::node

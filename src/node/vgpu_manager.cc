@@ -143,7 +143,7 @@ VgpuManager::VgpuManager(core::VgpuStore store, const NodeDevices* devices, Sche
     : store_(std::move(store)), devices_(devices), schedule_(schedule), options_(std::move(options)) {}
 
 size_t VgpuManager::Adopt() {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   RefreshLocked();
   for (const auto& [name, m] : vgpus_) {
     core::MemoryLedger account(&m->handle.limits(), &m->handle.ledger());
@@ -255,7 +255,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
     spec.devices.push_back(d);
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const std::string dir = store_.DirOf(o.name);
   const bool exists = Exists(dir);
   if (exists && !o.join_existing) {
@@ -382,7 +382,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
     return {ApiCode::kInvalidArgument,
             "nothing to change; give --memory, --compute, --compute-cap, --priority or --power-cap"};
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   RefreshLocked();
   auto it = vgpus_.find(o.name);
   if (auto bad = corrupt_.find(o.name); bad != corrupt_.end()) return {ApiCode::kFailedPrecondition, bad->second};
@@ -449,9 +449,9 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
                                  : "");
   // One change, one generation bump: the node schedule writes the values
   // and the slices they imply, and bumps once, before `set` is answered.
-  lock.unlock();
+  lock.Unlock();
   const Status s = schedule_->ApplyNow(&change);
-  lock.lock();
+  lock.Lock();
   if (!change.written) return {ApiCode::kInternal, "vGPU '" + o.name + "' not resized: " + s.message()};
   if (!s.ok()) {
     return {ApiCode::kInternal, "the limits changed, but the node's compute schedule was not updated: " + s.message()};
@@ -463,7 +463,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
 ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) {
   *deleted = false;
   if (ApiStatus s = CheckName(name); !s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   RefreshLocked();
   auto it = vgpus_.find(name);
   if (it == vgpus_.end()) {
@@ -525,7 +525,7 @@ ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* view
   if (!name.empty()) {
     if (ApiStatus s = CheckName(name); !s.ok()) return s;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   RefreshLocked();
   for (const auto& [n, m] : vgpus_) {
     if (name.empty() || n == name) views->push_back(ViewLocked(n, *m));
@@ -568,7 +568,7 @@ void VgpuManager::SampleLcLatency() {
   constexpr size_t kMaxSamples = 128;
   // The vGPUs known already: GC and every listing adopt new ones, which
   // then get their first sample a second later.
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const auto now = Clock::now();
   for (auto& [name, m] : vgpus_) {
     m->lc_samples.push_back({now, core::TakeLcLatencySnapshot(m->handle.ledger())});
@@ -584,7 +584,7 @@ GcResult VgpuManager::CollectGarbage() {
   GcResult result;
   std::vector<std::shared_ptr<Managed>> all;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     RefreshLocked();
     for (const auto& [name, m] : vgpus_) all.push_back(m);
   }
@@ -594,7 +594,7 @@ GcResult VgpuManager::CollectGarbage() {
     core::MemoryLedger account(&m->handle.limits(), &m->handle.ledger());
     result.reaped_processes += account.ReapDeadProcesses(port::SystemProcessProbe());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const auto now = Clock::now();
   for (auto it = vgpus_.begin(); it != vgpus_.end();) {
     if (!RemovableLocked(it->first, *it->second, now)) {
@@ -620,7 +620,7 @@ GcResult VgpuManager::CollectGarbage() {
 }
 
 void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std::optional<double>>>& ratios) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (auto& [name, m] : vgpus_) {
     auto it = ratios.find(name);
     m->measured = it != ratios.end() ? it->second : std::vector<std::optional<double>>{};
@@ -628,7 +628,7 @@ void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std:
 }
 
 ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct) {
-  std::unique_lock<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   auto it = vgpus_.find(name);
   if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node"};
   Managed& m = *it->second;
@@ -653,7 +653,7 @@ ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector
   LimitsChange change;
   change.vgpu = name;
   change.compute_cap_pct = effective;
-  lock.unlock();
+  lock.Unlock();
   const Status s = schedule_->ApplyNow(&change);
   if (!change.written) return {ApiCode::kInternal, s.message()};
   spdlog::debug("vGPU '{}': power budget {}% on its first GPU", name, effective[0]);
@@ -662,7 +662,7 @@ ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector
 
 std::vector<VgpuManager::ProcessOnGpu> VgpuManager::ProcessesInDaemonNamespace() {
   std::vector<ProcessOnGpu> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (const auto& [name, m] : vgpus_) {
     const VgpuView view = ReadVgpuView(m->handle, *devices_);
     for (const auto& p : view.processes) {

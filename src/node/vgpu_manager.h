@@ -41,7 +41,6 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,6 +53,7 @@
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
 #include "node/vgpu_view.h"
+#include "port/mutex.h"
 #include "task/task_levels.h"
 
 namespace gpuslice::node {
@@ -135,43 +135,43 @@ class VgpuManager {
 
   // Scans the store and adopts every vGPU in it. Call once, at start.
   // Returns how many were adopted; corrupted ones are logged and skipped.
-  size_t Adopt();
+  size_t Adopt() EXCLUDES(mu_);
 
-  ApiStatus Create(const CreateOptions& options, CreateResult* result);
-  ApiStatus Resize(const ResizeOptions& options, VgpuView* after);
+  ApiStatus Create(const CreateOptions& options, CreateResult* result) EXCLUDES(mu_);
+  ApiStatus Resize(const ResizeOptions& options, VgpuView* after) EXCLUDES(mu_);
   // if_unused: only an unused ephemeral vGPU, and never an error. Otherwise
   // refused while processes or members use it. `client_pid` (if_unused):
   // the departing client, whose pending claim is dropped first.
-  ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted);
+  ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) EXCLUDES(mu_);
   // Every vGPU, or the one named ("" = all). Unknown name: NOT_FOUND.
-  ApiStatus List(const std::string& name, std::vector<VgpuView>* views);
+  ApiStatus List(const std::string& name, std::vector<VgpuView>* views) EXCLUDES(mu_);
 
   // The checkpoint API that Suspend and Resume use; null (with why): they
   // answer FAILED_PRECONDITION with `unavailable`. Call before serving.
-  void SetCheckpointDriver(CheckpointDriver* driver, std::string unavailable);
+  void SetCheckpointDriver(CheckpointDriver* driver, std::string unavailable) EXCLUDES(mu_);
   // Suspends every process of the vGPU (vgpu_suspender.h), after checking
   // that the bytes they hold fit in the host's available memory.
-  ApiStatus Suspend(const SuspendOptions& options, VgpuView* after);
+  ApiStatus Suspend(const SuspendOptions& options, VgpuView* after) EXCLUDES(mu_);
   // Restores and unlocks every process of a suspended vGPU.
-  ApiStatus Resume(const std::string& name, VgpuView* after);
+  ApiStatus Resume(const std::string& name, VgpuView* after) EXCLUDES(mu_);
   // At start, after Adopt and SetCheckpointDriver: every vGPU found
   // suspending or resuming (a daemon killed in the middle) is brought back
   // to running, so that no process stays locked. Suspended ones stay
   // suspended. Returns how many were recovered.
-  size_t RecoverSuspends();
+  size_t RecoverSuspends() EXCLUDES(mu_);
   // The power cap's GPU-time budget of each of the vGPU's devices (1..100,
   // in device order; daemon/power_cap_controller.h): writes the effective
   // compute cap min(user's cap, budget) where it changes and bumps the
   // generation once. A vGPU without a power cap is left alone (OK).
-  ApiStatus SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct);
+  ApiStatus SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct) EXCLUDES(mu_);
 
   // Reaps dead processes from every ledger, then removes unused ephemeral
   // vGPUs. Run by the housekeeping thread every reap interval.
-  GcResult CollectGarbage();
+  GcResult CollectGarbage() EXCLUDES(mu_);
 
   // Per vGPU name, per device index: measured share of GPU time (0..1), or
   // nullopt where NVML cannot tell. Replaces the previous measurement.
-  void SetMeasuredRatios(const std::map<std::string, std::vector<std::optional<double>>>& ratios);
+  void SetMeasuredRatios(const std::map<std::string, std::vector<std::optional<double>>>& ratios) EXCLUDES(mu_);
   // (pid, vGPU name, device index) of every live process, for the sampler.
   struct ProcessOnGpu {
     uint32_t pid;
@@ -179,13 +179,13 @@ class VgpuManager {
     uint32_t device;
     uint32_t gpu_index;
   };
-  std::vector<ProcessOnGpu> ProcessesInDaemonNamespace();
+  std::vector<ProcessOnGpu> ProcessesInDaemonNamespace() EXCLUDES(mu_);
 
   // Snapshots every vGPU's LC latency histogram. Views then report LC
   // quantiles over the requests since the newest snapshot at least
   // `lc_latency_window` old (or the oldest kept, while the daemon is
   // younger than that). Run by the housekeeping thread every second.
-  void SampleLcLatency();
+  void SampleLcLatency() EXCLUDES(mu_);
 
   const core::VgpuStore& store() const { return store_; }
   const NodeDevices& devices() const { return *devices_; }
@@ -212,13 +212,13 @@ class VgpuManager {
   using Clock = std::chrono::steady_clock;
 
   // Brings the map in line with the directory (new, gone and replaced
-  // vGPUs). REQUIRES mu_.
-  void RefreshLocked();
-  // Opens (or reopens) one vGPU into the map. REQUIRES mu_.
-  Status AdoptLocked(const std::string& name);
-  bool RemovableLocked(const std::string& name, Managed& m, Clock::time_point now);
+  // vGPUs).
+  void RefreshLocked() REQUIRES(mu_);
+  // Opens (or reopens) one vGPU into the map.
+  Status AdoptLocked(const std::string& name) REQUIRES(mu_);
+  bool RemovableLocked(const std::string& name, Managed& m, Clock::time_point now) REQUIRES(mu_);
   void ApplyGroupPermissions(const std::string& dir) const;
-  VgpuView ViewLocked(const std::string& name, const Managed& m) const;
+  VgpuView ViewLocked(const std::string& name, const Managed& m) const REQUIRES(mu_);
 
   core::VgpuStore store_;
   const NodeDevices* const devices_;
@@ -226,11 +226,11 @@ class VgpuManager {
   const ManagerOptions options_;
   CheckpointDriver* checkpoint_ = nullptr;  // set before serving, then read-only
   std::string checkpoint_unavailable_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Managed>> vgpus_;  // guarded by mu_
+  port::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Managed>> vgpus_ GUARDED_BY(mu_);
   // vGPUs whose state cannot be read, and why: listed as corrupt, never
-  // removed while their processes cannot be counted. Guarded by mu_.
-  std::map<std::string, std::string> corrupt_;
+  // removed while their processes cannot be counted.
+  std::map<std::string, std::string> corrupt_ GUARDED_BY(mu_);
 };
 
 // The name of the file that marks a vGPU persistent.

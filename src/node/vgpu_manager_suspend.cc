@@ -46,7 +46,7 @@ ApiStatus Persist(const std::string& dir, const SuspendRecord& r) {
 }  // namespace
 
 void VgpuManager::SetCheckpointDriver(CheckpointDriver* driver, std::string unavailable) {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   checkpoint_ = driver;
   checkpoint_unavailable_ = std::move(unavailable);
 }
@@ -58,7 +58,7 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   SuspendRecord record;
   CheckpointDriver* driver = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     RefreshLocked();
     auto it = vgpus_.find(o.name);
     if (it == vgpus_.end()) {
@@ -110,7 +110,7 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   const auto start = std::chrono::steady_clock::now();
   const ApiStatus result = SuspendProcesses(driver, pids, o.lock_timeout.value_or(options_.suspend_lock_timeout));
   const double seconds = SecondsSince(start);
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (result.ok()) {
     record.state = SuspendState::kSuspended;
     record.since_unix_ms = NowUnixMs();
@@ -141,7 +141,7 @@ ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
   SuspendRecord record;
   CheckpointDriver* driver = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     RefreshLocked();
     if (vgpus_.find(name) == vgpus_.end()) {
       return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
@@ -161,7 +161,7 @@ ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
   const auto start = std::chrono::steady_clock::now();
   const ApiStatus result = ResumeProcesses(driver, LivePids(record.pids));
   const double seconds = SecondsSince(start);
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   if (result.ok()) {
     CloseSuspendedPeriod(&record);
     record.state = SuspendState::kRunning;
@@ -190,7 +190,7 @@ size_t VgpuManager::RecoverSuspends() {
   std::vector<std::string> names;
   CheckpointDriver* driver = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     RefreshLocked();
     for (const auto& [name, m] : vgpus_) names.push_back(name);
     driver = checkpoint_;
@@ -220,7 +220,7 @@ size_t VgpuManager::RecoverSuspends() {
     // A suspend the previous daemon never answered is undone, a resume
     // finished: either way every process runs again.
     const ApiStatus s = ResumeProcesses(driver, LivePids(record.pids));
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     if (s.ok()) {
       if (was_resuming) {
         CloseSuspendedPeriod(&record);

@@ -60,13 +60,13 @@ bool SchedulerCore::Submit(const ResolvedClass& task_class, std::unique_ptr<deta
   task.job = std::move(job);
   bool pressure = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     if (stopping_) return false;
     task.submit_ns = clock_->NowNs();
     pressure = stats_[task.level].pressure();
     queue_.Push(std::move(task));
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   // SLO pressure: tell gpuslice now, so best-effort vGPUs stop launching
   // while the task waits for a worker, not only once it runs (its span).
   // The hint lapses by itself after the SLO, or at the span's end.
@@ -90,13 +90,13 @@ void SchedulerCore::RunTask(QueuedTask& task) {
   if (level.latency_critical) abi_->SpanEnd();
   const uint64_t end_ns = clock_->NowNs();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     queue_.Finished(task.level);
     LevelStats& stats = stats_[task.level];
     stats.Record(end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0, task.slo_ns, ok);
     if (slo_reaction_) queue_.SetPressure(task.level, stats.pressure());
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   // After the metrics, so a caller woken by the future sees the task counted.
   task.job->Publish();
 }
@@ -105,7 +105,7 @@ void SchedulerCore::WorkerLoop() {
   for (;;) {
     std::optional<QueuedTask> task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      port::MutexLock lock(&mu_);
       for (;;) {
         if (stopping_) return;
         const uint64_t now = clock_->NowNs();
@@ -115,9 +115,9 @@ void SchedulerCore::WorkerLoop() {
         // Push or a Finished, which notify; its age changes with time.
         const std::optional<uint64_t> aging = queue_.NextAgingNs();
         if (aging && *aging > now) {
-          changed_.wait_for(lock, std::chrono::nanoseconds(std::min(*aging - now, kMaxIdleWaitNs)));
+          changed_.WaitFor(&mu_, std::chrono::nanoseconds(std::min(*aging - now, kMaxIdleWaitNs)));
         } else {
-          changed_.wait(lock);
+          changed_.Wait(&mu_);
         }
       }
     }
@@ -127,7 +127,7 @@ void SchedulerCore::WorkerLoop() {
 
 std::vector<LevelMetrics> SchedulerCore::Metrics() const {
   std::vector<LevelMetrics> all;
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   for (size_t i = 0; i < levels_.levels().size(); ++i) {
     const Level& level = levels_.levels()[i];
     const LevelStats& stats = stats_[i];
@@ -157,11 +157,11 @@ bool SchedulerCore::OnWorkerThread() const {
 void SchedulerCore::Stop() {
   std::vector<QueuedTask> abandoned;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    port::MutexLock lock(&mu_);
     stopping_ = true;
     abandoned = queue_.TakeAll();
   }
-  changed_.notify_all();
+  changed_.NotifyAll();
   std::call_once(joined_, [this] {
     for (std::thread& worker : workers_) worker.join();
   });

@@ -14,7 +14,6 @@
 #ifndef GPUSLICE_TASK_SCHEDULER_CORE_H_
 #define GPUSLICE_TASK_SCHEDULER_CORE_H_
 
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -22,6 +21,7 @@
 
 #include "core/status.h"
 #include "gpuslice/scheduler.h"
+#include "port/mutex.h"
 #include "task/clock.h"
 #include "task/dispatch_queue.h"
 #include "task/level_stats.h"
@@ -62,21 +62,21 @@ class SchedulerCore {
   StatusOr<ResolvedClass> Resolve(const TaskClass& task_class, std::optional<bool> require_lc) const;
 
   // Queues `job`; false when the scheduler is stopping (the job is dropped).
-  bool Submit(const ResolvedClass& task_class, std::unique_ptr<detail::Job> job);
+  bool Submit(const ResolvedClass& task_class, std::unique_ptr<detail::Job> job) EXCLUDES(mu_);
 
-  std::vector<LevelMetrics> Metrics() const;
+  std::vector<LevelMetrics> Metrics() const EXCLUDES(mu_);
 
   // Stops taking tasks, abandons the queued ones (their Jobs are destroyed
   // unrun) and waits for the running ones. Idempotent. Not from a task of
   // this scheduler (it would wait for itself): see OnWorkerThread().
-  void Stop();
+  void Stop() EXCLUDES(mu_);
 
   // Whether the calling thread is one of this scheduler's workers.
   bool OnWorkerThread() const;
 
  private:
-  void WorkerLoop();
-  void RunTask(QueuedTask& task);
+  void WorkerLoop() EXCLUDES(mu_);
+  void RunTask(QueuedTask& task) EXCLUDES(mu_);
 
   const LevelTable levels_;
   Clock* const clock_;
@@ -84,11 +84,11 @@ class SchedulerCore {
   Notices* const notices_;
   const bool slo_reaction_;
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;  // a task queued or finished, or stopping
-  DispatchQueue queue_;              // guarded by mu_
-  std::vector<LevelStats> stats_;    // guarded by mu_, one per level
-  bool stopping_ = false;            // guarded by mu_
+  mutable port::Mutex mu_;
+  port::CondVar changed_;  // a task queued or finished, or stopping
+  DispatchQueue queue_ GUARDED_BY(mu_);
+  std::vector<LevelStats> stats_ GUARDED_BY(mu_);  // one per level
+  bool stopping_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
   std::once_flag joined_;
 };

@@ -88,7 +88,7 @@ ClaimPreparer::ClaimPreparer(PreparerOptions options, NodeTopology topology, Kub
       probe_(options_.proc_root) {}
 
 size_t ClaimPreparer::prepared() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   size_t n = 0;
   for (const auto& [uid, r] : checkpoint_.claims()) n += r.state == ClaimRecord::State::kPrepared ? 1 : 0;
   return n;
@@ -97,7 +97,7 @@ size_t ClaimPreparer::prepared() const {
 StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& ns, const std::string& uid,
                                                              const std::string& name) {
   if (uid.empty()) return Status::Error("the claim has no UID; the kubelet must send namespace, uid and name");
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const std::string cdi_path = CdiSpecPath(options_.cdi_dir, uid);
   if (const ClaimRecord* r = checkpoint_.Find(uid); r != nullptr && r->state == ClaimRecord::State::kPrepared &&
                                                     Exists(cdi_path) && Exists(options_.vgpu_state_dir + "/vgpus/" + r->vgpu)) {
@@ -158,7 +158,7 @@ StatusOr<std::vector<PreparedDevice>> ClaimPreparer::Prepare(const std::string& 
 
 Status ClaimPreparer::Unprepare(const std::string& uid) {
   if (uid.empty()) return Status::Error("the claim has no UID; the kubelet must send namespace, uid and name");
-  std::lock_guard<std::mutex> lock(mu_);
+  port::MutexLock lock(&mu_);
   const std::string cdi_path = CdiSpecPath(options_.cdi_dir, uid);
   // Also done for a claim the checkpoint does not know: a crash between a
   // write and its record must not leave a spec or vGPU behind.

@@ -21,7 +21,6 @@
 #define GPUSLICE_K8S_DRA_CLAIM_PREPARER_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +31,7 @@
 #include "k8s/kube_api.h"
 #include "k8s/topology.h"
 #include "k8s/vgpu_provisioner.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s::dra {
 
@@ -53,12 +53,12 @@ class ClaimPreparer {
                                                        VgpuProvisioner* provisioner);
 
   StatusOr<std::vector<PreparedDevice>> Prepare(const std::string& namespace_name, const std::string& uid,
-                                                const std::string& name);
-  Status Unprepare(const std::string& uid);
+                                                const std::string& name) EXCLUDES(mu_);
+  Status Unprepare(const std::string& uid) EXCLUDES(mu_);
 
   // The vGPU name of a claim: "dra-<claim uid>".
   static std::string VgpuNameFor(const std::string& uid);
-  size_t prepared() const;
+  size_t prepared() const EXCLUDES(mu_);
 
  private:
   ClaimPreparer(PreparerOptions options, NodeTopology topology, KubeApi* api, VgpuProvisioner* provisioner,
@@ -68,9 +68,9 @@ class ClaimPreparer {
   const NodeTopology topology_;
   KubeApi* const api_;
   VgpuProvisioner* const provisioner_;
-  mutable std::mutex mu_;
-  Checkpoint checkpoint_;  // guarded by mu_
-  HostProcessProbe probe_;  // guarded by mu_
+  mutable port::Mutex mu_;
+  Checkpoint checkpoint_ GUARDED_BY(mu_);
+  HostProcessProbe probe_ GUARDED_BY(mu_);
 };
 
 }  // namespace gpuslice::k8s::dra

@@ -199,10 +199,10 @@ DraPlugin::~DraPlugin() { Stop(); }
 
 void DraPlugin::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    port::MutexLock lock(&stop_mu_);
     stop_ = true;
   }
-  stop_cv_.notify_all();
+  stop_cv_.NotifyAll();
   if (health_thread_.joinable()) health_thread_.join();
   const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(1);
   if (registration_server_) {
@@ -248,8 +248,13 @@ void DraPlugin::HealthLoop() {
         std::cerr << "gpuslice dra-plugin: publishing the ResourceSlice: " << s.message() << " (retrying)\n";
       }
     }
-    std::unique_lock<std::mutex> lock(stop_mu_);
-    if (stop_cv_.wait_for(lock, options_.health_interval, [this] { return stop_; })) return;
+    port::MutexLock lock(&stop_mu_);
+    if (stop_cv_.WaitFor(&stop_mu_, options_.health_interval, [this] {
+          stop_mu_.AssertHeld();
+          return stop_;
+        })) {
+      return;
+    }
   }
 }
 

@@ -22,9 +22,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -35,6 +33,7 @@
 #include "k8s/gpu_sources.h"
 #include "k8s/kube_api.h"
 #include "k8s/vgpu_provisioner.h"
+#include "port/mutex.h"
 
 namespace gpuslice::k8s::dra {
 
@@ -95,9 +94,9 @@ class DraPlugin {
   std::atomic<uint64_t> publications_{0};
   std::atomic<bool> registered_{false};
   int64_t generation_ = 0;  // the pool's generation; health thread only (and Start)
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stop_ = false;  // guarded by stop_mu_
+  port::Mutex stop_mu_;
+  port::CondVar stop_cv_;
+  bool stop_ GUARDED_BY(stop_mu_) = false;
   std::thread health_thread_;
 };
 
