@@ -42,10 +42,6 @@ class CAPABILITY("mutex") Mutex {
 
   void Lock() ACQUIRE() { mu_.lock(); }
   void Unlock() RELEASE() { mu_.unlock(); }
-  // BasicLockable, for the std types that take a lock (e.g.
-  // std::condition_variable_any); prefer MutexLock and CondVar.
-  void lock() ACQUIRE() { mu_.lock(); }
-  void unlock() RELEASE() { mu_.unlock(); }
 
   // Tells the analysis that the calling thread holds this mutex, where it
   // cannot see it (a predicate run inside CondVar's wait). Checks nothing
