@@ -3,11 +3,13 @@
 # times with CPU hogs running beside them, as on a busy CI machine or a
 # CPU-throttled GPU node, and reports how many runs passed.
 #
-#   scripts/ci-under-load.sh [-n RUNS] [-H HOGS] [--ctest] [-- PYTEST_ARGS...]
+#   scripts/ci-under-load.sh [-n RUNS] [-H HOGS] [--ctest | --clean-clone] [-- PYTEST_ARGS...]
 #
-#   -n RUNS     runs (default 3)
-#   -H HOGS     busy-loop processes beside the tests (default 2)
-#   --ctest     run the whole ctest suite instead of tests/integration/test_pacing.py
+#   -n RUNS        runs (default 3)
+#   -H HOGS        busy-loop processes beside the tests (default 2)
+#   --ctest        run the whole ctest suite instead of tests/integration/test_pacing.py
+#   --clean-clone  what CI runs: clone this checkout's HEAD afresh for each
+#                  run and run its .ci/run (set-up, build, every test)
 #   PYTEST_ARGS instead of test_pacing.py, to pytest in tests/integration
 #               (e.g. test_pacing.py -k cap, or other test files)
 #
@@ -27,13 +29,14 @@ while [ $# -gt 0 ]; do
     -n) RUNS=$2; shift 2 ;;
     -H) HOGS=$2; shift 2 ;;
     --ctest) MODE=ctest; shift ;;
+    --clean-clone) MODE=clone; shift ;;
     --) shift; PYTEST_ARGS=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "ci-under-load: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 case "$RUNS$HOGS" in *[!0-9]*) echo "ci-under-load: -n and -H take numbers" >&2; exit 2 ;; esac
-if [ ! -x "$BUILD/bin/cuda_app" ]; then
+if [ "$MODE" != clone ] && [ ! -x "$BUILD/bin/cuda_app" ]; then
   echo "ci-under-load: no build at $BUILD (build first, or set GPUSLICE_BUILD_DIR)" >&2
   exit 2
 fi
@@ -62,6 +65,9 @@ for run in $(seq "$RUNS"); do
   start=$(date +%s)
   if [ "$MODE" = ctest ]; then
     ctest --test-dir "$BUILD" --output-on-failure >"$log" 2>&1
+  elif [ "$MODE" = clone ]; then
+    clone=$LOGS/clone-$run
+    { git clone -q "$ROOT" "$clone" && git -C "$clone" log -1 --format='clone of %h %s' && "$clone/.ci/run"; } >"$log" 2>&1
   else
     (cd "$ROOT/tests/integration" && GPUSLICE_BUILD_DIR=$BUILD /usr/bin/python3 -m pytest -q -p no:cacheprovider \
       "${PYTEST_ARGS[@]:-test_pacing.py}") >"$log" 2>&1
@@ -72,6 +78,7 @@ for run in $(seq "$RUNS"); do
     passed=$((passed + 1))
     echo "run $run/$RUNS: pass (${took} s; load $(cut -d' ' -f1 /proc/loadavg))"
     rm -f "$log"
+    [ "$MODE" = clone ] && rm -rf "$clone"
   else
     echo "run $run/$RUNS: FAIL (exit $rc, ${took} s; log $log):"
     grep -E '^(FAILED|E  |ERROR)|Failed|failed' "$log" | head -20 | sed 's/^/  /'
