@@ -22,6 +22,15 @@
  * effort vGPUs stop launching from the hint on, so their queued work drains
  * while the request is still being prepared.
  *
+ * Task metrics, for a task scheduler (gpuslice/scheduler.h and the Python
+ * package call it for every finished task):
+ *   gpuslice_task_record("high", latency_ns, GPUSLICE_TASK_SLO_MISS);
+ * counts one task of the named level (1-32 of a-z, 0-9, '_' and '-') in the
+ * vGPU's shared metrics, so that `gpuslice ls --json`, `gpuslice top` and
+ * /metrics show each level's tasks, latency quantiles, failures and SLO
+ * misses, summed over all the vGPU's processes. Past 32 names, tasks count
+ * under "other".
+ *
  * Every hold is bounded (200 ms): a span or hint never ended, or ended by a
  * crash, cannot starve best-effort work for longer. Spans nest per thread
  * (only the outermost one counts). All functions are thread-safe, never
@@ -43,11 +52,18 @@ enum {
   GPUSLICE_BAD_ARGUMENT = -2
 };
 
+/* gpuslice_task_record's flags. */
+enum {
+  GPUSLICE_TASK_FAILED = 1,   /* the task ended with an exception */
+  GPUSLICE_TASK_SLO_MISS = 2  /* it took longer than its SLO */
+};
+
 int gpuslice_span_begin(void);
 int gpuslice_span_end(void);
 int gpuslice_hint_begin(void);
 int gpuslice_hint_end(void);
 int gpuslice_hint(unsigned int usec);
+int gpuslice_task_record(const char* level, unsigned long long latency_ns, int flags);
 
 #ifdef __cplusplus
 }

@@ -30,15 +30,16 @@
 namespace gpuslice::core {
 
 inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
-inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 192.25 KiB at this size
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 200.5 KiB at this size
 inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
 inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
 // 2: the ledger gained the LC latency histogram. 3: limits gained each
 // device's slice beside a latency-critical vGPU, slots their applied slices.
+// 4: the ledger gained the task API's per-level rows (after the slots).
 // (A vGPU of an older version must be deleted and made again by this gpuslice.)
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 
 // A memory limit of this value means "no limit": the device is visible but the
 // vGPU does not cap it.
@@ -155,6 +156,22 @@ inline constexpr uint64_t kLcLatencyBucketBoundsNs[] = {
 inline constexpr uint32_t kLcLatencyBuckets =
     sizeof(kLcLatencyBucketBoundsNs) / sizeof(kLcLatencyBucketBoundsNs[0]) + 1;  // + the +Inf bucket
 
+// One level's tasks, as the task API's schedulers in the vGPU's processes
+// record them (core/task_metrics.h, which says how a row is claimed). Rows
+// are keyed by the level's name, not its word: two processes of one vGPU
+// may run with different configs, and a name is what a user reads.
+inline constexpr uint32_t kTaskLevelNameBytes = 33;  // a level name (1-32 characters) and its NUL
+inline constexpr uint32_t kTaskLevelRows = 32;       // names past these are counted in `task_levels_other`
+struct alignas(64) TaskLevelRow {
+  uint32_t state;  // atomic: 0 free, 1 being claimed (name not yet written), 2 ready
+  char name[kTaskLevelNameBytes];
+  uint64_t failed;      // atomic: tasks that ended with an exception
+  uint64_t slo_misses;  // atomic: tasks over their SLO
+  uint64_t count;       // atomic: tasks recorded
+  uint64_t sum_ns;      // atomic: their total latency, submission to completion
+  uint64_t buckets[kLcLatencyBuckets];  // atomic; the LC histogram's bounds, per bucket, NOT cumulative
+};
+
 struct Ledger {
   FileHeader header;
   uint32_t slot_high_water;  // atomic: slots [0, high_water) may be in use
@@ -176,6 +193,10 @@ struct Ledger {
   uint64_t lc_latency_buckets[kLcLatencyBuckets];  // atomic; per bucket, NOT cumulative
   uint8_t pad_lc[8];
   ProcessSlot slots[kMaxProcesses];
+  // The task API's metrics per level (after the slots, whose offset tests
+  // and benchmarks read).
+  TaskLevelRow task_levels[kTaskLevelRows];
+  TaskLevelRow task_levels_other;  // every name once the rows are taken; its name is "other"
 };
 
 static_assert(sizeof(ProcessSlot) == 192);
@@ -186,6 +207,7 @@ static_assert(offsetof(Ledger, slots) % 64 == 0);
 // the slots at this offset.
 static_assert(offsetof(Ledger, slots) == 256, "the header part of the ledger is four cache lines");
 static_assert(kLcLatencyBuckets == 21);
+static_assert(sizeof(TaskLevelRow) == 256);
 static_assert(sizeof(Limits) < 4096, "limits must fit one page");
 
 // Checks a mapped file's header and ranges; the message names the file and

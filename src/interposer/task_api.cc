@@ -1,5 +1,6 @@
 // task_api.cc — the exported task API (include/gpuslice/gpuslice.h): request
-// spans and pre-preemption hints: the pacer's best-effort hold (pacer.h)
+// spans, task metrics (core/task_metrics.h) and pre-preemption hints: the
+// pacer's best-effort hold (pacer.h)
 // plus, only in a library built with -DGPUSLICE_EXPERIMENTAL_HOLDER=ON and
 // when GPUSLICE_LC_HOLDER asks, a holder kernel (holder.h). A library built
 // without it says once, at the first hint or span, that GPUSLICE_LC_HOLDER is
@@ -13,12 +14,14 @@
 #include "gpuslice/gpuslice.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include <atomic>
 #include <cstdint>
 
 #include "core/lc_latency.h"
 #include "core/pacing_board.h"
+#include "core/task_metrics.h"
 #include "interposer/export.h"
 #include "interposer/holder.h"
 #include "interposer/pacer.h"
@@ -107,4 +110,18 @@ GPUSLICE_EXPORT int gpuslice_hint_end(void) {
     gi::pacer::ReleaseBestEffort();
   }
   return GPUSLICE_OK;
+}
+
+GPUSLICE_EXPORT int gpuslice_task_record(const char* level, unsigned long long latency_ns, int flags) {
+  gi::VgpuRuntime* rt = gi::VgpuRuntime::Get();
+  if (rt == nullptr) return GPUSLICE_NOT_IN_VGPU;
+  if (level == nullptr || (flags & ~(GPUSLICE_TASK_FAILED | GPUSLICE_TASK_SLO_MISS)) != 0) {
+    return GPUSLICE_BAD_ARGUMENT;
+  }
+  // One byte past the longest name, so a longer one is refused, not cut.
+  const std::string_view name(level, strnlen(level, core::kTaskLevelNameBytes));
+  uint32_t recorded = 0;
+  if ((flags & GPUSLICE_TASK_FAILED) != 0) recorded |= core::kTaskFailed;
+  if ((flags & GPUSLICE_TASK_SLO_MISS) != 0) recorded |= core::kTaskSloMiss;
+  return core::RecordTask(rt->ledger_region(), name, latency_ns, recorded) ? GPUSLICE_OK : GPUSLICE_BAD_ARGUMENT;
 }

@@ -89,14 +89,22 @@ void SchedulerCore::RunTask(QueuedTask& task) {
   const bool ok = task.job->Run();
   if (level.latency_critical) abi_->SpanEnd();
   const uint64_t end_ns = clock_->NowNs();
+  const uint64_t latency_ns = end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0;
   {
     port::MutexLock lock(&mu_);
     queue_.Finished(task.level);
     LevelStats& stats = stats_[task.level];
-    stats.Record(end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0, task.slo_ns, ok);
+    stats.Record(latency_ns, task.slo_ns, ok);
     if (slo_reaction_) queue_.SetPressure(task.level, stats.pressure());
   }
   changed_.NotifyAll();
+  // The vGPU's metrics, shared by its processes (`gpuslice top`, /metrics),
+  // by the rule LevelStats counts a miss by.
+  int flags = ok ? 0 : GPUSLICE_TASK_FAILED;
+  if (task.slo_ns > 0 && latency_ns > task.slo_ns) flags |= GPUSLICE_TASK_SLO_MISS;
+  if (const int status = abi_->TaskRecord(level.name.c_str(), latency_ns, flags); abi_->Loaded()) {
+    notices_->NoteStatus(status);
+  }
   // After the metrics, so a caller woken by the future sees the task counted.
   task.job->Publish();
 }

@@ -49,6 +49,19 @@ class FakeAbi final : public TaskAbi {
     last_hint_usec = usec;
     return GPUSLICE_OK;
   }
+  int TaskRecord(const char* level, uint64_t latency_ns, int flags) override {
+    std::lock_guard<std::mutex> lock(mu);
+    records.push_back({level, latency_ns, flags});
+    return task_record_status;
+  }
+  struct Record {
+    std::string level;
+    uint64_t latency_ns;
+    int flags;
+  };
+  std::mutex mu;
+  std::vector<Record> records;  // guarded by mu
+  int task_record_status = GPUSLICE_OK;
   std::atomic<int> span_begins{0}, span_ends{0}, open{0}, hints{0};
   std::atomic<unsigned> last_hint_usec{0};
 
@@ -145,6 +158,35 @@ TEST_F(SchedulerCoreTest, LatencyIsFromSubmitToEndAndMissesCountAgainstEachTasks
   EXPECT_EQ(Of(m, "critical").p99, milliseconds(0));
   EXPECT_TRUE(Of(m, "high").latency_critical);
   EXPECT_FALSE(Of(m, "normal").latency_critical);
+}
+
+TEST_F(SchedulerCoreTest, EveryFinishedTaskGoesIntoTheVgpusMetricsWithItsLatencyAndFlags) {
+  auto core = Make(1);
+  Submit(*core, "high", [this] { clock_.Advance(5'000'000); }, microseconds(4000)).get();  // missed
+  Submit(*core, "high", [this] { clock_.Advance(3'000'000); }, microseconds(4000)).get();  // met
+  auto f = Submit(*core, "normal", []() -> int { throw std::runtime_error("x"); });
+  EXPECT_THROW(f.get(), std::runtime_error);
+  Submit(*core, "low", [this] { clock_.Advance(1'000'000); }).get();  // no SLO: never a miss
+  std::lock_guard<std::mutex> lock(abi_.mu);
+  ASSERT_EQ(abi_.records.size(), 4u);
+  EXPECT_EQ(abi_.records[0].level, "high");
+  EXPECT_EQ(abi_.records[0].latency_ns, 5'000'000u);
+  EXPECT_EQ(abi_.records[0].flags, GPUSLICE_TASK_SLO_MISS);
+  EXPECT_EQ(abi_.records[1].flags, 0);
+  EXPECT_EQ(abi_.records[2].level, "normal");
+  EXPECT_EQ(abi_.records[2].flags, GPUSLICE_TASK_FAILED);
+  EXPECT_EQ(abi_.records[3].level, "low");
+  EXPECT_EQ(abi_.records[3].latency_ns, 1'000'000u);
+  EXPECT_EQ(abi_.records[3].flags, 0);
+}
+
+TEST_F(SchedulerCoreTest, ALibraryWithoutTaskMetricsIsSaidOnceAndTasksStillRun) {
+  FakeAbi old_library;
+  old_library.task_record_status = kNoTaskRecord;
+  auto core = Make(1, &old_library);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(Submit(*core, "normal", [i] { return i; }).get(), i);
+  ASSERT_EQ(said_.size(), 1u);
+  EXPECT_NE(said_[0].find("older than the task API's metrics"), std::string::npos) << said_[0];
 }
 
 TEST_F(SchedulerCoreTest, LatencyCriticalTasksRunInARequestSpanAndBestEffortOnesDoNot) {

@@ -1,10 +1,11 @@
 // task_abi.h — the task scheduler's way to gpuslice's C API (gpuslice.h): a
 // seam, so that tests count the calls a fake receives.
 //
-// The real one (LibraryAbi) looks the five functions up with
-// dlsym(RTLD_DEFAULT) once, so an application runs with or without
-// libgpuslice-cuda.so loaded: without it every call returns
-// GPUSLICE_NOT_IN_VGPU and does nothing.
+// The real one (LibraryAbi) looks the functions up with dlsym(RTLD_DEFAULT)
+// once, so an application runs with or without libgpuslice-cuda.so loaded:
+// without it every call returns GPUSLICE_NOT_IN_VGPU and does nothing. A
+// library from before gpuslice_task_record has the other five: TaskRecord
+// then returns kNoTaskRecord.
 //
 // Notices says, once per kind, what the statuses mean for the application
 // (no library; no vGPU; a best-effort vGPU, where spans hold nothing).
@@ -15,6 +16,7 @@
 #define GPUSLICE_TASK_TASK_ABI_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -29,7 +31,13 @@ class TaskAbi {
   virtual int HintBegin() = 0;
   virtual int HintEnd() = 0;
   virtual int Hint(unsigned int usec) = 0;
+  // One finished task of `level` into the vGPU's metrics (gpuslice.h's
+  // gpuslice_task_record; flags GPUSLICE_TASK_FAILED, GPUSLICE_TASK_SLO_MISS).
+  virtual int TaskRecord(const char* level, uint64_t latency_ns, int flags) = 0;
 };
+
+// TaskRecord's status when the library has no gpuslice_task_record.
+inline constexpr int kNoTaskRecord = 100;
 
 // The C API found with dlsym(RTLD_DEFAULT); process-wide, never destroyed.
 TaskAbi* LibraryAbi();
@@ -41,7 +49,7 @@ class Notices {
   explicit Notices(Sink sink) : sink_(std::move(sink)) {}
 
   void NoteLoaded(bool loaded);  // false: "not loaded"
-  void NoteStatus(int status);   // GPUSLICE_NOT_IN_VGPU, GPUSLICE_NOT_LATENCY_CRITICAL
+  void NoteStatus(int status);   // GPUSLICE_NOT_IN_VGPU, GPUSLICE_NOT_LATENCY_CRITICAL, kNoTaskRecord
 
  private:
   void Say(std::atomic<bool>& said, const char* message);
@@ -50,6 +58,7 @@ class Notices {
   std::atomic<bool> said_not_loaded_{false};
   std::atomic<bool> said_not_in_vgpu_{false};
   std::atomic<bool> said_not_lc_{false};
+  std::atomic<bool> said_no_task_record_{false};
 };
 
 // The process's notices, to stderr; never destroyed. Every Scheduler shares
