@@ -1,6 +1,7 @@
 """gpuslice.Scheduler inside a vGPU: `gpuslice run` with gpuslice's library and
 the fake CUDA driver (tests/fake_driver). A latency-critical task's span
-reaches the library: the vGPU's LC latency histogram counts it."""
+reaches the library: the vGPU's LC latency histogram counts it; every task
+reaches the vGPU's task metrics per level."""
 import json
 import os
 import subprocess
@@ -49,11 +50,33 @@ def fake_driver_env(tmp_path):
     return env
 
 
-def run_in_vgpu(tmp_path, priority):
+TASKS_SCRIPT = """
+import os, sys, time
+import gpuslice
+ready, release = sys.argv[1], sys.argv[2]
+sched = gpuslice.Scheduler(workers=2)
+fast = sched.latency_critical(priority="high", slo_ms=600000)(lambda: 1)
+@sched.latency_critical(priority="high", slo_ms=1)
+def slow():
+    time.sleep(0.02)
+@sched.best_effort(priority="low")
+def broken():
+    raise ValueError("no batch")
+assert [sched.submit(fast).result(60) for _ in range(5)] == [1] * 5
+sched.submit(slow).result(60)
+for _ in range(2):
+    assert isinstance(sched.submit(broken).exception(60), ValueError)
+open(ready, "w").close()
+while not os.path.exists(release):
+    time.sleep(0.01)
+"""
+
+
+def run_in_vgpu(tmp_path, priority, script=SCRIPT):
     env = fake_driver_env(tmp_path)
     ready, release = tmp_path / "ready", tmp_path / "release"
     p = subprocess.Popen([GPUSLICE, "run", "--name", "svc", "--priority", priority, "--", sys.executable, "-c",
-                          SCRIPT, str(ready), str(release)], env=env, stdout=subprocess.PIPE,
+                          script, str(ready), str(release)], env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
@@ -85,6 +108,18 @@ def test_in_a_best_effort_vgpu_spans_only_time_and_it_is_said_once(tmp_path):
     assert "request 2" in out, out  # GPUSLICE_NOT_LATENCY_CRITICAL
     assert view["lc_latency"]["requests"] == 4, view
     assert err.count("vGPU is best-effort") == 1, err
+
+
+def test_every_task_reaches_the_vgpus_metrics_under_its_level(tmp_path):
+    view, _, err = run_in_vgpu(tmp_path, "lc", TASKS_SCRIPT)
+    levels = {t["level"]: t for t in view["task_levels"]}
+    assert list(levels) == ["high", "low"], view["task_levels"]
+    high, low = levels["high"], levels["low"]
+    assert high["latency"]["requests"] == 6 and high["slo_misses"] == 1 and high["failed"] == 0, high
+    # The slow task took 20 ms or more: the top bucket is at 10 ms or above.
+    assert high["latency"]["p99_seconds"] >= 0.01, high
+    assert low["latency"]["requests"] == 2 and low["failed"] == 2 and low["slo_misses"] == 0, low
+    assert "gpuslice: " not in err, err
 
 
 def test_the_torch_service_example_runs_as_two_vgpus(tmp_path):

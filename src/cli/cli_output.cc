@@ -24,6 +24,17 @@ std::string LinkCode(const pb::Link& link) {
   return "?";
 }
 
+Json LatencyJson(const pb::LcLatency& lc) {
+  Json latency;
+  latency["requests"] = lc.requests();
+  latency["sum_seconds"] = lc.sum_seconds();
+  latency["p50_seconds"] = lc.has_p50_seconds() ? Json(lc.p50_seconds()) : Json(nullptr);
+  latency["p99_seconds"] = lc.has_p99_seconds() ? Json(lc.p99_seconds()) : Json(nullptr);
+  latency["window_seconds"] = lc.has_window_seconds() ? Json(lc.window_seconds()) : Json(nullptr);
+  latency["window_requests"] = lc.window_requests();
+  return latency;
+}
+
 }  // namespace
 
 int Fail(const std::string& message) {
@@ -214,15 +225,16 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["timeslice_applications"] = v.timeslice_applications();
   out["timeslice_failures"] = v.timeslice_failures();
   out["gate_waits"] = v.gate_waits();
-  const pb::LcLatency& lc = v.lc_latency();
-  Json latency;
-  latency["requests"] = lc.requests();
-  latency["sum_seconds"] = lc.sum_seconds();
-  latency["p50_seconds"] = lc.has_p50_seconds() ? Json(lc.p50_seconds()) : Json(nullptr);
-  latency["p99_seconds"] = lc.has_p99_seconds() ? Json(lc.p99_seconds()) : Json(nullptr);
-  latency["window_seconds"] = lc.has_window_seconds() ? Json(lc.window_seconds()) : Json(nullptr);
-  latency["window_requests"] = lc.window_requests();
-  out["lc_latency"] = latency;
+  out["lc_latency"] = LatencyJson(v.lc_latency());
+  out["task_levels"] = Json::array();
+  for (const auto& t : v.task_levels()) {
+    Json level;
+    level["level"] = t.level();
+    level["latency"] = LatencyJson(t.latency());
+    level["failed"] = t.failed();
+    level["slo_misses"] = t.slo_misses();
+    out["task_levels"].push_back(level);
+  }
   Json suspend;
   suspend["state"] = v.suspend_state().empty() ? "running" : v.suspend_state();  // "" from an older daemon
   suspend["detail"] = v.suspend_detail();

@@ -1,7 +1,8 @@
 // `gpuslice top`: a live view per GPU and vGPU, redrawn every interval:
 // GPU health, memory used/limit, compute share target and measured (GPU
 // time over the daemon's last few seconds), attributed watts, priority, the
-// timeslice in force, processes, denials, LC request latency p99. --once /
+// timeslice in force, processes, denials, LC request latency p99, and the
+// task API's levels (tasks, p50/p99, SLO misses, failures). --once /
 // --iterations N print that many frames and exit (for scripts and captures);
 // --json prints one JSON object per frame and line.
 #include <unistd.h>
@@ -49,6 +50,31 @@ std::string Percent(uint64_t part, uint64_t whole) {
   return " (" + std::to_string(part * 100 / whole) + "%)";
 }
 
+bool OnGpu(const pb::Vgpu& v, uint32_t gpu_index) {
+  for (const auto& d : v.devices()) {
+    if (d.has_gpu_index() && d.gpu_index() == gpu_index) return true;
+  }
+  return false;
+}
+
+// The task API's levels of the GPU's vGPUs (docs/task-api.md): one row per
+// vGPU and level; nothing when no vGPU there ran a task.
+std::string TaskLevelTable(const NodeSnapshot& s, uint32_t gpu_index) {
+  std::vector<std::vector<std::string>> rows = {
+      {"  VGPU", "TASK LEVEL", "TASKS", "P50", "P99", "SLO MISSES", "FAILED"}};
+  for (const auto& v : s.vgpus) {
+    if (!OnGpu(v, gpu_index)) continue;
+    for (const auto& t : v.task_levels()) {
+      const pb::LcLatency& l = t.latency();
+      rows.push_back({"  " + v.name(), t.level(), std::to_string(l.requests()),
+                      LatencyText(l.has_p50_seconds(), l.p50_seconds()),
+                      LatencyText(l.has_p99_seconds(), l.p99_seconds()), std::to_string(t.slo_misses()),
+                      std::to_string(t.failed())});
+    }
+  }
+  return rows.size() == 1 ? "" : "\n" + FormatColumns(rows);
+}
+
 std::string Frame(const NodeSnapshot& s) {
   std::string out = "gpuslice top  node " + s.devices.node() + "  " +
                     (s.daemon_pid != 0 ? "daemon pid " + std::to_string(s.daemon_pid)
@@ -80,38 +106,27 @@ std::string Frame(const NodeSnapshot& s) {
       out += "  no vGPUs\n";
     else
       out += FormatColumns(rows);
+    out += TaskLevelTable(s, gpu.index());
   }
   return out;
 }
 
 // Without a daemon, each frame reads the ledgers afresh with no recent
-// baseline, so its LC quantiles would be over each vGPU's lifetime: a stale
-// p99 in a live view. Top keeps the previous frame's bucket counts instead
-// and narrows the quantiles to the requests since, as the daemon does with
-// its own samples.
+// baseline, so its LC and task quantiles would be over each vGPU's lifetime:
+// a stale p99 in a live view. Top keeps the previous frame's bucket counts
+// instead and narrows the quantiles to the requests since, as the daemon
+// does with its own samples.
 class FrameToFrameLcWindow {
  public:
   void Apply(std::vector<pb::Vgpu>* vgpus) {
     const auto now = std::chrono::steady_clock::now();
+    const double window = std::chrono::duration<double>(now - previous_at_).count();
     std::map<std::string, core::LcLatencySnapshot> seen;
     for (pb::Vgpu& v : *vgpus) {
-      pb::LcLatency* lc = v.mutable_lc_latency();
-      if (lc->bucket_counts_size() != static_cast<int>(core::kLcLatencyBuckets)) continue;  // another version
-      core::LcLatencySnapshot s;
-      for (uint32_t i = 0; i < core::kLcLatencyBuckets; ++i) {
-        s.buckets[i] = lc->bucket_counts(static_cast<int>(i));
-        s.count += s.buckets[i];
-      }
-      s.sum_ns = static_cast<uint64_t>(std::llround(lc->sum_seconds() * 1e9));
-      seen[v.name()] = s;
-      auto before = previous_.find(v.name());
-      if (before == previous_.end()) continue;
-      const core::LcLatencySnapshot recent = core::LcLatencyDelta(s, before->second);
-      if (recent.count == 0) continue;  // nothing since: the lifetime figures stand
-      lc->set_p50_seconds(*core::LcLatencyQuantileSeconds(recent, 0.5));
-      lc->set_p99_seconds(*core::LcLatencyQuantileSeconds(recent, 0.99));
-      lc->set_window_seconds(std::chrono::duration<double>(now - previous_at_).count());
-      lc->set_window_requests(recent.count);
+      Narrow(v.name(), window, v.mutable_lc_latency(), &seen);
+      // A level's key cannot be a vGPU's: names have no '/'.
+      for (pb::TaskLevel& t : *v.mutable_task_levels())
+        Narrow(v.name() + "/" + t.level(), window, t.mutable_latency(), &seen);
     }
     previous_ = std::move(seen);
     previous_at_ = now;
@@ -119,6 +134,26 @@ class FrameToFrameLcWindow {
   void Forget() { previous_.clear(); }
 
  private:
+  void Narrow(const std::string& key, double window, pb::LcLatency* lc,
+              std::map<std::string, core::LcLatencySnapshot>* seen) const {
+    if (lc->bucket_counts_size() != static_cast<int>(core::kLcLatencyBuckets)) return;  // another version
+    core::LcLatencySnapshot s;
+    for (uint32_t i = 0; i < core::kLcLatencyBuckets; ++i) {
+      s.buckets[i] = lc->bucket_counts(static_cast<int>(i));
+      s.count += s.buckets[i];
+    }
+    s.sum_ns = static_cast<uint64_t>(std::llround(lc->sum_seconds() * 1e9));
+    (*seen)[key] = s;
+    auto before = previous_.find(key);
+    if (before == previous_.end()) return;
+    const core::LcLatencySnapshot recent = core::LcLatencyDelta(s, before->second);
+    if (recent.count == 0) return;  // nothing since: the lifetime figures stand
+    lc->set_p50_seconds(*core::LcLatencyQuantileSeconds(recent, 0.5));
+    lc->set_p99_seconds(*core::LcLatencyQuantileSeconds(recent, 0.99));
+    lc->set_window_seconds(window);
+    lc->set_window_requests(recent.count);
+  }
+
   std::map<std::string, core::LcLatencySnapshot> previous_;
   std::chrono::steady_clock::time_point previous_at_;
 };

@@ -40,6 +40,16 @@ pb::Priority ToProto(core::Priority p) {
 constexpr char kBadPriority[] =
     "priority: unknown value; use PRIORITY_BEST_EFFORT or PRIORITY_LATENCY_CRITICAL (CLI: --priority be|lc)";
 
+void ToProto(const node::LcLatencyView& lc, pb::LcLatency* out) {
+  out->set_requests(lc.lifetime.count);
+  out->set_sum_seconds(static_cast<double>(lc.lifetime.sum_ns) / 1e9);
+  for (uint64_t n : lc.lifetime.buckets) out->add_bucket_counts(n);
+  if (lc.p50_seconds) out->set_p50_seconds(*lc.p50_seconds);
+  if (lc.p99_seconds) out->set_p99_seconds(*lc.p99_seconds);
+  if (lc.window_seconds) out->set_window_seconds(*lc.window_seconds);
+  out->set_window_requests(lc.window_requests);
+}
+
 }  // namespace
 
 void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
@@ -83,15 +93,14 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_timeslice_applications(view.timeslice_applications);
   out->set_timeslice_failures(view.timeslice_failures);
   out->set_gate_waits(view.gate_waits);
-  const node::LcLatencyView& lc = view.lc_latency;
-  pb::LcLatency* pl = out->mutable_lc_latency();
-  pl->set_requests(lc.lifetime.count);
-  pl->set_sum_seconds(static_cast<double>(lc.lifetime.sum_ns) / 1e9);
-  for (uint64_t n : lc.lifetime.buckets) pl->add_bucket_counts(n);
-  if (lc.p50_seconds) pl->set_p50_seconds(*lc.p50_seconds);
-  if (lc.p99_seconds) pl->set_p99_seconds(*lc.p99_seconds);
-  if (lc.window_seconds) pl->set_window_seconds(*lc.window_seconds);
-  pl->set_window_requests(lc.window_requests);
+  ToProto(view.lc_latency, out->mutable_lc_latency());
+  for (const node::TaskLevelView& level : view.task_levels) {
+    pb::TaskLevel* pt = out->add_task_levels();
+    pt->set_level(level.level);
+    pt->set_failed(level.failed);
+    pt->set_slo_misses(level.slo_misses);
+    ToProto(level.latency, pt->mutable_latency());
+  }
   out->set_suspend_state(view.suspend_state);
   out->set_suspend_detail(view.suspend_detail);
   out->set_suspended_bytes(view.suspended_bytes);

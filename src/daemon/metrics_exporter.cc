@@ -15,6 +15,10 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
   m.vgpu_compute_share_measured_ratio->Clear();
   m.vgpu_allocation_denials_total->Clear();
   m.vgpu_lc_latency_seconds->Clear();
+  m.vgpu_task_latency_seconds->Clear();
+  m.vgpu_tasks_total->Clear();
+  m.vgpu_task_failures_total->Clear();
+  m.vgpu_task_slo_misses_total->Clear();
   m.vgpu_timeslice_applications_total->Clear();
   m.vgpu_timeslice_failures_total->Clear();
   m.vgpu_processes->Clear();
@@ -69,6 +73,17 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
       // the per-bucket counts mirror one to one.
       m.vgpu_lc_latency_seconds->WithLabels(vgpu).Set(
           std::vector<uint64_t>(std::begin(lc.buckets), std::end(lc.buckets)), static_cast<double>(lc.sum_ns) / 1e9);
+    }
+    // The task API's levels, as the vGPU's processes recorded them in its
+    // ledger (core/task_metrics.h); only levels that ran a task.
+    for (const node::TaskLevelView& t : v.task_levels) {
+      const metrics::LabelValues level = {v.name, t.level};
+      const core::LcLatencySnapshot& l = t.latency.lifetime;
+      m.vgpu_task_latency_seconds->WithLabels(level).Set(
+          std::vector<uint64_t>(std::begin(l.buckets), std::end(l.buckets)), static_cast<double>(l.sum_ns) / 1e9);
+      m.vgpu_tasks_total->WithLabels(level).Set(static_cast<double>(l.count));
+      m.vgpu_task_failures_total->WithLabels(level).Set(static_cast<double>(t.failed));
+      m.vgpu_task_slo_misses_total->WithLabels(level).Set(static_cast<double>(t.slo_misses));
     }
   }
 }

@@ -28,6 +28,10 @@ struct GpusliceMetrics {
   // Per vGPU.
   Family<Counter>* vgpu_allocation_denials_total;      // vgpu
   Family<Histogram>* vgpu_lc_latency_seconds;          // vgpu
+  Family<Histogram>* vgpu_task_latency_seconds;        // vgpu, level
+  Family<Counter>* vgpu_tasks_total;                   // vgpu, level
+  Family<Counter>* vgpu_task_failures_total;           // vgpu, level
+  Family<Counter>* vgpu_task_slo_misses_total;         // vgpu, level
   Family<Counter>* vgpu_timeslice_applications_total;  // vgpu
   Family<Counter>* vgpu_timeslice_failures_total;      // vgpu
   Family<Gauge>* vgpu_processes;                       // vgpu
@@ -53,7 +57,8 @@ struct GpusliceMetrics {
   Family<Counter>* daemon_reaped_processes_total;  // (none)
 };
 
-// Bucket bounds of gpuslice_vgpu_lc_latency_seconds, in seconds: the
+// Bucket bounds of gpuslice_vgpu_lc_latency_seconds (and of
+// gpuslice_vgpu_task_latency_seconds), in seconds: the
 // ledger's own (core::kLcLatencyBucketBoundsNs, 25 µs to 1 s, where the
 // choice is explained), so that the daemon mirrors each vGPU's histogram
 // exactly.

@@ -556,8 +556,17 @@ VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   }
   if (!m.lc_samples.empty()) {
     const Managed::LcSample& baseline = m.lc_samples.front();
-    SetLcLatencyQuantiles(&baseline.snapshot, std::chrono::duration<double>(Clock::now() - baseline.at).count(),
-                          &view.lc_latency);
+    const double window = std::chrono::duration<double>(Clock::now() - baseline.at).count();
+    SetLcLatencyQuantiles(&baseline.snapshot, window, &view.lc_latency);
+    for (TaskLevelView& level : view.task_levels) {
+      // A level first seen since the baseline: all its tasks are recent.
+      static const core::LcLatencySnapshot kNone;
+      const core::LcLatencySnapshot* before = &kNone;
+      for (const core::TaskLevelSnapshot& t : baseline.tasks) {
+        if (t.name == level.level) before = &t.latency;
+      }
+      SetLcLatencyQuantiles(before, window, &level.latency);
+    }
   }
   return view;
 }
@@ -571,7 +580,8 @@ void VgpuManager::SampleLcLatency() {
   port::MutexLock lock(&mu_);
   const auto now = Clock::now();
   for (auto& [name, m] : vgpus_) {
-    m->lc_samples.push_back({now, core::TakeLcLatencySnapshot(m->handle.ledger())});
+    m->lc_samples.push_back(
+        {now, core::TakeLcLatencySnapshot(m->handle.ledger()), core::TakeTaskLevelSnapshots(m->handle.ledger())});
     // Keep the newest sample that is at least a window old, and all after it.
     while (m->lc_samples.size() > kMaxSamples ||
            (m->lc_samples.size() >= 2 && m->lc_samples[1].at <= now - options_.lc_latency_window)) {

@@ -181,8 +181,8 @@ class VgpuManager {
   };
   std::vector<ProcessOnGpu> ProcessesInDaemonNamespace() EXCLUDES(mu_);
 
-  // Snapshots every vGPU's LC latency histogram. Views then report LC
-  // quantiles over the requests since the newest snapshot at least
+  // Snapshots every vGPU's LC latency histogram and task levels. Views then
+  // report LC and task quantiles over the requests since the newest snapshot at least
   // `lc_latency_window` old (or the oldest kept, while the daemon is
   // younger than that). Run by the housekeeping thread every second.
   void SampleLcLatency() EXCLUDES(mu_);
@@ -206,6 +206,7 @@ class VgpuManager {
     struct LcSample {
       std::chrono::steady_clock::time_point at;
       core::LcLatencySnapshot snapshot;
+      std::vector<core::TaskLevelSnapshot> tasks;  // the task API's levels (core/task_metrics.h)
     };
     std::deque<LcSample> lc_samples;  // oldest first; front is the views' baseline
   };

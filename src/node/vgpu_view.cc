@@ -116,6 +116,14 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   view.gate_waits = core::LoadAcquire(ledger.gate_waits);
   view.lc_latency.lifetime = core::TakeLcLatencySnapshot(ledger);
   SetLcLatencyQuantiles(nullptr, 0, &view.lc_latency);
+  for (core::TaskLevelSnapshot& s : core::TakeTaskLevelSnapshots(ledger)) {
+    TaskLevelView& level = view.task_levels.emplace_back();
+    level.level = std::move(s.name);
+    level.failed = s.failed;
+    level.slo_misses = s.slo_misses;
+    level.latency.lifetime = s.latency;
+    SetLcLatencyQuantiles(nullptr, 0, &level.latency);
+  }
   view.has_members = HasMembers(handle.dir());
   return view;
 }

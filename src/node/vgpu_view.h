@@ -3,8 +3,8 @@
 //
 // Read from the vGPU's mapped files with atomic loads, without any lock: a
 // snapshot may mix values a few microseconds apart, never torn ones. LC
-// latency quantiles are over the vGPU's lifetime here; VgpuManager narrows
-// them to a recent window from its own samples. Called
+// latency and task quantiles are over the vGPU's lifetime here; VgpuManager
+// narrows them to a recent window from its own samples. Called
 // by VgpuManager under its lock, from gRPC and housekeeping threads.
 // Allocates; makes one flock probe (HasMembers) per call.
 #ifndef GPUSLICE_NODE_VGPU_VIEW_H_
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/lc_latency.h"
+#include "core/task_metrics.h"
 #include "core/vgpu_layout.h"
 #include "core/vgpu_store.h"
 #include "node/node_devices.h"
@@ -68,6 +69,15 @@ struct LcLatencyView {
 // requests since then if there were any.
 void SetLcLatencyQuantiles(const core::LcLatencySnapshot* baseline, double window_seconds, LcLatencyView* out);
 
+// One level of the task API's tasks, summed over the vGPU's processes
+// (core/task_metrics.h).
+struct TaskLevelView {
+  std::string level;  // its name; "other" for names past the ledger's rows
+  uint64_t failed = 0;
+  uint64_t slo_misses = 0;
+  LcLatencyView latency;  // count, buckets and quantiles, as the LC histogram's
+};
+
 struct VgpuView {
   std::string name;
   std::string dir;
@@ -86,6 +96,7 @@ struct VgpuView {
   uint64_t timeslice_failures = 0;
   uint64_t gate_waits = 0;
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
+  std::vector<TaskLevelView> task_levels;  // likewise
   std::string corrupt;       // why its state cannot be read ("": it can); then only name and dir are set
   // Suspend (suspend_record.h); set by VgpuManager from the vGPU's suspend file.
   std::string suspend_state = "running";  // running, suspending, suspended, resuming

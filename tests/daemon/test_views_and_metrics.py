@@ -123,8 +123,10 @@ LC_BOUNDS = [25e-6, 50e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,
 
 def record_lc_latency(dworld, name, *batches):
     """Records LC requests in vGPU `name`'s ledger, as the library's spans
-    do: each batch is (count, nanoseconds)."""
-    r = subprocess.run([LC_RECORDER, dworld.vgpu_dir(name), *(f"{n}x{ns}" for n, ns in batches)],
+    do: each batch is (count, nanoseconds), or a task batch as the recorder
+    takes it ("LEVEL[+FLAGS]:COUNTxNS")."""
+    r = subprocess.run([LC_RECORDER, dworld.vgpu_dir(name),
+                        *(b if isinstance(b, str) else f"{b[0]}x{b[1]}" for b in batches)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
 
@@ -214,6 +216,68 @@ def test_lc_latency_is_a_histogram_in_metrics_and_quantiles_in_ls_and_top(dworld
     open(go, "w").close()
     app.communicate(timeout=30)
     be.communicate(timeout=30)
+
+
+def task_series(text, name, vgpu, level):
+    """{le: count} of a task histogram's series, or the value of a counter."""
+    labels = f'vgpu="{vgpu}",level="{level}"'
+    buckets = {float(m.group(1)): float(m.group(2)) for m in
+               re.finditer(rf'^{name}_bucket\{{{labels},le="([^"]+)"\}} (\S+)$', text, re.M)}
+    if buckets:
+        return buckets
+    m = re.search(rf'^{name}\{{{labels}\}} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_task_levels_of_the_task_api_show_in_metrics_ls_and_top(dworld):
+    d = dworld.daemon()
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "svc", "--priority", "lc", "--", *dworld.app_cmd(
+        ["init", "ready", ready, "await", go]))
+    dworld.wait_for_file(ready)
+    assert dworld.ls("svc")["svc"]["task_levels"] == []
+    assert 'gpuslice_vgpu_tasks_total{vgpu="svc"' not in scrape(d.metrics_port)
+
+    # As the schedulers of two processes would: "high" tasks of 300 us, one of
+    # 9 ms over its SLO; "low" tasks of 40 ms, two of them failed (flags: 1
+    # failed, 2 SLO miss).
+    record_lc_latency(dworld, "svc", "high:98x300000", "high+2:2x9000000")
+    record_lc_latency(dworld, "svc", "low:8x40000000", "low+1:2x40000000")
+    text = scrape(d.metrics_port)
+    high = task_series(text, "gpuslice_vgpu_task_latency_seconds", "svc", "high")
+    assert list(high) == LC_BOUNDS, text
+    assert high[200e-6] == 0 and high[300e-6] == 98 and high[7.5e-3] == 98 and high[10e-3] == 100
+    assert task_series(text, "gpuslice_vgpu_tasks_total", "svc", "high") == 100
+    assert task_series(text, "gpuslice_vgpu_task_slo_misses_total", "svc", "high") == 2
+    assert task_series(text, "gpuslice_vgpu_task_failures_total", "svc", "high") == 0
+    assert task_series(text, "gpuslice_vgpu_tasks_total", "svc", "low") == 10
+    assert task_series(text, "gpuslice_vgpu_task_failures_total", "svc", "low") == 2
+    # The LC histogram of spans is apart: no task is a span.
+    assert 'gpuslice_vgpu_lc_latency_seconds_count{vgpu="svc"} 0' in text
+
+    def levels():
+        got = {t["level"]: t for t in dworld.ls("svc")["svc"]["task_levels"]}
+        return got if all(t["latency"]["window_seconds"] is None or t["latency"]["window_requests"] ==
+                          t["latency"]["requests"] for t in got.values()) else None
+    by_level = poll(levels, 15, "task quantiles over all the tasks")
+    assert list(by_level) == ["high", "low"]
+    assert by_level["high"]["latency"]["requests"] == 100 and by_level["high"]["slo_misses"] == 2
+    assert by_level["high"]["latency"]["p50_seconds"] == pytest.approx(200e-6 + 100e-6 * 50 / 98)
+    assert 7.5e-3 < by_level["high"]["latency"]["p99_seconds"] <= 10e-3
+    assert by_level["low"]["failed"] == 2 and by_level["low"]["latency"]["requests"] == 10
+
+    top = dworld.gpuslice("top", "--once")
+    assert top.returncode == 0, top.stderr
+    assert re.search(r"TASK LEVEL\s+TASKS\s+P50\s+P99\s+SLO MISSES\s+FAILED\n", top.stdout), top.stdout
+    assert re.search(r"\bsvc\s+high\s+100\s.*\s2\s+0\n", top.stdout), top.stdout
+    assert re.search(r"\bsvc\s+low\s+10\s.*\s0\s+2\n", top.stdout), top.stdout
+
+    # Without the daemon, ls reads the ledger itself: the same counts.
+    d.stop()
+    alone = {t["level"]: t for t in dworld.ls("svc")["svc"]["task_levels"]}
+    assert alone["high"]["latency"]["requests"] == 100 and alone["low"]["failed"] == 2
+    open(go, "w").close()
+    app.communicate(timeout=30)
 
 
 def free_port():
