@@ -172,7 +172,13 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
   std::vector<std::string> dirs = {node_copy};
   for (auto& v : vgpus) dirs.push_back(v->handle.dir());
   for (const std::string& dir : dirs) {
-    if (Status s = WriteRosterIfChanged(dir, roster_text); !s.ok() && first_error.ok()) first_error = s;
+    // A vGPU removed meanwhile is no failure (the garbage collector does not
+    // take this lock): its processes are gone, and so the change a resize
+    // wrote above, which they saw and ended on, was delivered.
+    if (Status s = WriteRosterIfChanged(dir, roster_text);
+        !s.ok() && first_error.ok() && stat(dir.c_str(), &st) == 0) {
+      first_error = s;
+    }
   }
 
   for (const auto& [uuid, members] : by_gpu) {
