@@ -25,6 +25,17 @@
 // tasks still run, without gpuslice's holds; the scheduler says so once on
 // stderr. Nothing here needs linking against gpuslice's library.
 //
+// CUDA streams. With SchedulerOptions::cuda_streams, a task that calls
+// gpuslice::current_task_stream() gets its level's own CUDA stream (a
+// CUstream, made on first use per level and context, in the calling
+// thread's current context), latency-critical levels at higher stream
+// priorities than best-effort ones: the GPU then starts a latency-critical
+// kernel's thread blocks ahead of best-effort blocks still waiting for SMs
+// in the same process. The task launches its work there; the worker
+// synchronises that stream before the task's future is ready, so results
+// are complete when get() returns. Work the submitter issued on other
+// streams is not waited for: order it with an event where a task needs it.
+//
 // SLOs. A task's latency is from submit() to its end (queueing included). A
 // task that took longer than its SLO is an SLO miss. When the recent p99 of a
 // level's latency over SLO reaches 80%, the level is under pressure until it
@@ -96,7 +107,18 @@ struct SchedulerOptions {
   // The SLO reaction (docs/task-api.md, section 5). false: SLO pressure is
   // still measured and reported, but holds nothing back and hints nothing.
   bool slo_reaction = true;
+  // Each level's tasks get a CUDA stream of their level's priority from
+  // current_task_stream() (above). libcuda is found with dlsym; nothing links it.
+  bool cuda_streams = false;
 };
+
+// The running task's CUDA stream (a CUstream), when its scheduler has
+// cuda_streams: made on first use for the task's level in the calling
+// thread's current CUDA context, with the level's stream priority. nullptr
+// outside such a task, without a current context, or without libcuda: use
+// the default stream then. Call it from the task, after making a context
+// current (the CUDA runtime does so at its first call on a thread).
+void* current_task_stream();
 
 namespace detail {
 // A submitted task, type-erased. The scheduler calls Run() on a worker, then

@@ -25,6 +25,7 @@ task::CoreOptions Checked(const SchedulerOptions& options) {
   task::CoreOptions core;
   core.workers = options.workers;
   core.slo_reaction = options.slo_reaction;
+  if (options.cuda_streams) core.streams = task::LibraryStreamDriver();
   return core;
 }
 
@@ -65,6 +66,8 @@ void Scheduler::Enqueue(const TaskClass& task_class, std::unique_ptr<detail::Job
 }
 
 std::vector<LevelMetrics> Scheduler::metrics() const { return core_->Metrics(); }
+
+void* current_task_stream() { return task::CurrentTaskStream(); }
 
 std::vector<std::string> Scheduler::levels() const {
   std::vector<std::string> names;

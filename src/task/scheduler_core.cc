@@ -13,7 +13,25 @@ namespace {
 // also becomes startable by age alone (DispatchQueue rule 1): then it wakes
 // when that is due, and at least this often (the clock may be a fake).
 constexpr uint64_t kMaxIdleWaitNs = 50'000'000;
+
+// The task a worker thread runs now, for CurrentTaskStream.
+struct RunningTask {
+  LevelStreams* streams;
+  size_t level;
+  std::vector<void*> handed;  // streams the task was given (usually one)
+};
+thread_local RunningTask* t_running = nullptr;
 }  // namespace
+
+void* CurrentTaskStream() {
+  RunningTask* running = t_running;
+  if (running == nullptr || running->streams == nullptr) return nullptr;
+  void* stream = running->streams->StreamFor(running->level);
+  if (stream != nullptr && std::find(running->handed.begin(), running->handed.end(), stream) == running->handed.end()) {
+    running->handed.push_back(stream);
+  }
+  return stream;
+}
 
 SchedulerCore::SchedulerCore(LevelTable levels, CoreOptions options)
     : levels_(std::move(levels)),
@@ -21,6 +39,7 @@ SchedulerCore::SchedulerCore(LevelTable levels, CoreOptions options)
       abi_(options.abi ? options.abi : LibraryAbi()),
       notices_(options.notices ? options.notices : ProcessNotices()),
       slo_reaction_(options.slo_reaction),
+      streams_(options.streams ? std::make_unique<LevelStreams>(levels_, options.streams) : nullptr),
       queue_(levels_, options.workers, options.starvation_ns),
       stats_(levels_.levels().size()) {
   notices_->NoteLoaded(abi_->Loaded());
@@ -86,7 +105,13 @@ void SchedulerCore::RunTask(QueuedTask& task) {
     const int status = abi_->SpanBegin();
     if (abi_->Loaded()) notices_->NoteStatus(status);
   }
+  RunningTask running{streams_.get(), task.level, {}};
+  t_running = &running;
   const bool ok = task.job->Run();
+  t_running = nullptr;
+  // Its GPU work is part of the task: done before the future is ready (and
+  // before the span ends).
+  for (void* stream : running.handed) streams_->Synchronize(stream);
   if (level.latency_critical) abi_->SpanEnd();
   const uint64_t end_ns = clock_->NowNs();
   const uint64_t latency_ns = end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0;

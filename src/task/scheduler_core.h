@@ -25,6 +25,7 @@
 #include "task/clock.h"
 #include "task/dispatch_queue.h"
 #include "task/level_stats.h"
+#include "task/level_streams.h"
 #include "task/task_abi.h"
 #include "task/task_levels.h"
 
@@ -39,7 +40,16 @@ struct CoreOptions {
   // false: SLO pressure is measured and reported but changes nothing (for
   // comparing attainment with and without the reaction).
   bool slo_reaction = true;
+  // Non-null: each level's tasks get a CUDA stream of their level's
+  // priority from this driver (CurrentTaskStream; level_streams.h).
+  StreamDriver* streams = nullptr;
 };
+
+// The running task's level stream (level_streams.h), in the calling
+// thread's current context; nullptr outside a task of a scheduler with
+// streams, or without a current context. The worker synchronises every
+// stream a task was given before its future is ready.
+void* CurrentTaskStream();
 
 // A task class checked against the levels.
 struct ResolvedClass {
@@ -83,6 +93,7 @@ class SchedulerCore {
   TaskAbi* const abi_;
   Notices* const notices_;
   const bool slo_reaction_;
+  const std::unique_ptr<LevelStreams> streams_;  // null: no level streams
 
   mutable port::Mutex mu_;
   port::CondVar changed_;  // a task queued or finished, or stopping

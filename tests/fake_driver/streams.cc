@@ -13,6 +13,7 @@
 
 struct CUstream_st {
   int device = 0;
+  int priority = 0;                 // as made, clamped to the range cuCtxGetStreamPriorityRange gives
   CUcontext context = nullptr;      // current when the stream was created
   CUgraph capture_graph = nullptr;  // non-null while capturing
   cuuint64_t capture_id = 0;        // of the current or last capture
@@ -25,6 +26,8 @@ struct CUevent_st {
 
 namespace fake_cuda {
 namespace {
+
+constexpr int kGreatestPriority = -5;  // an H100's: cuCtxGetStreamPriorityRange
 
 struct Streams {
   std::map<CUstream, std::unique_ptr<CUstream_st>> streams;
@@ -47,7 +50,7 @@ CUstream_st* Find(const Locked& locked, CUstream stream) {
   return it == streams.end() ? nullptr : it->second.get();
 }
 
-CUresult Create(CUstream* out) {
+CUresult Create(CUstream* out, int priority = 0) {
   if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Locked locked;
   int device = 0;
@@ -55,6 +58,7 @@ CUresult Create(CUstream* out) {
   auto stream = std::make_unique<CUstream_st>();
   stream->device = device;
   stream->context = CurrentContext(locked);
+  stream->priority = priority < kGreatestPriority ? kGreatestPriority : priority > 0 ? 0 : priority;
   *out = stream.get();
   GetStreams(locked).streams.emplace(*out, std::move(stream));
   return CUDA_SUCCESS;
@@ -216,15 +220,25 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int /*flags*/) {
   return fake_cuda::Create(stream);
 }
 
-CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int /*flags*/, int /*priority*/) {
+CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int /*flags*/, int priority) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
-  return fake_cuda::Create(stream);
+  return fake_cuda::Create(stream, priority);
 }
 
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (least != nullptr) *least = 0;  // an H100's range
-  if (greatest != nullptr) *greatest = -5;
+  if (greatest != nullptr) *greatest = fake_cuda::kGreatestPriority;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetPriority(CUstream stream, int* priority) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (priority == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  const CUstream_st* s = fake_cuda::Find(locked, stream);
+  if (s == nullptr && !fake_cuda::IsSpecial(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  *priority = s == nullptr ? 0 : s->priority;
   return CUDA_SUCCESS;
 }
 
