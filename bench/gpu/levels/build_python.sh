@@ -48,7 +48,7 @@ version_script=${VERSION_SCRIPT-python/src/gpuslice_module.map}
 mkdir -p "$out/gpuslice"
 cp python/gpuslice/*.py python/gpuslice/py.typed "$out/gpuslice/"
 ${CXX:-g++} -O2 -std=c++20 -fPIC -shared -fvisibility=hidden -I"$inc" -I"$pybind_dir" -I"$bundle/include" -Iinclude -Isrc \
-  python/src/gpuslice_module.cc src/task/{clock,dispatch_queue,level_stats,request,scheduler,scheduler_core,task_abi,task_levels}.cc \
+  python/src/gpuslice_module.cc src/task/{clock,dispatch_queue,level_stats,level_streams,request,scheduler,scheduler_core,task_abi,task_levels}.cc \
   "$bundle/python-deps/libyaml-cpp.so.0.7" -Wl,-rpath,"$bundle/python-deps" -ldl -lpthread \
   ${version_script:+-Wl,--version-script=$version_script} -o "$out/gpuslice/_gpuslice$suffix"
 echo "built $out/gpuslice/_gpuslice$suffix"

@@ -14,7 +14,10 @@ Cells (two processes each but alone: `--mode serve` and `--mode train`):
   both_nostreams    both_gpuslice on PyTorch's default stream (--no-streams);
                     the other both_ cells use one CUDA stream per level
 
-Writes $OUT/service.json after every cell. Needs the task API's Python
+The gpuslice cells also record what `gpuslice ls --json` shows of each
+vGPU's task levels (the vGPU's shared task metrics, docs/task-api.md
+section 10), last seen before the vGPU ended, beside the endpoint's own
+figures. Writes $OUT/service.json after every cell. Needs the task API's Python
 package: GPUSLICE_PYTHONPATH (with_bundle.sh sets it) or build/python.
 
     bash bench/gpu/with_bundle.sh timeout 590 python3 bench/gpu/levels/run_service.py
@@ -25,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -83,6 +87,20 @@ def run_cell(name, procs):
     logs = OUT / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     running, out = [], {}
+    ledger, done = {}, threading.Event()
+
+    def watch_task_levels():
+        while not done.wait(0.5):
+            r = subprocess.run([*GPUSLICE, "ls", "--json"], capture_output=True, text=True)
+            try:
+                for v in json.loads(r.stdout)["vgpus"]:
+                    if v.get("task_levels"):
+                        ledger[v["name"]] = v["task_levels"]
+            except (ValueError, KeyError):
+                pass
+    watcher = threading.Thread(target=watch_task_levels, daemon=True)
+    if any(cmd[0] != PYTHON for _, cmd in procs):
+        watcher.start()
     try:
         for tag, cmd in sorted(procs, key=lambda p: p[0] != "train"):
             log = open(logs / f"{name}-{tag}.log", "w")
@@ -100,11 +118,16 @@ def run_cell(name, procs):
             out[tag] = r if r is not None else {"error": f"exit {p.returncode}, no result",
                                                 "log_tail": (logs / f"{name}-{tag}.log").read_text()[-400:]}
     finally:
+        done.set()
+        if watcher.is_alive():
+            watcher.join()
         for _, p, log in running:
             if p.poll() is None:
                 os.killpg(p.pid, 9)
                 p.wait()
             log.close()
+    if ledger:
+        out["ledger_task_levels"] = ledger
     return out
 
 
