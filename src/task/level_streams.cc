@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
 
 namespace gpuslice::task {
 namespace {
@@ -24,7 +25,10 @@ using SynchronizeFn = int (*)(void*);
 void* FindCuda(const char* name) {
   if (void* fn = dlsym(RTLD_DEFAULT, name)) return fn;
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-  return cuda != nullptr ? dlsym(cuda, name) : nullptr;
+  if (cuda == nullptr) return nullptr;
+  void* fn = dlsym(cuda, name);
+  dlclose(cuda);  // our reference only: whoever loaded libcuda keeps it
+  return fn;
 }
 
 class Library final : public StreamDriver {
@@ -39,12 +43,14 @@ class Library final : public StreamDriver {
   int Synchronize(void* stream) override { return Call<SynchronizeFn>("cuStreamSynchronize", stream); }
 
  private:
-  // Looked up at each call (a stream is made once per level and context, and
-  // synchronised once per task): libcuda may be loaded after the scheduler
-  // was made.
+  // Found once, at its first call that finds it: libcuda may be loaded
+  // after the scheduler was made. Each F is one function's type.
   template <typename F>
   static F Fn(const char* name) {
-    return reinterpret_cast<F>(FindCuda(name));
+    static std::atomic<void*> found{nullptr};
+    void* fn = found.load(std::memory_order_acquire);
+    if (fn == nullptr && (fn = FindCuda(name)) != nullptr) found.store(fn, std::memory_order_release);
+    return reinterpret_cast<F>(fn);
   }
   template <typename F, typename... Args>
   static int Call(const char* name, Args... args) {
