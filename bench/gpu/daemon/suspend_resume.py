@@ -39,8 +39,13 @@ PAUSE_S = float(os.environ.get("PAUSE_S", "2"))
 HOLDER = r"""
 import json, os, sys, time, torch
 size, ready, release, result = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-data = (torch.arange(size, device="cuda", dtype=torch.int64) % 251).to(torch.uint8)
+data = torch.empty(size, device="cuda", dtype=torch.uint8)
+chunk = 1 << 26  # the pattern in pieces: an index tensor of the whole would hold 8 bytes per byte
+for i in range(0, size, chunk):
+    n = min(chunk, size - i)
+    data[i:i + n] = (torch.arange(i, i + n, device="cuda", dtype=torch.int64) % 251).to(torch.uint8)
 before = int(data.sum(dtype=torch.int64))
+torch.cuda.empty_cache()  # hold the data, not the allocator's spare blocks
 a = torch.randn(1024, 1024, device="cuda")
 torch.cuda.synchronize()
 open(ready, "w").close()
