@@ -44,7 +44,9 @@ chunk = 1 << 26  # the pattern in pieces: an index tensor of the whole would hol
 for i in range(0, size, chunk):
     n = min(chunk, size - i)
     data[i:i + n] = (torch.arange(i, i + n, device="cuda", dtype=torch.int64) % 251).to(torch.uint8)
-before = int(data.sum(dtype=torch.int64))
+def checksum():  # in pieces too: a sum to int64 converts its input whole
+    return sum(int(data[i:i + chunk].sum(dtype=torch.int64)) for i in range(0, size, chunk))
+before = checksum()
 torch.cuda.empty_cache()  # hold the data, not the allocator's spare blocks
 a = torch.randn(1024, 1024, device="cuda")
 torch.cuda.synchronize()
@@ -55,7 +57,7 @@ while not os.path.exists(release):
     torch.cuda.synchronize()
     steps += 1
     time.sleep(0.01)
-after = int(data.sum(dtype=torch.int64))
+after = checksum()
 json.dump({"intact": after == before, "checksum": before, "steps": steps, "finite": bool(torch.isfinite(a).all())},
           open(result, "w"))
 """
