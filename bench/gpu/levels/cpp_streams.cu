@@ -12,6 +12,18 @@
 // LC: 132 blocks of 256 threads that spin 50 us. BE: 4 kernels of 8448
 // blocks (8 waves at 8 blocks per SM) that spin 100 us each. LC latency is
 // from submit() to the future's value, as the scheduler's metrics count it.
+//
+// And the SLO reaction (docs/task-api.md, section 5), on level streams:
+//
+//   slo_on, slo_off  bursts of 8 LC tasks (0.5 ms apart, every 50 ms, a
+//                    2 ms SLO, 132 blocks spinning 100 us) beside BE tasks
+//                    of one kernel whose 1056 blocks spin 4 ms: a block
+//                    already running is not preempted, so an LC kernel
+//                    waits for the running BE wave; with the reaction, no
+//                    BE task starts while the pressed LC level has work
+//                    queued or running. Misses and quantiles are the
+//                    scheduler's metrics().
+//
 // One JSON line per mode. Needs no gpuslice library: the streams are the
 // task library's (libgpuslice_task.a), which finds libcuda with dlsym.
 //
@@ -132,6 +144,67 @@ void RunMode(const std::string& mode, double seconds) {
   if (own.be) cudaStreamDestroy(own.be);
 }
 
+void RunSloMode(const std::string& mode, double seconds) {
+  gpuslice::SchedulerOptions options;
+  options.workers = 4;
+  options.cuda_streams = true;
+  options.slo_reaction = mode == "slo_on";
+  gpuslice::Scheduler sched(options);
+  const gpuslice::TaskClass lc = sched.latency_critical("high", std::chrono::milliseconds(2));
+  const gpuslice::TaskClass be = sched.best_effort("low");
+  auto on_level_stream = [](int blocks, unsigned long long ns) {
+    cudaSetDevice(0);
+    Spin<<<blocks, 256, 0, static_cast<cudaStream_t>(gpuslice::current_task_stream())>>>(ns);
+  };
+  std::atomic<bool> stop{false};
+  std::atomic<long> be_done{0};
+  std::thread feeder([&] {
+    std::deque<std::future<void>> in_flight;
+    while (!stop.load()) {
+      while (in_flight.size() < 3) in_flight.push_back(sched.submit(be, on_level_stream, 132 * 8, 4'000'000ull));
+      in_flight.front().get();
+      in_flight.pop_front();
+      ++be_done;
+    }
+    for (auto& f : in_flight) f.get();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto metrics_of = [&sched] {
+    for (const gpuslice::LevelMetrics& m : sched.metrics()) {
+      if (m.level == "high") return m;
+    }
+    return gpuslice::LevelMetrics{};
+  };
+  const gpuslice::LevelMetrics before = metrics_of();
+  const long be_before = be_done.load();
+  const auto start = Clock::now();
+  auto next = start;
+  std::vector<std::future<void>> lc_futures;
+  long pressured_bursts = 0;
+  while (Clock::now() - start < std::chrono::duration<double>(seconds)) {
+    std::this_thread::sleep_until(next);
+    next += std::chrono::milliseconds(50);
+    pressured_bursts += metrics_of().slo_pressure ? 1 : 0;
+    for (int k = 0; k < 8; ++k) {
+      lc_futures.push_back(sched.submit(lc, on_level_stream, 132, 100'000ull));
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  }
+  for (auto& f : lc_futures) f.get();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const long be_tasks = be_done.load() - be_before;
+  const gpuslice::LevelMetrics after = metrics_of();
+  stop = true;
+  feeder.join();
+  std::printf(
+      "{\"mode\": \"%s\", \"lc_tasks\": %llu, \"slo_misses\": %llu, \"lc_p50_us\": %.1f, \"lc_p99_us\": %.1f, "
+      "\"bursts_under_pressure\": %ld, \"bursts\": %zu, \"be_tasks_per_s\": %.2f}\n",
+      mode.c_str(), static_cast<unsigned long long>(after.count - before.count),
+      static_cast<unsigned long long>(after.slo_misses - before.slo_misses), after.p50.count() / 1e3,
+      after.p99.count() / 1e3, pressured_bursts, lc_futures.size() / 8, static_cast<double>(be_tasks) / elapsed);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +216,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cpp_streams: no CUDA device\n");
     return 2;
   }
-  for (const std::string& mode : modes) RunMode(mode, seconds);
+  for (const std::string& mode : modes) {
+    if (mode.rfind("slo_", 0) == 0) {
+      RunSloMode(mode, seconds);
+    } else {
+      RunMode(mode, seconds);
+    }
+  }
   return 0;
 }
