@@ -27,10 +27,21 @@
  *   no invalid end state.
  * Checked breadth-first (the behaviours are unbounded; depth-first search
  * would stop at its depth limit): PAN_CFLAGS="-DBFS -DCOLLAPSE".
+ * With -DDEATH, one member may also be killed at any tick (its queued work
+ * stays queued for ever: busy_processes is never brought down), stop
+ * heartbeating, count as alive until MEMBER_TIMEOUT ticks have passed
+ * (Alive), and then have its row taken by a newcomer at any later tick
+ * (JoinBoard: nothing queued, the virtual clock's time). B3 is then checked
+ * for the living, with the same bound: a dead holder within its timeout is a
+ * member blocked with work queued, and one past it loses the turn at once
+ * (AdvanceTurn's `!Alive(h)`).
  * Seeded mutations, each of which must make spin report an error:
  *   MUT_CAPPED_BACKFILLS   a capped member backfills like any other (B1)
  *   MUT_BUSY_NOT_DEMAND    only launch stamps count as demand, not queued
  *                          work (B3: a blocked backfiller is never chosen)
+ *   MUT_DEAD_KEEPS_TURN    (with DEATH) a killed holder is never passed
+ *                          over, neither at its drain timeout nor once its
+ *                          heartbeat has timed out (B3)
  */
 
 #define N 3
@@ -41,15 +52,41 @@
 #define VMAX 3
 /* B3's bound: each other member may be owed up to VMAX, then runs its
  * quantum (and a capped holder waits up to the drain timeout for its
- * drain). spin finds it tight to within a tick: one less fails. */
+ * drain). spin finds it tight to within a tick: one less fails. With a
+ * death, a tick more (two where the capped member is the one killed and
+ * replaced): the dead member keeps demanding with its work queued until its
+ * heartbeat times out, and the newcomer on its row starts at the virtual
+ * clock, behind a waiter that was served more, so the waiter also waits
+ * while it catches up. spin finds these tight too (10 and 15 fail). */
+#ifdef DEATH
+#ifdef NOCAP
+#define DEATH_TICKS 1
+#else
+#define DEATH_TICKS 2
+#endif
+#else
+#define DEATH_TICKS 0
+#endif
 #ifndef WAITBOUND
 #ifdef NOCAP
-#define WAITBOUND ((N - 1) * (VMAX + QUANTUM))
+#define WAITBOUND ((N - 1) * (VMAX + QUANTUM) + DEATH_TICKS)
 #else
-#define WAITBOUND ((N - 1) * (VMAX + QUANTUM + DRAIN_TIMEOUT))
+#define WAITBOUND ((N - 1) * (VMAX + QUANTUM + DRAIN_TIMEOUT) + DEATH_TICKS)
 #endif
 #endif
 #define NONE 255
+
+#ifdef DEATH
+#define MEMBER_TIMEOUT 2
+/* 0: alive; else ticks since it was killed, plus one, saturating */
+byte dead_age[N];
+bool died = false;   /* one death per behaviour: bounds the state space */
+#define DEAD(i) (dead_age[i] != 0)
+#define ALIVE(i) (dead_age[i] <= MEMBER_TIMEOUT)
+#else
+#define DEAD(i) false
+#define ALIVE(i) true
+#endif
 
 byte holder = NONE;
 byte turn_age = 0;
@@ -70,9 +107,9 @@ bool even = false;
 #endif
 
 #ifdef MUT_BUSY_NOT_DEMAND
-#define DEMANDING(i) (demand_age[i] < WINDOW)
+#define DEMANDING(i) (ALIVE(i) && demand_age[i] < WINDOW)
 #else
-#define DEMANDING(i) (demand_age[i] < WINDOW || busy[i])
+#define DEMANDING(i) (ALIVE(i) && (demand_age[i] < WINDOW || busy[i]))
 #endif
 #define MAY_HOLD(i) (!CAPPED(i) || tokens > 0)
 
@@ -86,7 +123,7 @@ inline best(extra, pick) {
   :: else ->
      j = ((holder == NONE -> N - 1 : holder) + k) % N;
      if
-     :: (DEMANDING(j) || j == extra) && MAY_HOLD(j) && (pick == NONE || vtime[j] < vtime[pick]) -> pick = j
+     :: (DEMANDING(j) || (j == extra && ALIVE(j))) && MAY_HOLD(j) && (pick == NONE || vtime[j] < vtime[pick]) -> pick = j
      :: else -> skip
      fi;
      k++
@@ -105,7 +142,15 @@ inline take(pick) {
 inline advance() {
   if
   :: holder == NONE -> best(NONE, pick); take(pick)
+#if defined(DEATH) && defined(MUT_DEAD_KEEPS_TURN)
+  :: holder != NONE && DEAD(holder) -> skip   /* the turn waits for a drain that never comes */
+  :: holder != NONE && !DEAD(holder) ->
+#elif defined(DEATH)
+  :: holder != NONE && !ALIVE(holder) -> best(NONE, pick); take(pick)   /* a dead holder: passed at once */
+  :: holder != NONE && ALIVE(holder) ->
+#else
   :: else ->
+#endif
      other = false;
      k = 0;
      do
@@ -148,7 +193,8 @@ active proctype World() {
      :: i >= N -> break
      :: else ->
         if
-        :: skip; d_step {   /* launch, through TryEnter */
+        :: DEAD(i) -> skip   /* killed: its processes do nothing */
+        :: !DEAD(i) -> d_step {   /* launch, through TryEnter */
              advance();
              if
              :: holder == i ->
@@ -182,8 +228,14 @@ active proctype World() {
            };
            assert(!go || !CAPPED(i) || holder == i);   /* B1 */
            assert(go || CAPPED(i))                      /* B2 */
-        :: skip; d_step { wanting[i] = busy[i] }   /* blocked: wants the GPU if work is queued */
-        :: skip; d_step { busy[i] = false; wanting[i] = false }   /* idle, drained */
+        :: !DEAD(i) -> d_step { wanting[i] = busy[i] }   /* blocked: wants the GPU if work is queued */
+        :: !DEAD(i) -> d_step { busy[i] = false; wanting[i] = false }   /* idle, drained */
+#ifdef DEATH
+        :: !died && !DEAD(i) -> d_step { dead_age[i] = 1; died = true; wanting[i] = false }   /* kill -9: its work stays queued */
+        :: DEAD(i) && !ALIVE(i) -> d_step {   /* a newcomer takes the row (JoinBoard) */
+             dead_age[i] = 0; busy[i] = false; wanting[i] = false; vtime[i] = vclock;
+             demand_age[i] = WINDOW; idle_age[i] = IDLE_RESET; wait_age[i] = 0 }
+#endif
         fi;
         i++
      od;
@@ -220,6 +272,9 @@ active proctype World() {
        :: else ->
           if :: demand_age[i] < WINDOW -> demand_age[i]++ :: else -> skip fi;
           if :: idle_age[i] < IDLE_RESET -> idle_age[i]++ :: else -> skip fi;
+#ifdef DEATH
+          if :: DEAD(i) && dead_age[i] <= MEMBER_TIMEOUT -> dead_age[i]++ :: else -> skip fi;
+#endif
           if :: vtime[i] < least -> least = vtime[i] :: else -> skip fi;
           i++
        od;
