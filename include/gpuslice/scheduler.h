@@ -117,7 +117,8 @@ struct SchedulerOptions {
 // thread's current CUDA context, with the level's stream priority. nullptr
 // outside such a task, without a current context, or without libcuda: use
 // the default stream then. Call it from the task, after making a context
-// current (the CUDA runtime does so at its first call on a thread).
+// current (the CUDA runtime does so at its first call on a thread). Streams
+// live as long as the process: not after a context is reset or destroyed.
 void* current_task_stream();
 
 namespace detail {

@@ -13,7 +13,9 @@
 // the least. A priority beyond the device's range is clamped to it.
 //
 // Streams are made on first use per (level, current context) and kept for
-// the process's life. The driver is a seam (StreamDriver): the real one finds
+// the process's life, so a program that resets or destroys a context
+// (cudaDeviceReset) must not use level streams after it: the stream kept for
+// that context died with it. The driver is a seam (StreamDriver): the real one finds
 // libcuda's functions with dlsym, so nothing links CUDA, and a process that
 // never loaded libcuda gets no stream (its tasks use the default stream).
 //
