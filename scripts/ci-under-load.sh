@@ -74,13 +74,16 @@ for run in $(seq "$RUNS"); do
   fi
   rc=$?
   took=$(( $(date +%s) - start ))
+  # Each run clones HEAD as it is when the run starts: name what it tested.
+  tested=""
+  [ "$MODE" = clone ] && tested="; $(git -C "$clone" log -1 --format=%h 2>/dev/null || echo "no clone")"
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1))
-    echo "run $run/$RUNS: pass (${took} s; load $(cut -d' ' -f1 /proc/loadavg))"
+    echo "run $run/$RUNS: pass (${took} s; load $(cut -d' ' -f1 /proc/loadavg)$tested)"
     rm -f "$log"
     [ "$MODE" = clone ] && rm -rf "$clone"
   else
-    echo "run $run/$RUNS: FAIL (exit $rc, ${took} s; log $log):"
+    echo "run $run/$RUNS: FAIL (exit $rc, ${took} s$tested; log $log):"
     grep -E '^(FAILED|E  |ERROR)|Failed|failed' "$log" | head -20 | sed 's/^/  /'
   fi
 done
