@@ -63,7 +63,13 @@ bool RecordTask(Ledger* ledger, std::string_view name, uint64_t latency_ns, uint
 
 std::vector<TaskLevelSnapshot> TakeTaskLevelSnapshots(const Ledger& ledger) {
   std::vector<TaskLevelSnapshot> levels;
-  TaskLevelSnapshot other{std::string(kOtherTaskLevel)};
+  // The level's entry, added at the end the first time.
+  auto entry = [&levels](std::string_view name) -> TaskLevelSnapshot& {
+    for (TaskLevelSnapshot& l : levels) {
+      if (l.name == name) return l;
+    }
+    return levels.emplace_back(TaskLevelSnapshot{std::string(name)});
+  };
   auto take = [](const TaskLevelRow& row, TaskLevelSnapshot& into) {
     LcLatencySnapshot s;
     for (uint32_t i = 0; i < kLcLatencyBuckets; ++i) {
@@ -75,6 +81,7 @@ std::vector<TaskLevelSnapshot> TakeTaskLevelSnapshots(const Ledger& ledger) {
     into.failed += LoadRelaxed(row.failed);
     into.slo_misses += LoadRelaxed(row.slo_misses);
   };
+  TaskLevelSnapshot other{std::string(kOtherTaskLevel)};
   for (const TaskLevelRow& row : ledger.task_levels) {
     const uint32_t state = LoadAcquire(row.state);
     if (state == kRowFree) break;
@@ -82,28 +89,15 @@ std::vector<TaskLevelSnapshot> TakeTaskLevelSnapshots(const Ledger& ledger) {
     // The vGPU's processes can write anything here: a name that is not one
     // is counted, under "other", rather than shown.
     const std::string_view name(row.name, strnlen(row.name, sizeof row.name));
-    if (!ValidTaskLevelName(name)) {
-      take(row, other);
-      continue;
-    }
-    TaskLevelSnapshot* into = nullptr;
-    for (TaskLevelSnapshot& l : levels) {
-      if (l.name == name) into = &l;
-    }
-    if (into == nullptr) into = &levels.emplace_back(TaskLevelSnapshot{std::string(name)});
-    take(row, *into);
+    take(row, ValidTaskLevelName(name) ? entry(name) : other);
   }
   if (LoadAcquire(ledger.task_levels_other.count) != 0) take(ledger.task_levels_other, other);
-  if (other.latency.count == 0) return levels;
-  for (TaskLevelSnapshot& l : levels) {
-    if (l.name == kOtherTaskLevel) {  // a level that is itself called "other"
-      Add(l.latency, other.latency);
-      l.failed += other.failed;
-      l.slo_misses += other.slo_misses;
-      return levels;
-    }
+  if (other.latency.count > 0) {
+    TaskLevelSnapshot& into = entry(kOtherTaskLevel);  // last, unless a level is itself called "other"
+    Add(into.latency, other.latency);
+    into.failed += other.failed;
+    into.slo_misses += other.slo_misses;
   }
-  levels.push_back(std::move(other));
   return levels;
 }
 

@@ -120,8 +120,7 @@ GPUSLICE_EXPORT int gpuslice_task_record(const char* level, unsigned long long l
   }
   // One byte past the longest name, so a longer one is refused, not cut.
   const std::string_view name(level, strnlen(level, core::kTaskLevelNameBytes));
-  uint32_t recorded = 0;
-  if ((flags & GPUSLICE_TASK_FAILED) != 0) recorded |= core::kTaskFailed;
-  if ((flags & GPUSLICE_TASK_SLO_MISS) != 0) recorded |= core::kTaskSloMiss;
-  return core::RecordTask(rt->ledger_region(), name, latency_ns, recorded) ? GPUSLICE_OK : GPUSLICE_BAD_ARGUMENT;
+  static_assert(core::kTaskFailed == GPUSLICE_TASK_FAILED && core::kTaskSloMiss == GPUSLICE_TASK_SLO_MISS);
+  return core::RecordTask(rt->ledger_region(), name, latency_ns, static_cast<uint32_t>(flags)) ? GPUSLICE_OK
+                                                                                               : GPUSLICE_BAD_ARGUMENT;
 }

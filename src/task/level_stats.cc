@@ -28,14 +28,15 @@ T NearestRank(std::vector<T>& values, double q) {
 template uint64_t NearestRank(std::vector<uint64_t>&, double);
 template double NearestRank(std::vector<double>&, double);
 
-void LevelStats::Record(uint64_t latency_ns, uint64_t slo_ns, bool ok) {
+bool LevelStats::Record(uint64_t latency_ns, uint64_t slo_ns, bool ok) {
   ++count_;
   if (!ok) ++failed_;
   Push(latencies_, next_latency_, latency_ns);
-  if (slo_ns == 0) return;
-  if (latency_ns > slo_ns) ++slo_misses_;
+  if (slo_ns == 0) return false;
+  const bool missed = latency_ns > slo_ns;
+  if (missed) ++slo_misses_;
   Push(slo_ratios_, next_ratio_, static_cast<double>(latency_ns) / static_cast<double>(slo_ns));
-  if (slo_ratios_.size() < kPressureMinSamples) return;
+  if (slo_ratios_.size() < kPressureMinSamples) return missed;
   std::vector<double> ratios = slo_ratios_;
   const double p99 = NearestRank(ratios, 0.99);
   if (p99 >= kPressureOn) {
@@ -43,6 +44,7 @@ void LevelStats::Record(uint64_t latency_ns, uint64_t slo_ns, bool ok) {
   } else if (p99 < kPressureOff) {
     pressure_ = false;
   }
+  return missed;
 }
 
 std::optional<uint64_t> LevelStats::LatencyQuantileNs(double q) const {

@@ -28,7 +28,8 @@ inline constexpr double kPressureOff = 0.6;
 class LevelStats {
  public:
   // One finished task: its latency, its SLO (0: none), whether it returned.
-  void Record(uint64_t latency_ns, uint64_t slo_ns, bool ok);
+  // Returns whether it missed its SLO (without one, never).
+  bool Record(uint64_t latency_ns, uint64_t slo_ns, bool ok);
 
   uint64_t count() const { return count_; }
   uint64_t failed() const { return failed_; }

@@ -31,32 +31,38 @@ void* FindCuda(const char* name) {
   return fn;
 }
 
-class Library final : public StreamDriver {
+// One libcuda function, found at its first call that finds it: libcuda may
+// be loaded after the scheduler was made.
+template <typename F>
+class CudaFunction {
  public:
-  int CurrentContext(void** context) override { return Call<CtxGetCurrentFn>("cuCtxGetCurrent", context); }
-  int PriorityRange(int* least, int* greatest) override {
-    return Call<PriorityRangeFn>("cuCtxGetStreamPriorityRange", least, greatest);
+  explicit CudaFunction(const char* name) : name_(name) {}
+  template <typename... Args>
+  int operator()(Args... args) {
+    void* fn = found_.load(std::memory_order_acquire);
+    if (fn == nullptr && (fn = FindCuda(name_)) != nullptr) found_.store(fn, std::memory_order_release);
+    return fn != nullptr ? reinterpret_cast<F>(fn)(args...) : kNotFound;
   }
-  int CreateStream(void** stream, int priority) override {
-    return Call<CreateWithPriorityFn>("cuStreamCreateWithPriority", stream, kStreamNonBlocking, priority);
-  }
-  int Synchronize(void* stream) override { return Call<SynchronizeFn>("cuStreamSynchronize", stream); }
 
  private:
-  // Found once, at its first call that finds it: libcuda may be loaded
-  // after the scheduler was made. Each F is one function's type.
-  template <typename F>
-  static F Fn(const char* name) {
-    static std::atomic<void*> found{nullptr};
-    void* fn = found.load(std::memory_order_acquire);
-    if (fn == nullptr && (fn = FindCuda(name)) != nullptr) found.store(fn, std::memory_order_release);
-    return reinterpret_cast<F>(fn);
+  const char* const name_;
+  std::atomic<void*> found_{nullptr};
+};
+
+class Library final : public StreamDriver {
+ public:
+  int CurrentContext(void** context) override { return ctx_get_current_(context); }
+  int PriorityRange(int* least, int* greatest) override { return priority_range_(least, greatest); }
+  int CreateStream(void** stream, int priority) override {
+    return create_with_priority_(stream, kStreamNonBlocking, priority);
   }
-  template <typename F, typename... Args>
-  static int Call(const char* name, Args... args) {
-    F fn = Fn<F>(name);
-    return fn != nullptr ? fn(args...) : kNotFound;
-  }
+  int Synchronize(void* stream) override { return synchronize_(stream); }
+
+ private:
+  CudaFunction<CtxGetCurrentFn> ctx_get_current_{"cuCtxGetCurrent"};
+  CudaFunction<PriorityRangeFn> priority_range_{"cuCtxGetStreamPriorityRange"};
+  CudaFunction<CreateWithPriorityFn> create_with_priority_{"cuStreamCreateWithPriority"};
+  CudaFunction<SynchronizeFn> synchronize_{"cuStreamSynchronize"};
 };
 
 }  // namespace

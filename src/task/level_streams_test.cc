@@ -159,7 +159,7 @@ TEST(LevelStreamsTest, ATaskGetsItsLevelsStreamWhichIsDrainedBeforeItsFutureIsRe
   EXPECT_EQ(CurrentTaskStream(), nullptr) << "outside a task";
 }
 
-TEST(LevelStreamsTest, WithoutStreamsATaskGetsNoneAndNothingIsMadeOrSynchronized) {
+TEST(LevelStreamsTest, WithoutStreamsATaskGetsNoStream) {
   NoAbi abi;
   Notices notices([](const std::string&) {});
   auto core = Core(nullptr, &abi, &notices);

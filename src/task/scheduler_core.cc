@@ -115,18 +115,17 @@ void SchedulerCore::RunTask(QueuedTask& task) {
   if (level.latency_critical) abi_->SpanEnd();
   const uint64_t end_ns = clock_->NowNs();
   const uint64_t latency_ns = end_ns >= task.submit_ns ? end_ns - task.submit_ns : 0;
+  bool missed = false;
   {
     port::MutexLock lock(&mu_);
     queue_.Finished(task.level);
     LevelStats& stats = stats_[task.level];
-    stats.Record(latency_ns, task.slo_ns, ok);
+    missed = stats.Record(latency_ns, task.slo_ns, ok);
     if (slo_reaction_) queue_.SetPressure(task.level, stats.pressure());
   }
   changed_.NotifyAll();
-  // The vGPU's metrics, shared by its processes (`gpuslice top`, /metrics),
-  // by the rule LevelStats counts a miss by.
-  int flags = ok ? 0 : GPUSLICE_TASK_FAILED;
-  if (task.slo_ns > 0 && latency_ns > task.slo_ns) flags |= GPUSLICE_TASK_SLO_MISS;
+  // The vGPU's metrics, shared by its processes (`gpuslice top`, /metrics).
+  const int flags = (ok ? 0 : GPUSLICE_TASK_FAILED) | (missed ? GPUSLICE_TASK_SLO_MISS : 0);
   if (const int status = abi_->TaskRecord(level.name.c_str(), latency_ns, flags); abi_->Loaded()) {
     notices_->NoteStatus(status);
   }

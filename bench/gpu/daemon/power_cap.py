@@ -60,13 +60,20 @@ def daemon_command():
     return [*GPUSLICE, "daemon", "--metrics-address", "127.0.0.1:0"], {}
 
 
-def main():
-    OUT.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gs-power-", dir="/tmp"))
+def start_daemon(prefix, log_path):
+    """A daemon on GPU in a fresh state directory: (work dir, the env its
+    clients need, the process). Its log goes to `log_path`; wait for its
+    socket, work / "state" / "gpuslice.sock", before using it."""
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     env = dict(os.environ, GPUSLICE_STATE_DIR=str(work / "state"), CUDA_VISIBLE_DEVICES=GPU)
     command, extra = daemon_command()
-    daemon_log = open(OUT / "daemon.log", "w")
-    daemon = subprocess.Popen(command, env={**env, **extra}, stdout=daemon_log, stderr=daemon_log)
+    log = open(log_path, "w")
+    return work, env, subprocess.Popen(command, env={**env, **extra}, stdout=log, stderr=log)
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    work, env, daemon = start_daemon("gs-power-", OUT / "daemon.log")
     power = PowerLog()
     power.start()
     job, result = None, {"ok": False}
@@ -126,7 +133,6 @@ def main():
         power.proc.kill()
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
-        daemon_log.close()
         (OUT / "power_cap.json").write_text(json.dumps(result, indent=1))
     print(("PASS" if result["ok"] else "FAIL") + " power_cap: " + json.dumps(result))
     return 0 if result["ok"] else 1

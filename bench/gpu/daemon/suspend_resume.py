@@ -17,12 +17,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power_cap import daemon_command  # noqa: E402
+from power_cap import start_daemon  # noqa: E402
 from usage_energy import wait_for  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -130,11 +129,7 @@ def run_case(env, work, gib, procs, n):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gs-suspend-", dir="/tmp"))
-    env = dict(os.environ, GPUSLICE_STATE_DIR=str(work / "state"), CUDA_VISIBLE_DEVICES=GPU)
-    command, extra = daemon_command()
-    daemon_log = open(OUT / "daemon.log", "w")
-    daemon = subprocess.Popen(command, env={**env, **extra}, stdout=daemon_log, stderr=daemon_log)
+    work, env, daemon = start_daemon("gs-suspend-", OUT / "daemon.log")
     result = {"cases": [], "ok": False}
     try:
         wait_for(work / "state" / "gpuslice.sock", 30, "daemon socket", [daemon])
