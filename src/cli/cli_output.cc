@@ -225,6 +225,7 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["timeslice_applications"] = v.timeslice_applications();
   out["timeslice_failures"] = v.timeslice_failures();
   out["gate_waits"] = v.gate_waits();
+  out["hold_budget_spent"] = v.hold_budget_spent();
   out["lc_latency"] = LatencyJson(v.lc_latency());
   out["task_levels"] = Json::array();
   for (const auto& t : v.task_levels()) {

@@ -17,9 +17,9 @@
 // holds, nor demands, nor takes turns.
 //
 // What the roster does not stop (docs/design.md, "Forged board entries"):
-// a forged row that carries a *listed* vGPU's id, and writes to the turn word
-// and to rows' times and virtual times. Those need rows that only their own
-// vGPU can write.
+// a forged row that carries a *listed* vGPU's id (bounded by each victim's
+// hold budget, core/hold_budget.h), and writes to the turn word and to rows'
+// times and virtual times (bounded by core/turn_floor.h).
 //
 // Format (text, so that an operator can read it), one line per vGPU and GPU:
 //   gpuslice-roster 1

@@ -122,6 +122,7 @@ uint32_t MemoryLedger::LiveProcessCount() const {
 void MemoryLedger::CountDenial() { FetchAddRelaxed(ledger_->denied_allocations, 1); }
 
 void MemoryLedger::CountGateWait() { FetchAddRelaxed(ledger_->gate_waits, 1); }
+void MemoryLedger::CountHoldBudgetSpent() { FetchAddRelaxed(ledger_->hold_budget_spent, 1); }
 
 void MemoryLedger::RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us) {
   if (mine_ == nullptr || device >= ProcessSlot::kApplied) return;

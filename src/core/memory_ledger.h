@@ -66,6 +66,7 @@ class MemoryLedger {
   // The vGPU's cumulative counters (vgpu_layout.h), one atomic add each.
   void CountDenial();
   void CountGateWait();
+  void CountHoldBudgetSpent();
   uint64_t DeniedAllocations() const;
 
   // Reclaims slots whose process is gone, and finishes the claims and

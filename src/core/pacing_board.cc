@@ -510,9 +510,9 @@ GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c)
 }
 }  // namespace
 
-GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns) {
+GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns, bool obey_holds) {
   BoardMember& me = b->members[member];
-  if (LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs, c)) return GateDecision::kWait;
+  if (obey_holds && LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs, c)) return GateDecision::kWait;
   if (IsLc(me, c)) return GateDecision::kGo;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);

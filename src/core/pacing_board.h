@@ -226,9 +226,11 @@ enum class GateDecision { kGo, kWait };
 // demands, and within a level by virtual time (see Best in the .cc). Under
 // backfill turns, an uncapped member that does not hold the turn goes, and
 // is marked as demanding (so the holder's turn ends at its quantum); a
-// capped one waits for its turn as under exclusive turns.
+// capped one waits for its turn as under exclusive turns. With
+// `obey_holds` false, holds are not looked at (the caller has: its hold
+// budget, core/hold_budget.h, is spent, or it found no hold).
 GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {},
-                      uint64_t waited_ns = 0);
+                      uint64_t waited_ns = 0, bool obey_holds = true);
 // A launch of `member` is waiting at the gate.
 void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 void NoteLaunch(Board* board, int member, uint64_t now_ns);

@@ -191,7 +191,10 @@ struct Ledger {
   uint64_t lc_latency_count;                       // atomic: requests recorded
   uint64_t lc_latency_sum_ns;                      // atomic: their total latency
   uint64_t lc_latency_buckets[kLcLatencyBuckets];  // atomic; per bucket, NOT cumulative
-  uint8_t pad_lc[8];
+  // Windows in which latency-critical holds took a process's whole hold
+  // budget, so that its launches went ahead of holds for the rest of the
+  // window (core/hold_budget.h). Zero in ledgers of libraries before it.
+  uint64_t hold_budget_spent;
   ProcessSlot slots[kMaxProcesses];
   // The task API's metrics per level (after the slots, whose offset tests
   // and benchmarks read).
@@ -206,6 +209,8 @@ static_assert(offsetof(Ledger, slots) % 64 == 0);
 // tests/integration/test_shared_vgpu.py and bench/daemon/load_bench.py read
 // the slots at this offset.
 static_assert(offsetof(Ledger, slots) == 256, "the header part of the ledger is four cache lines");
+// ... and these counters at these bytes (tests/integration/cuda_app.cc).
+static_assert(offsetof(Ledger, gate_waits) == 56 && offsetof(Ledger, hold_budget_spent) == 248);
 static_assert(kLcLatencyBuckets == 21);
 static_assert(sizeof(TaskLevelRow) == 256);
 static_assert(sizeof(Limits) < 4096, "limits must fit one page");

@@ -93,6 +93,7 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_timeslice_applications(view.timeslice_applications);
   out->set_timeslice_failures(view.timeslice_failures);
   out->set_gate_waits(view.gate_waits);
+  out->set_hold_budget_spent(view.hold_budget_spent);
   ToProto(view.lc_latency, out->mutable_lc_latency());
   for (const node::TaskLevelView& level : view.task_levels) {
     pb::TaskLevel* pt = out->add_task_levels();

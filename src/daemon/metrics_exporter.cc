@@ -21,6 +21,7 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
   m.vgpu_task_slo_misses_total->Clear();
   m.vgpu_timeslice_applications_total->Clear();
   m.vgpu_timeslice_failures_total->Clear();
+  m.vgpu_hold_budget_spent_total->Clear();
   m.vgpu_processes->Clear();
   m.vgpu_suspended->Clear();
   m.vgpu_suspended_seconds_total->Clear();
@@ -56,6 +57,7 @@ void FillVgpuMetrics(const metrics::GpusliceMetrics& m, const node::NodeDevices&
     m.vgpu_allocation_denials_total->WithLabels(vgpu).Set(static_cast<double>(v.denied_allocations));
     m.vgpu_timeslice_applications_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_applications));
     m.vgpu_timeslice_failures_total->WithLabels(vgpu).Set(static_cast<double>(v.timeslice_failures));
+    m.vgpu_hold_budget_spent_total->WithLabels(vgpu).Set(static_cast<double>(v.hold_budget_spent));
     m.vgpu_processes->WithLabels(vgpu).Set(static_cast<double>(v.processes.size()));
     // Suspend (node/suspend_record.h): kept in the vGPU's directory, so
     // these survive daemon restarts as counters should.

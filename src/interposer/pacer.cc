@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/board_roster.h"
+#include "core/hold_budget.h"
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
 #include "core/state_handout.h"
@@ -98,6 +99,8 @@ struct Device {
   // Whether the board gives this vGPU the turns the roster says it is owed
   // (core/turn_floor.h); compute thread.
   core::TurnFloorWatch floor;
+  // How much of this process's time holds may take here (core/hold_budget.h).
+  core::HoldBudget hold_budget;
   uint64_t floor_sampled_ns = 0;  // when `floor` last looked, and what it saw
   bool floor_saw_wants = false, floor_saw_holds = false;
   uint64_t ticked_launches = 0;  // `work`'s launch sequence at the last tick (compute thread)
@@ -117,6 +120,7 @@ uint64_t g_roster_checked_ns = 0;
 bool g_roster_logged = false;
 
 std::atomic<bool> g_wait_logged{false};
+std::atomic<bool> g_budget_logged{false};
 
 // The quiet compute thread sleeps on this; see kIdleTickNs.
 port::WakeWord g_tick_wake;
@@ -179,6 +183,23 @@ bool BackfillTurnsWanted() {
   if (strcmp(v, "exclusive") == 0) return false;
   port::Log(port::LogLevel::kWarn, "GPUSLICE_TURNS=%s is neither `backfill` nor `exclusive`; using backfill", v);
   return true;
+}
+
+// GPUSLICE_HOLD_BUDGET: the most of each second, in percent (1-100), that
+// latency-critical holds may keep this process's launches waiting
+// (core/hold_budget.h). A tenant can set it in its own processes only, and
+// gains nothing it could not take anyway: holds are obeyed by its own
+// library.
+uint32_t HoldBudgetPctWanted() {
+  const char* v = getenv("GPUSLICE_HOLD_BUDGET");
+  if (v == nullptr || *v == '\0') return core::kDefaultMaxHeldPct;
+  char* end = nullptr;
+  const long pct = strtol(v, &end, 10);
+  if (*end == '%') ++end;
+  if (*end == '\0' && pct >= 1 && pct <= 100) return static_cast<uint32_t>(pct);
+  port::Log(port::LogLevel::kWarn, "GPUSLICE_HOLD_BUDGET=%s is not a percentage from 1 to 100; using %u", v,
+            core::kDefaultMaxHeldPct);
+  return core::kDefaultMaxHeldPct;
 }
 
 // Reads `path` (a roster: small) whole; false if it cannot.
@@ -302,9 +323,11 @@ void Start(VgpuRuntime* rt) {
     port::Log(port::LogLevel::kInfo, "no roster at %s: the pacing boards' rows are believed as they are written",
               g_roster_path);
   }
+  const uint32_t max_held_pct = HoldBudgetPctWanted();
   for (int s = 0; s < g_device_count; ++s) {
     g_devices[s].config.backfill = g_backfill;
     g_devices[s].config.trust = rostered ? &g_devices[s].trust : nullptr;
+    g_devices[s].hold_budget.Configure(max_held_pct);
   }
   const uint64_t now = port::MonotonicNanos();
   // A daemon-made vGPU's boards are sealed memfds from the state keeper
@@ -465,6 +488,29 @@ void SleepBetweenTicks(uint64_t ns) {
   }
 }
 
+namespace {
+// One check of the gate. Holds of latency-critical levels above this vGPU
+// are obeyed while this process's hold budget lasts; then turns decide.
+bool GateOpens(Device& d, int member, uint64_t now, uint64_t waited_ns, bool* first_held) {
+  if (d.hold_budget.Holds(now) &&
+      core::LaunchesHeld(*d.board, member, now, waited_ns < core::kMaxAutoHoldNs, d.config)) {
+    if (d.hold_budget.NoteHeld(now, *first_held)) {
+      if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountHoldBudgetSpent();
+      if (!g_budget_logged.exchange(true)) {
+        port::Log(port::LogLevel::kWarn,
+                  "latency-critical holds kept this process's launches waiting for its "
+                  "whole hold budget of a second; they go ahead of holds for the rest of each such second "
+                  "(GPUSLICE_HOLD_BUDGET, %u%% by default)",
+                  core::kDefaultMaxHeldPct);
+      }
+    }
+    *first_held = false;
+    return false;
+  }
+  return core::TryEnter(d.board, member, now, d.config, waited_ns, /*obey_holds=*/false) == core::GateDecision::kGo;
+}
+}  // namespace
+
 int EnterGate() {
   if (markers::Capturing()) return -1;  // captured work runs when the graph does
   int slot = 0;
@@ -486,7 +532,8 @@ int EnterGate() {
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
-  while (core::TryEnter(d.board, member, now, d.config, now - start) != core::GateDecision::kGo) {
+  bool first_held = true;
+  while (!GateOpens(d, member, now, now - start, &first_held)) {
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();

@@ -65,6 +65,11 @@ StatusOr<GpusliceMetrics> RegisterGpusliceMetrics(Registry& r) {
       Take(r.AddCounter("gpuslice_vgpu_timeslice_failures_total",
                         "Hardware timeslices the driver refused to set on the vGPU's channel groups.", v),
            &m.vgpu_timeslice_failures_total),
+      Take(r.AddCounter("gpuslice_vgpu_hold_budget_spent_total",
+                        "Seconds in which latency-critical holds kept one of the vGPU's processes waiting for its "
+                        "whole hold budget (GPUSLICE_HOLD_BUDGET).",
+                        v),
+           &m.vgpu_hold_budget_spent_total),
       Take(r.AddGauge("gpuslice_vgpu_processes", "Live processes attached to the vGPU.", v), &m.vgpu_processes),
       Take(r.AddCounter("gpuslice_vgpu_violations_total",
                         "Memory audit violations acted on: GPU memory the vGPU's accounting did not show.",

@@ -34,6 +34,7 @@ struct GpusliceMetrics {
   Family<Counter>* vgpu_task_slo_misses_total;         // vgpu, level
   Family<Counter>* vgpu_timeslice_applications_total;  // vgpu
   Family<Counter>* vgpu_timeslice_failures_total;      // vgpu
+  Family<Counter>* vgpu_hold_budget_spent_total;       // vgpu
   Family<Gauge>* vgpu_processes;                       // vgpu
   Family<Counter>* vgpu_violations_total;              // vgpu, kind
   Family<Counter>* vgpu_gpu_seconds_total;             // gpu, vgpu

@@ -95,6 +95,7 @@ struct VgpuView {
   uint64_t timeslice_applications = 0;
   uint64_t timeslice_failures = 0;
   uint64_t gate_waits = 0;
+  uint64_t hold_budget_spent = 0;  // core::Ledger::hold_budget_spent
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
   std::vector<TaskLevelView> task_levels;  // likewise
   std::string corrupt;       // why its state cannot be read ("": it can); then only name and dir are set

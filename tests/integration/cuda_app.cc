@@ -72,6 +72,14 @@
 //                       row too, both as the highest latency-critical level
 //                       holding everyone, refreshed every millisecond ->
 //                       "forge_lc ROWS" (the most rows one pass wrote)
+//   forge_listed_lc SECONDS a hostile tenant: on every board this vGPU reaches,
+//                       writes the holds of every other vGPU's row that says it is
+//                       latency-critical (a real LC vGPU the roster lists), kept
+//                       fresh every millisecond -> "forge_listed_lc ROWS" (the most
+//                       rows one pass wrote)
+//   hold_budget_spent   the vGPU ledger's count of windows in which holds took a
+//                       process's whole hold budget (core/hold_budget.h) ->
+//                       "hold_budget_spent N"
 //   forge_turns SECONDS a hostile tenant: holds the turn of every board this vGPU
 //                       reaches (its own row's virtual time 0, busy, and the turn
 //                       word rewritten to it in a loop) -> "forge_turns PASSES"
@@ -446,6 +454,37 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
         put64(b, m, 40, now);                // last_launch_ns
         put64(b, m, 104, now);               // lc_burst_start_ns
         put32(b, m, 112, 2000);              // lc_linger_us
+        ++written;
+      }
+    }
+    if (written > most) most = written;
+    const timespec ms = {0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  for (unsigned char* b : boards) munmap(b, kBoardSize);
+  return most;
+}
+
+// forge_listed_lc: impersonates the latency-critical vGPUs on `dir`'s boards
+// (rows whose level word, as their owner wrote it, is of the LC class) by
+// writing their hold fields, for `seconds`: a span that never ends, and an
+// automatic hold always in its burst. The roster lists those rows, so
+// every process believes them. Returns the most rows one pass wrote.
+int ForgeListedLatencyCritical(const char* dir, uint64_t self, double seconds) {
+  const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
+  int most = 0;
+  for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
+    const uint64_t now = NowNs();
+    int written = 0;
+    for (unsigned char* b : boards) {
+      for (int m = 0; m < 64; ++m) {
+        const uint64_t id = BoardField<uint64_t>(b, m, 0);
+        if (id == 0 || id == self || (BoardField<uint32_t>(b, m, 24) & 0xff) != 1) continue;  // priority
+        unsigned char* row = b + kMembersAt + m * kMemberSize;
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 96), now + 150'000'000, __ATOMIC_RELEASE);  // hold_until_ns
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 40), now, __ATOMIC_RELEASE);                // last_launch_ns
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 104), now, __ATOMIC_RELEASE);   // lc_burst_start_ns
+        __atomic_store_n(reinterpret_cast<uint32_t*>(row + 112), 2000, __ATOMIC_RELEASE);  // lc_linger_us
         ++written;
       }
     }
@@ -929,6 +968,22 @@ int main(int argc, char** argv) {
         printf("gate_waits unknown\n");
       }
       if (f != nullptr) fclose(f);
+    } else if (cmd == "hold_budget_spent") {
+      // core::Ledger::hold_budget_spent, at byte 248.
+      unsigned long long spent = 0;
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      FILE* f = dir != nullptr ? fopen((std::string(dir) + "/ledger").c_str(), "rb") : nullptr;
+      if (f != nullptr && fseek(f, 248, SEEK_SET) == 0 && fread(&spent, sizeof spent, 1, f) == 1) {
+        printf("hold_budget_spent %llu\n", spent);
+      } else {
+        printf("hold_budget_spent unknown\n");
+      }
+      if (f != nullptr) fclose(f);
+    } else if (cmd == "forge_listed_lc") {
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      printf("forge_listed_lc %d\n",
+             ForgeListedLatencyCritical(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0, atof(arg(1))));
+      ++i;
     } else if (cmd == "board") {
       PrintBoards();
     } else if (cmd == "forge_lc") {

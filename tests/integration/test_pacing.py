@@ -382,7 +382,7 @@ def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
     go = world.path("go")
     be_ready = world.path("be.ready")
     be = world.start("run", "--name", "be", "--priority", "be", "--", CUDA_APP, "init", "ready", be_ready,
-                     "await", go, "spin", "1.5", world.path("be.runs"), "gate_waits", "board")
+                     "await", go, "spin", "1.5", world.path("be.runs"), "gate_waits", "hold_budget_spent", "board")
     lc_ready = world.path("lc.ready")
     lc = world.start("run", "--name", "lc", "--priority", "lc", "--", CUDA_APP, "init", "ready", lc_ready,
                      "await", go, "sleep", "400", "span_begin", "board", "sleep", "150", "board", "span_end",
@@ -410,6 +410,8 @@ def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
     be_turns = [row(s, self=False)["turns"] for s in (in_span, span_over)]
     assert be_turns[1] <= be_turns[0] + 1, f"BE took turns {be_turns} in the LC's 150 ms span"
     assert int(lines_of(be_out, "gate_waits")[-1][1]) > 0, "the span never made the BE wait"
+    # A real LC's 150 ms span is within the BE's hold budget (half a second).
+    assert int(lines_of(be_out, "hold_budget_spent")[-1][1]) == 0, "the span spent the BE's hold budget"
     # ... and went on launching after it.
     assert row(boards(be_out)[-1], self=True)["turns"] > be_turns[1] + 1, "BE launched nothing after the span"
 
@@ -469,3 +471,25 @@ def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
     slices = victims[0]
     assert BACKFILL_SLICE_US in slices, f"the victim never backfilled: {slices}"
     assert 6000 in slices[slices.index(BACKFILL_SLICE_US):], f"the victim stayed on the backfill slice: {slices}"
+
+
+def test_a_tenant_impersonating_a_listed_lc_vgpu_takes_at_most_the_hold_budget(world):
+    # A hostile best-effort tenant writes the holds of a real LC vGPU's row:
+    # the roster lists that vGPU as latency-critical, so every process
+    # believes the row (board_roster.h cannot stop it). Before the hold
+    # budget, each of the victim's launches waited out the gate's 2 s bound,
+    # so it waited at the gate about once per launch. Now its launches obey
+    # holds for at most half of each second (core/hold_budget.h) and go
+    # ahead for the rest: it spends its budget, and launches far more often
+    # than it waits.
+    out = run_together(world, [
+        ("lc", ["--priority", "lc"], ["spin", "0.05", world.path("lc.runs"), "sleep", str(int((SECONDS + 2) * 1000))]),
+        ("victim", ["--priority", "be"], ["spin", str(SECONDS), world.path("victim.runs"), "gate_waits",
+                                          "hold_budget_spent"]),
+        ("attacker", ["--priority", "be"], ["forge_listed_lc", str(SECONDS + 1), "spin", "0.05", world.path("a.runs")]),
+    ])
+    assert int(lines_of(out["attacker"], "forge_listed_lc")[-1][1]) >= 1, "the attacker found no LC row"
+    waits = int(lines_of(out["victim"], "gate_waits")[-1][1])
+    assert waits >= 1, "the forged holds held nothing: the test no longer tests the budget"
+    assert int(lines_of(out["victim"], "hold_budget_spent")[-1][1]) >= 1, "the victim never spent its hold budget"
+    assert launches(out["victim"])[0] >= 50 * waits, f"{launches(out['victim'])[0]} launches, {waits} gate waits"
