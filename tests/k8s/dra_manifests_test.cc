@@ -1,4 +1,4 @@
-// deploy/k8s/dra-plugin.yaml and dra-example.yaml agree with the code: the
+// deploy/k8s/dra/dra-plugin.yaml and dra-example.yaml agree with the code: the
 // driver name, the DeviceClass the example asks for, the capacity names, the
 // opaque config (parsed by the driver's own parser), and the paths the
 // DaemonSet mounts.
@@ -45,7 +45,7 @@ std::multimap<std::string, json> Objects(const std::string& file) {
 }
 
 TEST(DraManifests, DaemonSetDeviceClassAndExampleAgreeWithTheDriver) {
-  const auto plugin = Objects("dra-plugin.yaml");
+  const auto plugin = Objects("dra/dra-plugin.yaml");
   const auto example = Objects("dra-example.yaml");
   ASSERT_EQ(plugin.count("DaemonSet"), 1u);
   ASSERT_EQ(plugin.count("DeviceClass"), 1u);
