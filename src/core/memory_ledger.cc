@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/memory_wait.h"
 #include "core/shared_word.h"
 #include "port/log.h"
 
@@ -15,6 +16,7 @@ constexpr int kChargeAttempts = 8;
 void ZeroCounters(ProcessSlot& slot) {
   for (uint64_t& used : slot.used_bytes) StoreSeqCst(used, 0);
   for (uint32_t& applied : slot.applied_timeslice_us) StoreRelaxed(applied, 0);
+  StoreRelaxed(slot.memory_wait, 0);
 }
 
 }  // namespace
@@ -120,6 +122,14 @@ uint32_t MemoryLedger::LiveProcessCount() const {
 }
 
 void MemoryLedger::CountDenial() { FetchAddRelaxed(ledger_->denied_allocations, 1); }
+
+void MemoryLedger::PostMemoryWait(uint32_t device, uint64_t bytes) {
+  if (mine_ != nullptr) core::PostMemoryWait(mine_, device, bytes);
+}
+bool MemoryLedger::MemoryWaitRefused() const { return mine_ != nullptr && core::MemoryWaitRefused(mine_); }
+void MemoryLedger::ClearMemoryWait() {
+  if (mine_ != nullptr) core::ClearMemoryWait(mine_);
+}
 
 void MemoryLedger::CountGateWait() { FetchAddRelaxed(ledger_->gate_waits, 1); }
 void MemoryLedger::CountHoldBudgetSpent() { FetchAddRelaxed(ledger_->hold_budget_spent, 1); }

@@ -63,6 +63,12 @@ class MemoryLedger {
   // `device` (shown by `ls`); devices past ProcessSlot::kApplied are not kept.
   void RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us);
 
+  // This process's memory-overcommit request (core/memory_wait.h); no-ops
+  // (and never refused) while the process has no slot.
+  void PostMemoryWait(uint32_t device, uint64_t bytes);
+  bool MemoryWaitRefused() const;
+  void ClearMemoryWait();
+
   // The vGPU's cumulative counters (vgpu_layout.h), one atomic add each.
   void CountDenial();
   void CountGateWait();

@@ -106,7 +106,11 @@ struct Limits {
   uint64_t generation;  // atomic: bumped after every change, so readers can notice
   char name[kMaxNameLength + 1];
   uint32_t device_count;
-  uint32_t reserved;
+  // How long an allocation that the GPU refuses (it is full, though the vGPU
+  // is within its limit) waits for the node to free memory by suspending
+  // best-effort vGPUs of lower levels (core/memory_wait.h); 0: it fails at
+  // once. Written by the daemon at create from its configuration.
+  uint32_t memory_wait_ms;
   DeviceLimit devices[kMaxDevices];
 };
 
@@ -129,6 +133,9 @@ struct alignas(64) ProcessSlot {
   // the policy's wish is in Limits). Atomic; 0 = none set yet.
   static constexpr uint32_t kApplied = 8;
   uint32_t applied_timeslice_us[kApplied];
+  // Atomic: the process's request that the node free GPU memory for it, and
+  // the node's answer (core/memory_wait.h); 0 = none.
+  uint64_t memory_wait;
 };
 inline constexpr uint64_t kSlotBusyBit = 1ull << 63;
 constexpr uint64_t BusyWord(uint32_t pid, uint64_t pid_namespace) {

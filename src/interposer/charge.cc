@@ -1,12 +1,57 @@
 #include "interposer/charge.h"
 
+#include <time.h>
+
 #include <atomic>
 
 #include "interposer/driver_table.h"
 #include "interposer/pool_charge.h"
+#include "port/clock.h"
 #include "port/log.h"
 
 namespace gpuslice::interposer {
+
+namespace {
+constexpr long kRoomRetryNs = 10'000'000;  // between retries of an allocation the GPU refused
+std::atomic<bool> g_room_wait_logged{false};
+}  // namespace
+
+GpuRoomWait::GpuRoomWait(VgpuRuntime& runtime, int slot, uint64_t bytes) : runtime_(runtime), bytes_(bytes) {
+  const uint32_t wait_ms = core::LoadRelaxed(runtime.limits().memory_wait_ms);
+  if (slot < 0 || wait_ms == 0 || !runtime.ledger().attached()) return;
+  start_ns_ = port::MonotonicNanos();
+  deadline_ns_ = start_ns_ + static_cast<uint64_t>(wait_ms) * 1'000'000;
+  runtime.ledger().PostMemoryWait(static_cast<uint32_t>(slot), bytes);
+  if (!g_room_wait_logged.exchange(true)) {
+    port::Log(port::LogLevel::kWarn,
+              "the GPU is full (an allocation of %llu bytes within this vGPU's limit was "
+              "refused); waiting up to %u ms for the node to suspend best-effort vGPUs",
+              static_cast<unsigned long long>(bytes), wait_ms);
+  }
+}
+
+GpuRoomWait::~GpuRoomWait() {
+  if (deadline_ns_ == 0) return;
+  const bool refused = runtime_.ledger().MemoryWaitRefused();
+  runtime_.ledger().ClearMemoryWait();
+  const uint64_t waited_ms = (port::MonotonicNanos() - start_ns_) / 1'000'000;
+  if (succeeded_) {
+    port::Log(port::LogLevel::kInfo, "an allocation of %llu bytes succeeded after waiting %llu ms for GPU memory",
+              static_cast<unsigned long long>(bytes_), static_cast<unsigned long long>(waited_ms));
+  } else {
+    port::Log(port::LogLevel::kWarn, "an allocation of %llu bytes failed: the GPU stayed full for %llu ms (%s)",
+              static_cast<unsigned long long>(bytes_), static_cast<unsigned long long>(waited_ms),
+              refused ? "the node has nothing of a lower level to suspend" : "the wait's bound passed");
+  }
+}
+
+bool GpuRoomWait::Next() {
+  if (deadline_ns_ == 0 || runtime_.ledger().MemoryWaitRefused()) return false;
+  if (port::MonotonicNanos() >= deadline_ns_) return false;
+  timespec step{0, kRoomRetryNs};
+  nanosleep(&step, nullptr);
+  return true;
+}
 
 bool ChargeOrRefuse(VgpuRuntime& runtime, int slot, uint64_t bytes) {
   if (slot < 0) return false;  // VgpuRuntime::kOutside: a device the vGPU does not include

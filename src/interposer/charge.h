@@ -34,6 +34,45 @@ bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t act
 
 // Pools are settled to their reservation in pool_charge.h.
 
+// --- A full GPU (memory overcommit) ------------------------------------------
+// The driver refused an allocation that the vGPU had room for: the GPU is
+// full. Where the vGPU's limits give a wait (Limits::memory_wait_ms), the
+// process asks the node to free memory (core/memory_wait.h) and retries
+// `make` every few milliseconds until it succeeds, fails otherwise, the wait
+// passes, or the node answers that nothing will be freed; then it clears its
+// request. Without a wait, CUDA_ERROR_OUT_OF_MEMORY at once. Slow path
+// (sleeps, logs); never on an allocation the driver granted.
+class GpuRoomWait {
+ public:
+  GpuRoomWait(VgpuRuntime& runtime, int slot, uint64_t bytes);
+  ~GpuRoomWait();
+  GpuRoomWait(const GpuRoomWait&) = delete;
+  GpuRoomWait& operator=(const GpuRoomWait&) = delete;
+  // Sleeps one step; false once the wait is over (bound or answer).
+  bool Next();
+  void Succeeded() { succeeded_ = true; }
+
+ private:
+  VgpuRuntime& runtime_;
+  uint64_t bytes_ = 0;
+  uint64_t start_ns_ = 0;
+  uint64_t deadline_ns_ = 0;  // 0: no wait
+  bool succeeded_ = false;
+};
+
+template <typename Make>
+CUresult AwaitGpuRoom(VgpuRuntime& runtime, int slot, uint64_t bytes, Make make) {
+  GpuRoomWait wait(runtime, slot, bytes);
+  while (wait.Next()) {
+    const CUresult r = make();
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+      if (r == CUDA_SUCCESS) wait.Succeeded();
+      return r;
+    }
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 // --- Context teardown ---------------------------------------------------------
 // A context takes the memory it owns with it (plain, pitched and managed
 // allocations, arrays, a grown malloc heap; pools, graph pools and VMM

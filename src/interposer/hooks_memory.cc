@@ -125,7 +125,8 @@ template <typename Handle, typename Make, typename Undo, typename Settle = Exact
 CUresult AllocateCharged(VgpuRuntime& rt, Charge c, Handle* out, Make make, Undo undo, [[maybe_unused]] Settle settle = {},
                          [[maybe_unused]] Aux aux = {}) {
   if (!ChargeOrRefuse(rt, c.slot, c.bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  const CUresult r = make();
+  CUresult r = make();
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) r = AwaitGpuRoom(rt, c.slot, c.bytes, make);
   if (r != CUDA_SUCCESS) {
     rt.ledger().Uncharge(static_cast<uint32_t>(c.slot), c.bytes);
     return r;

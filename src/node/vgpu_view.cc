@@ -115,6 +115,7 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
   view.timeslice_failures = core::LoadAcquire(ledger.timeslice_failures);
   view.gate_waits = core::LoadAcquire(ledger.gate_waits);
   view.hold_budget_spent = core::LoadAcquire(ledger.hold_budget_spent);
+  view.memory_waits = core::PendingMemoryWaits(ledger);
   view.lc_latency.lifetime = core::TakeLcLatencySnapshot(ledger);
   SetLcLatencyQuantiles(nullptr, 0, &view.lc_latency);
   for (core::TaskLevelSnapshot& s : core::TakeTaskLevelSnapshots(ledger)) {

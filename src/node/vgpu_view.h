@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/lc_latency.h"
+#include "core/memory_wait.h"
 #include "core/task_metrics.h"
 #include "core/vgpu_layout.h"
 #include "core/vgpu_store.h"
@@ -96,6 +97,11 @@ struct VgpuView {
   uint64_t timeslice_failures = 0;
   uint64_t gate_waits = 0;
   uint64_t hold_budget_spent = 0;  // core::Ledger::hold_budget_spent
+  // Memory overcommit (core/memory_wait.h, node/memory_pressure.h): its
+  // processes' unanswered requests for room on a full GPU, and whether it
+  // may be suspended to make room for higher levels (set by VgpuManager).
+  std::vector<core::MemoryWait> memory_waits;
+  bool suspendable = false;
   LcLatencyView lc_latency;  // quantiles over the lifetime, unless the manager had a baseline
   std::vector<TaskLevelView> task_levels;  // likewise
   std::string corrupt;       // why its state cannot be read ("": it can); then only name and dir are set

@@ -1,7 +1,12 @@
 #include "fake_gpus.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 
 namespace fake_gpus {
@@ -79,6 +84,39 @@ std::string CudaPciBusId(int index) {
   char text[32];
   std::snprintf(text, sizeof(text), "0000:%02x:00.0", index & 0xff);
   return text;
+}
+
+bool SharedCapacity() {
+  const char* on = std::getenv("FAKE_GPU_SHARED_CAPACITY");
+  const char* dir = std::getenv("FAKE_GPU_PROCESS_DIR");
+  return on != nullptr && std::strcmp(on, "1") == 0 && dir != nullptr && *dir != '\0';
+}
+
+void ForEachPublished(int index, const std::function<void(unsigned long pid, uint64_t bytes)>& each) {
+  const char* dir = std::getenv("FAKE_GPU_PROCESS_DIR");
+  DIR* d = dir != nullptr ? opendir(dir) : nullptr;
+  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
+    char* end = nullptr;
+    const unsigned long pid = std::strtoul(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) continue;
+    FILE* f = std::fopen((std::string(dir) + "/" + e->d_name).c_str(), "r");
+    if (f == nullptr) continue;
+    int gpu = 0;
+    unsigned long long used = 0;
+    while (std::fscanf(f, "%d %llu", &gpu, &used) == 2) {
+      if (gpu == index) each(pid, used);
+    }
+    std::fclose(f);
+  }
+  if (d != nullptr) closedir(d);
+}
+
+uint64_t PublishedUsed(int index, unsigned long except_pid) {
+  uint64_t sum = 0;
+  ForEachPublished(index, [&](unsigned long pid, uint64_t bytes) {
+    if (pid != except_pid) sum += bytes;
+  });
+  return sum;
 }
 
 }  // namespace fake_gpus

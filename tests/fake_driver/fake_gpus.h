@@ -10,6 +10,13 @@
 //   FAKE_GPU_NVLINK  "1": the GPUs are NVLink-connected (NVML only)
 //   FAKE_POOL_CHUNK  growth step of stream-ordered memory pools, bytes
 //                    (default 32 MiB; CUDA only)
+//   FAKE_GPU_SHARED_CAPACITY  "1", with FAKE_GPU_PROCESS_DIR: the processes
+//                    share each GPU's memory, as on a real GPU. An allocation
+//                    fails when what every live process publishes there
+//                    (physical.h) plus it would pass the capacity, and the
+//                    fake NVML reports that sum as used. Unset: each process
+//                    has a whole GPU of its own (the default, which most
+//                    tests want: they run many processes of one vGPU).
 //
 // Thread-safe. GetFakeGpuConfig() allocates once, on its first call; the
 // other functions are pure.
@@ -18,6 +25,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace fake_gpus {
@@ -53,6 +61,15 @@ std::string UuidString(int index);
 // the domain with 8 hex digits, CUDA with 4.
 std::string NvmlPciBusId(int index);  // "00000000:0i:00.0"
 std::string CudaPciBusId(int index);  // "0000:0i:00.0"
+
+// FAKE_GPU_SHARED_CAPACITY is on (and FAKE_GPU_PROCESS_DIR set).
+bool SharedCapacity();
+// Calls `each(pid, bytes)` for every live process that publishes in
+// FAKE_GPU_PROCESS_DIR what it holds on GPU `index` (physical.h). Reads the
+// directory: slow, for allocations and NVML queries only.
+void ForEachPublished(int index, const std::function<void(unsigned long pid, uint64_t bytes)>& each);
+// Their sum, without process `except_pid` (0: none left out).
+uint64_t PublishedUsed(int index, unsigned long except_pid);
 
 }  // namespace fake_gpus
 

@@ -2,7 +2,8 @@
 // so that it agrees with the fake CUDA driver on count, names, UUIDs, memory
 // size and PCI addresses.
 //
-// Memory "used" is always 0: each process that loads the fake CUDA driver
+// Memory "used" is 0 unless FAKE_GPU_SHARED_CAPACITY (fake_gpus.h) makes
+// the processes share each GPU: each process that loads the fake CUDA driver
 // has its own in-process fake GPU state, which NVML sees only through
 // FAKE_GPU_PROCESS_DIR (below), per process.
 //
@@ -39,9 +40,6 @@
 //
 // Thread-safe. Never allocates after the configuration is first read, except
 // to list processes' memory and to make event sets.
-#include <dirent.h>
-#include <errno.h>
-#include <signal.h>
 #include <strings.h>
 
 #include <algorithm>
@@ -238,8 +236,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   int index = 0;
   if (nvmlReturn_t r = fake_nvml::CheckDevice(device, memory, &index); r != NVML_SUCCESS) return r;
   memory->total = fake_gpus::GetFakeGpuConfig().memory_bytes;
-  memory->used = 0;
-  memory->free = memory->total;
+  memory->used = fake_gpus::SharedCapacity() ? fake_gpus::PublishedUsed(index, 0) : 0;
+  memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
   return NVML_SUCCESS;
 }
 
@@ -249,8 +247,8 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* me
   if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
   memory->total = fake_gpus::GetFakeGpuConfig().memory_bytes;
   memory->reserved = 0;
-  memory->used = 0;
-  memory->free = memory->total;
+  memory->used = fake_gpus::SharedCapacity() ? fake_gpus::PublishedUsed(index, 0) : 0;
+  memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
   return NVML_SUCCESS;
 }
 
@@ -352,24 +350,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   if (nvmlReturn_t r = fake_nvml::CheckDevice(device, count, &index); r != NVML_SUCCESS) return r;
   const unsigned int room = *count;
   unsigned int found = 0;
-  const char* dir = getenv("FAKE_GPU_PROCESS_DIR");
-  DIR* d = dir != nullptr ? opendir(dir) : nullptr;
-  while (dirent* e = d != nullptr ? readdir(d) : nullptr) {
-    char* end = nullptr;
-    const unsigned long pid = strtoul(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) continue;
-    FILE* f = fopen((std::string(dir) + "/" + e->d_name).c_str(), "r");
-    if (f == nullptr) continue;
-    int gpu = 0;
-    unsigned long long used = 0;
-    while (fscanf(f, "%d %llu", &gpu, &used) == 2) {
-      if (gpu != index) continue;
-      if (infos != nullptr && found < room) infos[found] = {static_cast<unsigned int>(pid), used, ~0u, ~0u};
-      ++found;
-    }
-    fclose(f);
-  }
-  if (d != nullptr) closedir(d);
+  fake_gpus::ForEachPublished(index, [&](unsigned long pid, uint64_t used) {
+    if (infos != nullptr && found < room) infos[found] = {static_cast<unsigned int>(pid), used, ~0u, ~0u};
+    ++found;
+  });
   *count = found;
   return found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
