@@ -172,6 +172,9 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["priority_level"] = v.priority_level();
   out["priority_rank"] = v.priority_rank();
   out["persistent"] = v.persistent();
+  out["suspendable"] = v.suspendable();
+  out["memory_waits"] = v.memory_waits();
+  out["memory_wait_bytes"] = v.memory_wait_bytes();
   out["has_members"] = v.has_members();
   out["generation"] = v.generation();
   out["dir"] = v.dir();

@@ -99,6 +99,7 @@ int RunStandalone(const RunOptions& options, const std::string& name, node::Crea
   create.name = name;
   create.gpus = options.gpus;
   create.priority_level = options.priority;  // resolved by the node's stored levels
+  create.suspendable = options.suspendable;
   create.join_existing = true;
   create.client_pid = static_cast<uint32_t>(getpid());
   node::CreateResult made;
@@ -171,6 +172,10 @@ int RunCommand(const RunOptions& options) {
   if (auto client = daemon::DaemonClient::ConnectIfRunning(socket)) {
     return RunViaDaemon(*client, options, name, environment);
   }
+  if (options.suspendable) {
+    // Fail open: without a daemon nothing suspends anyone; the run goes on.
+    std::cerr << "gpuslice: warning: no daemon answers; --suspendable takes effect only through `gpuslice daemon`\n";
+  }
   if (power_cap) {
     // Fail open: only the daemon measures energy, so without one the cap is
     // stored (and held once a daemon starts) but the command runs uncapped.
@@ -211,6 +216,9 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--power-cap", options->power_cap,
                   "Power cap per GPU in watts, e.g. 150: the daemon holds the vGPU's attributed power at or below it "
                   "by tightening its compute cap (needs `gpuslice daemon`)");
+  run->add_flag("--suspendable", options->suspendable,
+                "Best-effort only: when a higher level finds the GPU full, the daemon may suspend this vGPU to host "
+                "memory and resume it once the memory frees (memory overcommit; needs `gpuslice daemon`)");
   run->add_option("--audit", options->audit,
                   "What the memory audit does to a process of the command that holds GPU memory its vGPU does not "
                   "account (report, deny: SIGSTOP, kill; default kill), or off")

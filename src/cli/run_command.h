@@ -27,6 +27,7 @@ struct RunOptions {
   std::string compute_cap;     // --compute-cap N: hard ceiling, percent 1..100
   std::string priority;        // --priority lc|be
   std::string power_cap;       // --power-cap WATTS (issue 15): per GPU, held by the daemon
+  bool suspendable = false;    // --suspendable: the daemon may suspend it for higher levels' memory
   std::string audit = "kill";  // --audit report|deny|kill|off (cli/session_audit.h)
   std::vector<std::string> command;
 };

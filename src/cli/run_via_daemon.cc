@@ -43,6 +43,7 @@ StatusOr<pb::CreateVgpuRequest> BuildRequest(const RunOptions& o, const std::str
     if (!watts.ok()) return watts.status();
     request.set_power_cap_watts(watts.value());
   }
+  request.set_suspendable(o.suspendable);
   request.set_join_existing(true);
   request.set_client_pid(static_cast<uint32_t>(getpid()));
   return request;

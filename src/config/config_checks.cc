@@ -101,6 +101,15 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
                    std::to_string(c.reap_interval_ms) + " is out of range; want " + std::to_string(kMinReapMs) + ".." +
                        std::to_string(kMaxReapMs)});
   }
+  if (c.memory_pressure.wait_ms > 600'000) {
+    out.push_back({{"memory_pressure.wait_ms"},
+                   std::to_string(c.memory_pressure.wait_ms) +
+                       " is over 600000 (10 minutes); an allocation must not wait longer"});
+  }
+  if (c.memory_pressure.max_suspends_per_minute == 0) {
+    out.push_back({{"memory_pressure.max_suspends_per_minute"},
+                   "0 would never suspend; to turn memory overcommit off, set memory_pressure.wait_ms: 0"});
+  }
   if (!IsLogLevel(c.log_level)) {
     out.push_back({{"log_level"}, Quote(c.log_level) + " is not a log level; want one of " + kLogLevels});
   }

@@ -268,6 +268,13 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };
+  std::optional<uint64_t> headroom = c.memory_pressure.resume_headroom_bytes;
+  const std::vector<F> memory_pressure = {
+      {"wait_ms", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.wait_ms); }},
+      {"min_run_after_resume_s", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.min_run_after_resume_s); }},
+      {"max_suspends_per_minute", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.max_suspends_per_minute); }},
+      {"resume_headroom", [&](N v, K k) { return ParseMemory(r, v, k, &headroom); }},
+  };
   const std::vector<F> health = {
       {"xid_quiet_period_s", [&](N v, K k) { return r.Uint32(v, k, &c.health.xid_quiet_period_s); }},
   };
@@ -280,6 +287,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"timeslices", [&](N v, K k) { return r.Map(v, k, timeslices); }},
       {"audit", [&](N v, K k) { return r.Map(v, k, audit); }},
       {"health", [&](N v, K k) { return r.Map(v, k, health); }},
+      {"memory_pressure", [&](N v, K k) { return r.Map(v, k, memory_pressure); }},
       {"levels", [&](N v, K k) { return ParseLevels(r, v, k, &c.levels_yaml); }},
       {"reap_interval_ms", [&](N v, K k) { return r.Uint32(v, k, &c.reap_interval_ms); }},
       {"log_level", [&](N v, K k) { return r.String(v, k, &c.log_level); }},
@@ -290,6 +298,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
   }
   if (Status s = r.Map(root, "", top); !s.ok()) return s;
   c.audit.context_allowance_bytes = allowance.value_or(0);
+  c.memory_pressure.resume_headroom_bytes = headroom.value_or(0);
   if (!r.Seen("version")) {
     return Status::Error(file + ":1: version: missing; add `version: " + std::to_string(kConfigVersion) +
                          "` at the top of the file");

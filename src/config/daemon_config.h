@@ -75,6 +75,16 @@ struct DaemonConfig {
   struct Health {
     uint32_t xid_quiet_period_s = 0;
   } health;
+  // Memory overcommit (node/memory_pressure.h): an allocation that finds its
+  // GPU full waits up to wait_ms while the daemon suspends `--suspendable`
+  // vGPUs of lower levels; 0 (the default): it fails at once, and nothing is
+  // suspended for memory.
+  struct MemoryPressure {
+    uint32_t wait_ms = 0;
+    uint32_t min_run_after_resume_s = 30;
+    uint32_t max_suspends_per_minute = 6;
+    uint64_t resume_headroom_bytes = 256ull << 20;
+  } memory_pressure;
   uint32_t reap_interval_ms = 200;  // how often dead processes are looked for
   std::string log_level = "info";   // trace, debug, info, warn, error, off
 };

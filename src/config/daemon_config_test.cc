@@ -89,7 +89,8 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "(docs/configuration.md)"},
       {"version: 1\nsockets: {}\n",
        "c.yaml:2: sockets: unknown key; the keys at the top level are version, state_dir, socket, metrics, "
-       "defaults, timeslices, audit, health, levels, reap_interval_ms, log_level (docs/configuration.md)"},
+       "defaults, timeslices, audit, health, memory_pressure, levels, reap_interval_ms, log_level "
+       "(docs/configuration.md)"},
       {"version: 1\nmetrics:\n  address: 0.0.0.0:9400\n",
        "c.yaml:3: metrics.address: \"0.0.0.0:9400\" is not a loopback address; set metrics.allow_remote: true "
        "to serve other hosts, or use 127.0.0.1:PORT"},
@@ -149,6 +150,26 @@ TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->health.xid_quiet_period_s, 0u) << "no automatic recovery by default, as NVIDIA's device plugin";
   EXPECT_NE(ErrorOf("version: 1\nhealth:\n  quiet: 5\n").find("health.quiet: unknown key"), std::string::npos);
+}
+
+TEST(DaemonConfigTest, TheMemoryPressureSectionTurnsOvercommitOnAndChecksItsRanges) {
+  auto c = ParseDaemonConfig(
+      "version: 1\nmemory_pressure:\n  wait_ms: 20000\n  min_run_after_resume_s: 60\n"
+      "  max_suspends_per_minute: 2\n  resume_headroom: 1GiB\n",
+      "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->memory_pressure.wait_ms, 20000u);
+  EXPECT_EQ(c->memory_pressure.min_run_after_resume_s, 60u);
+  EXPECT_EQ(c->memory_pressure.max_suspends_per_minute, 2u);
+  EXPECT_EQ(c->memory_pressure.resume_headroom_bytes, 1ull << 30);
+  auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->memory_pressure.wait_ms, 0u) << "off unless asked for";
+  EXPECT_EQ(ErrorOf("version: 1\nmemory_pressure:\n  wait_ms: 700000\n"),
+            "c.yaml:3: memory_pressure.wait_ms: 700000 is over 600000 (10 minutes); an allocation must not wait "
+            "longer");
+  EXPECT_NE(ErrorOf("version: 1\nmemory_pressure:\n  max_suspends_per_minute: 0\n").find("memory_pressure.wait_ms: 0"),
+            std::string::npos);
 }
 
 TEST(DaemonConfigTest, BadSizesAndSyntaxAreOneLineErrors) {

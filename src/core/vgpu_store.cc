@@ -229,6 +229,7 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
   limits.generation = 1;
   snprintf(limits.name, sizeof limits.name, "%s", spec.name.c_str());
   limits.device_count = static_cast<uint32_t>(spec.devices.size());
+  limits.memory_wait_ms = spec.memory_wait_ms;
   for (size_t i = 0; i < spec.devices.size(); ++i) {
     DeviceLimit& d = limits.devices[i];
     memcpy(d.uuid, spec.devices[i].uuid.data(), 16);

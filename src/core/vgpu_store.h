@@ -48,6 +48,7 @@ struct DeviceSpec {
 struct VgpuSpec {
   std::string name;
   std::vector<DeviceSpec> devices;
+  uint32_t memory_wait_ms = 0;  // Limits::memory_wait_ms
 };
 
 // An open vGPU: both regions mapped. Limits are mapped read-only unless the

@@ -59,6 +59,11 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_priority_level(view.priority_level);
   out->set_priority_rank(view.priority_rank);
   out->set_persistent(view.persistent);
+  out->set_suspendable(view.suspendable);
+  out->set_memory_waits(static_cast<uint32_t>(view.memory_waits.size()));
+  uint64_t wait_bytes = 0;
+  for (const core::MemoryWait& w : view.memory_waits) wait_bytes += w.bytes;
+  out->set_memory_wait_bytes(wait_bytes);
   out->set_generation(view.generation);
   out->set_has_members(view.has_members);
   out->set_state(view.corrupt.empty() ? "ok" : "corrupt");
@@ -212,6 +217,7 @@ grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVg
   if (request->has_power_cap_watts()) o.power_cap_watts = request->power_cap_watts();
   o.join_existing = request->join_existing();
   o.persistent = request->persistent();
+  o.suspendable = request->suspendable();
   o.client_pid = request->client_pid();
   node::CreateResult result;
   if (node::ApiStatus s = manager_->Create(o, &result); !s.ok()) return ToGrpc(s);

@@ -20,6 +20,7 @@
 #include "daemon/control_socket.h"
 #include "daemon/gpu_health.h"
 #include "daemon/instance_lock.h"
+#include "daemon/memory_pressure_service.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
 #include "daemon/power_cap_enforcer.h"
@@ -44,6 +45,9 @@ namespace {
 
 constexpr int kStartError = 2;
 constexpr auto kSampleInterval = std::chrono::seconds(1);
+// How often memory overcommit looks for processes waiting for room on a full
+// GPU (daemon/memory_pressure_service.h): a small part of a suspend's time.
+constexpr auto kMemoryPressureInterval = std::chrono::milliseconds(50);
 
 int Fail(const std::string& message) {
   spdlog::error("{}", message);
@@ -256,6 +260,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   options.default_priority = config.defaults.priority;
   options.levels = levels.value();
   options.group = group;
+  options.memory_wait_ms = config.memory_pressure.wait_ms;
   node::VgpuManager manager(store, &devices.value(), &schedule, options);
   const size_t adopted = manager.Adopt();
   // The checkpoint API (suspend/resume). Opened once; without it the rest
@@ -332,6 +337,35 @@ int RunDaemon(const config::DaemonConfig& config) {
                     if (counts != nullptr) counts->CountViolation(v.vgpu, audit::ViolationKindName(v.kind));
                   });
   }
+  // Memory overcommit: its own thread (a suspend blocks for seconds) and its
+  // own NVML handle (NvmlLibrary is one thread's at a time).
+  std::unique_ptr<port::NvmlLibrary> pressure_nvml;
+  std::optional<MemoryPressureService> pressure;
+  if (config.memory_pressure.wait_ms > 0) {
+    auto opened = port::NvmlLibrary::Open();
+    if (!opened.ok()) return Fail("memory_pressure: " + opened.status().message());
+    pressure_nvml = std::move(opened.value());
+    node::MemoryPressureOptions o;
+    o.min_run_after_resume = std::chrono::seconds(config.memory_pressure.min_run_after_resume_s);
+    o.max_suspends_per_minute = config.memory_pressure.max_suspends_per_minute;
+    o.resume_headroom_bytes = config.memory_pressure.resume_headroom_bytes;
+    const std::vector<port::GpuInfo> gpus = devices->gpus;
+    port::NvmlLibrary* nvml_for_pressure = pressure_nvml.get();
+    pressure.emplace(
+        &manager,
+        [gpus, nvml_for_pressure] {
+          std::map<std::string, uint64_t> free;
+          for (const port::GpuInfo& g : gpus) {
+            if (auto bytes = nvml_for_pressure->FreeMemoryBytes(g.index)) free[g.uuid_text] = *bytes;
+          }
+          return free;
+        },
+        o, kMemoryPressureInterval);
+    spdlog::info(
+        "memory overcommit on: a full GPU's allocations wait up to {} ms while --suspendable vGPUs of lower "
+        "levels are suspended",
+        config.memory_pressure.wait_ms);
+  }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
                       keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
@@ -345,6 +379,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   spdlog::info("stopping on signal {}", signal_number);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   housekeeper.reset();
+  pressure.reset();
   if (metrics_server) metrics_server->Stop();
   unlink(socket_path.c_str());
   return 0;

@@ -161,6 +161,7 @@ Status VgpuManager::AdoptLocked(const std::string& name) {
   auto m = std::make_shared<Managed>(Managed{std::move(handle.value())});
   m->limits_inode = InodeOf(dir + "/limits");
   m->persistent = Exists(dir + "/" + kPersistentMarker);
+  m->suspendable = Exists(dir + "/" + kSuspendableMarker);
   m->grace_until = Clock::now() + options_.grace;
   if (LoadPowerCap(dir)) {
     // A restarted daemon resumes from the budget in force (the limits hold
@@ -241,8 +242,15 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   auto gpus = devices_->Select(o.gpus);
   if (!gpus.ok()) return {ApiCode::kInvalidArgument, gpus.status().message()};
 
+  if (o.suspendable && core::LevelClass(level.value_or(core::LevelWord(options_.default_priority, 0))) ==
+                           core::Priority::kLatencyCritical) {
+    return {ApiCode::kInvalidArgument,
+            "a latency-critical vGPU cannot be suspendable: only best-effort vGPUs are "
+            "suspended to make room; drop --suspendable or use a best-effort level"};
+  }
   core::VgpuSpec spec;
   spec.name = o.name;
+  spec.memory_wait_ms = options_.memory_wait_ms;
   for (const auto& g : gpus.value()) {
     core::DeviceSpec d;
     d.uuid = g.uuid;
@@ -325,6 +333,10 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   if (created) {
     if (o.persistent) {
       const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+      if (fd >= 0) close(fd);
+    }
+    if (o.suspendable) {
+      const int fd = open((dir + "/" + kSuspendableMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
       if (fd >= 0) close(fd);
     }
     ApplyGroupPermissions(dir);
@@ -542,6 +554,7 @@ ApiStatus VgpuManager::List(const std::string& name, std::vector<VgpuView>* view
 VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
   VgpuView view = ReadVgpuView(m.handle, *devices_);
   view.persistent = m.persistent;
+  view.suspendable = m.suspendable;
   view.priority_level = options_.levels.NameOf(core::LevelWord(view.priority, view.priority_rank));
   SetSuspendView(view.dir, &view);
   if (auto power = LoadPowerCap(m.handle.dir())) {
@@ -635,6 +648,14 @@ void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std:
     auto it = ratios.find(name);
     m->measured = it != ratios.end() ? it->second : std::vector<std::optional<double>>{};
   }
+}
+
+ApiStatus VgpuManager::AnswerMemoryWait(const std::string& name, const core::MemoryWait& wait) {
+  port::MutexLock lock(&mu_);
+  auto it = vgpus_.find(name);
+  if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node"};
+  (void)core::AnswerNoRelief(&it->second->handle.ledger(), wait);
+  return ApiStatus::Ok();
 }
 
 ApiStatus VgpuManager::SetPowerBudget(const std::string& name, const std::vector<uint32_t>& budget_pct) {

@@ -83,6 +83,10 @@ struct ManagerOptions {
   // How long a suspend waits for each process's CUDA calls in flight
   // before it gives up and leaves the vGPU running.
   std::chrono::milliseconds suspend_lock_timeout{std::chrono::seconds(10)};
+  // Memory overcommit (node/memory_pressure.h): how long an allocation
+  // that finds its GPU full waits for suspends, written into each new
+  // vGPU's limits (core/memory_wait.h); 0: it fails at once.
+  uint32_t memory_wait_ms = 0;
 };
 
 struct SuspendOptions {
@@ -101,6 +105,9 @@ struct CreateOptions {
   std::optional<double> power_cap_watts;   // per GPU (power_cap_file.h); unset: none
   bool join_existing = false;
   bool persistent = false;
+  // Best-effort only: the node may suspend it to make room for higher
+  // levels (node/memory_pressure.h). A file in its directory, as persistence.
+  bool suspendable = false;
   uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
 };
 
@@ -159,6 +166,9 @@ class VgpuManager {
   // to running, so that no process stays locked. Suspended ones stay
   // suspended. Returns how many were recovered.
   size_t RecoverSuspends() EXCLUDES(mu_);
+  // Answers a process's memory request "nothing will be freed"
+  // (core/memory_wait.h); OK also when the request has since changed.
+  ApiStatus AnswerMemoryWait(const std::string& name, const core::MemoryWait& wait) EXCLUDES(mu_);
   // The power cap's GPU-time budget of each of the vGPU's devices (1..100,
   // in device order; daemon/power_cap_controller.h): writes the effective
   // compute cap min(user's cap, budget) where it changes and bumps the
@@ -199,6 +209,7 @@ class VgpuManager {
     core::VgpuHandle handle;
     ino_t limits_inode = 0;
     bool persistent = false;
+    bool suspendable = false;
     std::chrono::steady_clock::time_point grace_until;
     std::vector<Pending> pending;
     std::vector<std::optional<double>> measured;
@@ -236,6 +247,8 @@ class VgpuManager {
 
 // The name of the file that marks a vGPU persistent.
 inline constexpr char kPersistentMarker[] = "persistent";
+// ... and suspendable (CreateOptions::suspendable).
+inline constexpr char kSuspendableMarker[] = "suspendable";
 
 }  // namespace gpuslice::node
 

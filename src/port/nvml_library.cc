@@ -330,6 +330,18 @@ std::optional<uint32_t> NvmlLibrary::PowerMilliwatts(uint32_t index) {
   return mw;
 }
 
+std::optional<uint64_t> NvmlLibrary::FreeMemoryBytes(uint32_t index) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<MemoryFn>(Symbol("nvmlDeviceGetMemoryInfo"));
+  nvmlDevice_t device = nullptr;
+  nvmlMemory_t memory{};
+  if (handle_fn == nullptr || fn == nullptr || handle_fn(index, &device) != NVML_SUCCESS ||
+      fn(device, &memory) != NVML_SUCCESS) {
+    return std::nullopt;
+  }
+  return memory.free;
+}
+
 StatusOr<std::vector<ProcessMemory>> NvmlLibrary::ComputeProcesses(uint32_t index) {
   auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
   auto fn = reinterpret_cast<RunningProcessesFn>(Symbol("nvmlDeviceGetComputeRunningProcesses_v3"));

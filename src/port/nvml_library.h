@@ -92,6 +92,9 @@ class NvmlLibrary {
   // now, mW (nvmlDeviceGetPowerUsage); nullopt where the GPU cannot tell.
   std::optional<uint64_t> TotalEnergyMillijoules(uint32_t index);
   std::optional<uint32_t> PowerMilliwatts(uint32_t index);
+  // The GPU's free memory now (nvmlDeviceGetMemoryInfo), bytes; nullopt
+  // where NVML cannot tell.
+  std::optional<uint64_t> FreeMemoryBytes(uint32_t index);
   // Every process with a compute context on GPU `index`, and its memory
   // there (nvmlDeviceGetComputeRunningProcesses_v3).
   StatusOr<std::vector<ProcessMemory>> ComputeProcesses(uint32_t index);

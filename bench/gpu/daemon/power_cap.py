@@ -60,15 +60,16 @@ def daemon_command():
     return [*GPUSLICE, "daemon", "--metrics-address", "127.0.0.1:0"], {}
 
 
-def start_daemon(prefix, log_path):
-    """A daemon on GPU in a fresh state directory: (work dir, the env its
-    clients need, the process). Its log goes to `log_path`; wait for its
-    socket, work / "state" / "gpuslice.sock", before using it."""
+def start_daemon(prefix, log_path, args=()):
+    """A daemon on GPU in a fresh state directory, with `args` added to its
+    command line: (work dir, the env its clients need, the process). Its log
+    goes to `log_path`; wait for its socket, work / "state" /
+    "gpuslice.sock", before using it."""
     work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     env = dict(os.environ, GPUSLICE_STATE_DIR=str(work / "state"), CUDA_VISIBLE_DEVICES=GPU)
     command, extra = daemon_command()
     log = open(log_path, "w")
-    return work, env, subprocess.Popen(command, env={**env, **extra}, stdout=log, stderr=log)
+    return work, env, subprocess.Popen([*command, *args], env={**env, **extra}, stdout=log, stderr=log)
 
 
 def main():
