@@ -157,7 +157,8 @@ def main():
             result["trainings"].append({"result": r, "first": rows[0] if rows else None, "last": rows[-1] if rows else None,
                                         "rows": len(rows), "exit": apps[i].returncode})
         log = (OUT / "daemon.log").read_text()
-        result["daemon_events"] = re.findall(r"(suspended vGPU '\w+' \(\d+ bytes[^\n]*|resumed vGPU '\w+'[^\n]*)", log)
+        result["daemon_events"] = re.findall(r"((?:suspended|resumed|checkpointed|restored)[^\n]*vGPU 'train\d'[^\n]*)",
+                                             log)
         result["ok"] = (len(result["bursts"]) == BURSTS and all(b["ok"] for b in result["bursts"])
                         and all(t["result"] and t["result"]["intact"] and t["exit"] == 0 for t in result["trainings"]))
     finally:
@@ -168,7 +169,8 @@ def main():
         daemon.terminate()
         daemon.wait(timeout=60)
         (OUT / "overcommit.json").write_text(json.dumps(result, indent=1))
-    print(json.dumps({k: result.get(k) for k in ("bursts", "daemon_events", "ok")}, indent=1))
+    print(json.dumps({k: result.get(k) for k in ("gpu_free_bytes", "be_bytes", "lc_bytes", "bursts", "daemon_events",
+                                                 "trainings", "vgpus", "ok")}, indent=1))
     print("PASS" if result["ok"] else "FAIL")
     return 0 if result["ok"] else 1
 
