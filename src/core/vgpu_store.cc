@@ -249,6 +249,7 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
   if (mkdir(tmp.c_str(), 0700) != 0) return Status::Error(Errno("cannot create " + tmp));
   Status s = WriteFile(tmp + "/limits", &limits, sizeof limits, 0444);
   if (s.ok()) s = WriteFile(tmp + "/members", "", 0, 0600);
+  if (s.ok() && spec.suspendable) s = WriteFile(tmp + "/" + kSuspendableMarker, "", 0, 0444);
   if (publisher_ != nullptr) {
     if (s.ok()) s = PublishSealed(spec.name, tmp, dir, *ledger, limits);
   } else {

@@ -49,7 +49,11 @@ struct VgpuSpec {
   std::string name;
   std::vector<DeviceSpec> devices;
   uint32_t memory_wait_ms = 0;  // Limits::memory_wait_ms
+  // The node may suspend it to make room for higher levels
+  // (node/memory_pressure.h): the file kSuspendableMarker in its directory.
+  bool suspendable = false;
 };
+inline constexpr char kSuspendableMarker[] = "suspendable";
 
 // An open vGPU: both regions mapped. Limits are mapped read-only unless the
 // caller is the vGPU's manager (creator, resizer). The ledger is the file, or,

@@ -251,6 +251,8 @@ int RunDaemon(const config::DaemonConfig& config) {
   if (Status s = node::StorePolicyConfig(state_dir, timeslices); !s.ok()) return Fail(s.message());
   // ... and resolve `--priority NAME` through these levels.
   if (Status s = node::StoreLevels(state_dir, config.levels_yaml); !s.ok()) return Fail(s.message());
+  // ... and give the Kubernetes plugins' vGPUs its overcommit wait.
+  if (Status s = node::StoreMemoryWait(state_dir, config.memory_pressure.wait_ms); !s.ok()) return Fail(s.message());
   auto levels = node::LoadLevels(state_dir);
   if (!levels.ok()) return Fail(levels.status().message());
   node::ScheduleWorker schedule(node::ScheduleWorker::NodeSchedule(store, timeslices));

@@ -84,6 +84,7 @@ core::VgpuSpec SpecFor(const Assignment& a) {
     d.priority_rank = core::LevelRank(a.level);
     spec.devices.push_back(d);
   }
+  spec.suspendable = a.suspendable && core::LevelClass(a.level) == core::Priority::kBestEffort;
   return spec;
 }
 
@@ -270,6 +271,7 @@ grpc::Status AllocationService::AllocateContainer(Resource resource, const v1bet
     a.level = level->word;
     a.level_name = level->name;
     a.power_cap_watts = pod.power_cap_watts;
+    a.suspendable = pod.suspendable;
     a.created_unix_s = now_unix_s_();
   }
   a.device_ids[resource] = ids;

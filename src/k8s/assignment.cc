@@ -52,6 +52,7 @@ std::string AssignmentToJson(const Assignment& a) {
               {"priority_level", a.level_name},
               {"created_unix_s", a.created_unix_s}};
   if (a.power_cap_watts > 0) doc["power_cap_watts"] = a.power_cap_watts;
+  if (a.suspendable) doc["suspendable"] = true;
   json ids = json::object();
   for (const auto& [resource, list] : a.device_ids) ids[ResourceName(resource)] = list;
   doc["device_ids"] = ids;
@@ -87,6 +88,10 @@ StatusOr<Assignment> ParseAssignment(const std::string& text) {
   if (const auto w = doc.find("power_cap_watts"); w != doc.end()) {
     if (!w->is_number() || w->get<double>() <= 0) return Status::Error("power_cap_watts holds " + w->dump());
     a.power_cap_watts = w->get<double>();
+  }
+  if (const auto s = doc.find("suspendable"); s != doc.end()) {
+    if (!s->is_boolean()) return Status::Error("suspendable holds " + s->dump());
+    a.suspendable = s->get<bool>();
   }
   const json* gpus = nullptr;
   const json* uuids = nullptr;

@@ -39,6 +39,7 @@ struct Assignment {
   uint32_t level = core::LevelWord(core::Priority::kBestEffort, 0);
   std::string level_name = "be";
   double power_cap_watts = 0;  // the pod's gpuslice.io/power-cap-watts; 0 = none
+  bool suspendable = false;    // the pod's gpuslice.io/suspendable
   std::map<Resource, std::vector<std::string>> device_ids;  // what the kubelet allocated, per resource
   int64_t created_unix_s = 0;
 

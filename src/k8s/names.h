@@ -29,8 +29,12 @@ inline constexpr uint64_t kVmemoryUnitBytes = 256ull << 20;  // 256 MiB
 //   lc-slo-p99-us, lc-alone-p99-us  set by the user on an LC pod (below)
 //   power-cap-watts  set by the user: each container's vGPU's power cap per
 //              GPU, in watts (docs/design.md, "Power caps"); absent: none
+//   suspendable  set by the user on a best-effort pod: "true" lets the node
+//              daemon suspend its vGPUs to make room for higher levels
+//              (docs/design.md, "Memory overcommit"); absent or "false": not
 inline constexpr char kPriorityAnnotation[] = "gpuslice.io/priority";
 inline constexpr char kPowerCapAnnotation[] = "gpuslice.io/power-cap-watts";
+inline constexpr char kSuspendableAnnotation[] = "gpuslice.io/suspendable";
 // A latency-critical pod's p99 SLO and its p99 measured alone, in µs: the
 // extender's prioritize prefers nodes where the SLO holds (lc_slo.h).
 inline constexpr char kLcSloP99Annotation[] = "gpuslice.io/lc-slo-p99-us";

@@ -155,6 +155,18 @@ StatusOr<PodRequest> ParsePodRequest(const json& pod) {
                              "; set it to the watts per GPU, e.g. \"150\"");
       }
     }
+    if (const std::string s = text(kSuspendableAnnotation); !s.empty()) {
+      if (s != "true" && s != "false") {
+        return Status::Error(who_pod + ": annotation " + kSuspendableAnnotation + " is \"" + s +
+                             "\"; set it to \"true\" (the node may suspend the pod's vGPUs for memory) or \"false\"");
+      }
+      req.suspendable = s == "true";
+      if (req.suspendable && req.priority_level == "lc") {
+        return Status::Error(who_pod + ": annotation " + kSuspendableAnnotation +
+                             " is for best-effort pods; a latency-critical one is never suspended: remove it or drop " +
+                             kPriorityAnnotation + ": lc");
+      }
+    }
     const std::string slo = text(kLcSloP99Annotation);
     const std::string alone = text(kLcAloneP99Annotation);
     if (!slo.empty() || !alone.empty()) {

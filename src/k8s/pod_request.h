@@ -57,6 +57,7 @@ struct PodRequest {
   // levels (priority_level.h).
   std::string priority_level;
   double power_cap_watts = 0;  // per GPU, for each container's vGPU; 0 = none
+  bool suspendable = false;    // the gpuslice.io/suspendable annotation
   // A latency-critical pod's p99 SLO and its p99 alone (µs); 0 = none.
   uint64_t lc_slo_p99_us = 0;
   uint64_t lc_alone_p99_us = 0;

@@ -37,7 +37,14 @@ class StoreProvisioner final : public VgpuProvisioner {
     tender_.join();
   }
 
-  StatusOr<std::string> Provision(const core::VgpuSpec& spec) override {
+  StatusOr<std::string> Provision(const core::VgpuSpec& asked) override {
+    // The node daemon's overcommit wait, when it serves overcommit on this
+    // state directory (node/policy_file.h): read at each call, since the
+    // daemon may start after the plugin.
+    core::VgpuSpec spec = asked;
+    auto wait = node::LoadMemoryWait(store_.root());
+    if (!wait.ok()) spdlog::warn("{}", wait.status().message());
+    spec.memory_wait_ms = wait.ok() ? wait.value() : 0;
     bool created = false;
     auto dir = store_.CreateOrJoin(spec, /*spec_is_explicit=*/true, &created);
     if (!dir.ok()) return dir.status();

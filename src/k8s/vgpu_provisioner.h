@@ -40,7 +40,8 @@ class VgpuProvisioner {
   virtual StatusOr<task::LevelTable> Levels() const = 0;
 };
 
-// Over core::VgpuStore at `state_root`. Levels are node::LoadLevels(state_root).
+// Over core::VgpuStore at `state_root`. Levels are node::LoadLevels(state_root),
+// and each new vGPU's memory wait node::LoadMemoryWait(state_root).
 //
 // With `keeper` (what the plugins run), each new vGPU keeps its ledger and
 // boards in sealed memory held by the node's state keeper and handed out on

@@ -74,8 +74,9 @@ MemoryPressurePolicy::Decision MemoryPressurePolicy::Decide(const std::vector<Vg
       };
       std::vector<Candidate> candidates;
       for (const VgpuView& v : vgpus) {
-        if (!v.suspendable || !v.corrupt.empty() || v.suspend_state != "running" || Order(v) >= r.order ||
-            chosen.count(v.name) > 0 || !v.memory_waits.empty()) {
+        if (!v.suspendable || v.priority != core::Priority::kBestEffort || !v.corrupt.empty() ||
+            v.suspend_state != "running" || Order(v) >= r.order || chosen.count(v.name) > 0 ||
+            !v.memory_waits.empty()) {
           continue;
         }
         const VgpuDeviceView* d = DeviceOn(v, gpu);

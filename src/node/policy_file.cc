@@ -115,4 +115,29 @@ StatusOr<task::LevelTable> LoadLevels(const std::string& state_root) {
   return table;
 }
 
+Status StoreMemoryWait(const std::string& state_root, uint32_t wait_ms) {
+  const std::string path = state_root + "/" + kMemoryWaitFileName;
+  if (wait_ms == 0) {
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::Error("cannot remove " + path + ": " + strerror(errno) + "; make the state directory writable");
+    }
+    return Status::Ok();
+  }
+  return WriteWhole(path, std::to_string(wait_ms) + "\n");
+}
+
+StatusOr<uint32_t> LoadMemoryWait(const std::string& state_root) {
+  const std::string path = state_root + "/" + kMemoryWaitFileName;
+  std::ifstream in(path);
+  if (!in) return uint32_t{0};
+  uint64_t ms = 0;
+  std::string rest;
+  if (!(in >> ms) || (in >> rest) || ms > UINT32_MAX) {
+    return Status::Error(path +
+                         " does not hold a number of milliseconds (the daemon stores its config's "
+                         "memory_pressure.wait_ms there); restart the daemon to rewrite it, or delete it");
+  }
+  return static_cast<uint32_t>(ms);
+}
+
 }  // namespace gpuslice::node

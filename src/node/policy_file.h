@@ -18,10 +18,16 @@
 // `--priority NAME` on the node resolves through them, so a standalone `run`
 // and the daemon give a name the same level word.
 //
+// The daemon's memory-overcommit wait (`memory_pressure.wait_ms`) is
+// `<state root>/memory_wait_ms`, so that vGPUs the Kubernetes plugins make
+// on a node where the daemon serves overcommit wait as the daemon's own do
+// (core::VgpuSpec::memory_wait_ms).
+//
 // Thread-compatible free functions; make syscalls; allocate.
 #ifndef GPUSLICE_NODE_POLICY_FILE_H_
 #define GPUSLICE_NODE_POLICY_FILE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -47,6 +53,13 @@ Status StoreLevels(const std::string& state_root, const std::string& levels_yaml
 // The stored levels, or the default levels when none are stored. A file
 // that cannot be read or parsed is an error naming the file and the fix.
 StatusOr<task::LevelTable> LoadLevels(const std::string& state_root);
+
+inline constexpr char kMemoryWaitFileName[] = "memory_wait_ms";
+// Writes the wait; 0 removes the file (overcommit off).
+Status StoreMemoryWait(const std::string& state_root, uint32_t wait_ms);
+// The stored wait, 0 when none is stored; a file that cannot be parsed is
+// an error naming the file and the fix.
+StatusOr<uint32_t> LoadMemoryWait(const std::string& state_root);
 
 }  // namespace gpuslice::node
 

@@ -46,5 +46,19 @@ TEST_F(PolicyFileTest, ACorruptLevelsFileIsAnErrorNamingTheFix) {
   EXPECT_NE(bad.status().message().find("delete the file to use the default levels"), std::string::npos);
 }
 
+TEST_F(PolicyFileTest, TheMemoryWaitRoundTripsAndZeroRemovesIt) {
+  const std::string& root = root_;
+  EXPECT_EQ(LoadMemoryWait(root).value(), 0u) << "none stored: overcommit off";
+  ASSERT_TRUE(StoreMemoryWait(root, 30000).ok());
+  EXPECT_EQ(LoadMemoryWait(root).value(), 30000u);
+  ASSERT_TRUE(StoreMemoryWait(root, 0).ok());
+  EXPECT_FALSE(std::filesystem::exists(root + "/" + kMemoryWaitFileName));
+  EXPECT_EQ(LoadMemoryWait(root).value(), 0u);
+  std::ofstream(root + "/" + kMemoryWaitFileName) << "soon\n";
+  auto bad = LoadMemoryWait(root);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("does not hold a number of milliseconds"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuslice::node

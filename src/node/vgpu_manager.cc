@@ -161,7 +161,7 @@ Status VgpuManager::AdoptLocked(const std::string& name) {
   auto m = std::make_shared<Managed>(Managed{std::move(handle.value())});
   m->limits_inode = InodeOf(dir + "/limits");
   m->persistent = Exists(dir + "/" + kPersistentMarker);
-  m->suspendable = Exists(dir + "/" + kSuspendableMarker);
+  m->suspendable = Exists(dir + "/" + core::kSuspendableMarker);
   m->grace_until = Clock::now() + options_.grace;
   if (LoadPowerCap(dir)) {
     // A restarted daemon resumes from the budget in force (the limits hold
@@ -251,6 +251,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   core::VgpuSpec spec;
   spec.name = o.name;
   spec.memory_wait_ms = options_.memory_wait_ms;
+  spec.suspendable = o.suspendable;
   for (const auto& g : gpus.value()) {
     core::DeviceSpec d;
     d.uuid = g.uuid;
@@ -333,10 +334,6 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
   if (created) {
     if (o.persistent) {
       const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-      if (fd >= 0) close(fd);
-    }
-    if (o.suspendable) {
-      const int fd = open((dir + "/" + kSuspendableMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
       if (fd >= 0) close(fd);
     }
     ApplyGroupPermissions(dir);

@@ -106,7 +106,7 @@ struct CreateOptions {
   bool join_existing = false;
   bool persistent = false;
   // Best-effort only: the node may suspend it to make room for higher
-  // levels (node/memory_pressure.h). A file in its directory, as persistence.
+  // levels (node/memory_pressure.h; core::VgpuSpec::suspendable).
   bool suspendable = false;
   uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
 };
@@ -247,8 +247,6 @@ class VgpuManager {
 
 // The name of the file that marks a vGPU persistent.
 inline constexpr char kPersistentMarker[] = "persistent";
-// ... and suspendable (CreateOptions::suspendable).
-inline constexpr char kSuspendableMarker[] = "suspendable";
 
 }  // namespace gpuslice::node
 

@@ -280,6 +280,26 @@ TEST_F(AllocationServiceTest, WithoutAnAnnotationTheKubeletsIdsOrTheAllocatorDec
   EXPECT_EQ(resources_.Usage().gpus[1].vcore_used, 70u);
 }
 
+TEST_F(AllocationServiceTest, ASuspendablePodsVgpuIsMarkedAndTakesTheDaemonsMemoryWait) {
+  // The node daemon serves memory overcommit on this state directory.
+  std::filesystem::create_directories(dir_ / "state");
+  ASSERT_TRUE(node::StoreMemoryWait(dir_ / "state", 15000).ok());
+  api_.PutPod(MakePod("ml", "train", "uid-train", {{"main", 40, 4}}, {{kSuspendableAnnotation, "true"}}, "node-a"));
+  v1beta1::AllocateResponse r;
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 1, 10, 40)}, &r).ok());
+  const std::string dir = dir_ / "state/vgpus/k8s-uid-train-0";
+  EXPECT_TRUE(std::filesystem::exists(dir + "/" + core::kSuspendableMarker));
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  EXPECT_EQ(handle->limits().memory_wait_ms, 15000u);
+  // A pod without the annotation is not suspendable, and waits as well.
+  api_.PutPod(MakePod("ml", "infer", "uid-infer", {{"main", 40, 4}}, {{kPriorityAnnotation, "lc"}}, "node-a"));
+  ASSERT_TRUE(Allocate(Resource::kVcore, {Ids(Resource::kVcore, 1, 60, 40)}, &r).ok());
+  const std::string lc = dir_ / "state/vgpus/k8s-uid-infer-0";
+  EXPECT_FALSE(std::filesystem::exists(lc + "/" + core::kSuspendableMarker));
+  EXPECT_EQ(core::VgpuHandle::Open(lc, port::MappedFile::Access::kReadOnly)->limits().memory_wait_ms, 15000u);
+}
+
 TEST_F(AllocationServiceTest, WholeGpus) {
   api_.PutPod(MakePod("ml", "wide", "uid-wide", {{"main", 200, 16}}, json::object(), "node-a"));
   api_.PutPod(MakePod("ml", "solo", "uid-solo", {{"main", 100, 0}}, json::object(), "node-b"));

@@ -547,6 +547,22 @@ TEST(DraClaimAllocation, ClassConfigComesFirstAndClaimConfigOverridesIt) {
   EXPECT_EQ(parsed->devices[0].cores, 50u);
 }
 
+TEST(DraClaimAllocation, SuspendableIsABoolean) {
+  const json base = {{"apiVersion", kConfigApiVersion}, {"kind", kConfigKind}};
+  json p = base;
+  p["suspendable"] = true;
+  auto config = ParseVgpuConfig(p, {}, "opaque.parameters");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_TRUE(config->suspendable);
+  EXPECT_FALSE(ParseVgpuConfig(base, {}, "opaque.parameters")->suspendable);  // absent: not
+  p["suspendable"] = "true";
+  auto bad = ParseVgpuConfig(p, {}, "opaque.parameters");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("opaque.parameters.suspendable is \"true\"; use true or false"),
+            std::string::npos)
+      << bad.status().message();
+}
+
 TEST(DraClaimAllocation, PowerCapWattsIsParsedAndBadValuesNameTheFix) {
   const json base = {{"apiVersion", kConfigApiVersion}, {"kind", kConfigKind}};
   json p = base;

@@ -157,6 +157,29 @@ TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
   EXPECT_FALSE(ParseAssignment(bad.dump()).ok());
 }
 
+TEST(Assignment, SuspendableRoundTripsAndOlderRecordsAreNot) {
+  Assignment a;
+  a.vgpu = "k8s-u-0";
+  a.pod_uid = "u";
+  a.namespace_name = "ns";
+  a.pod = "p";
+  a.container = "c";
+  a.gpus = {0};
+  a.uuids = {"GPU-x"};
+  a.vcore_per_gpu = 50;
+  a.suspendable = true;
+  auto back = ParseAssignment(AssignmentToJson(a));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->suspendable);
+  a.suspendable = false;
+  const std::string older = AssignmentToJson(a);
+  EXPECT_EQ(older.find("suspendable"), std::string::npos);
+  EXPECT_FALSE(ParseAssignment(older)->suspendable);
+  json bad = json::parse(older);
+  bad["suspendable"] = "true";
+  EXPECT_FALSE(ParseAssignment(bad.dump()).ok());
+}
+
 TEST(NodeUsage, RoundTripAndErrors) {
   NodeUsage usage;
   usage.node = "n";
@@ -224,10 +247,18 @@ TEST(PodRequest, RulesAndTheirMessages) {
        nullptr},
       {{{"a", 50, 8}}, {{"gpuslice.io/gpus", "[0]"}}, "must be a JSON object"},
       {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150"}}, nullptr},
-      {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150W"}}, "is \"150W\": it is not a number; set it to the watts"},
+      {{{"a", 50, 8}},
+       {{"gpuslice.io/power-cap-watts", "150W"}},
+       "is \"150W\": it is not a number; set it to the watts"},
       {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "-1"}}, "a power cap must be a positive number of watts"},
       {{{"a", 50, 8}}, {{"gpuslice.io/power-cap-watts", "150000"}}, "watts, not milliwatts"},
       {{{"a", 50, 8}}, {{"gpuslice.io/gpus", R"({"a": [99]})"}}, "not a GPU index"},
+      {{{"a", 50, 8}}, {{"gpuslice.io/suspendable", "true"}}, nullptr},
+      {{{"a", 50, 8}}, {{"gpuslice.io/suspendable", "false"}}, nullptr},
+      {{{"a", 50, 8}}, {{"gpuslice.io/suspendable", "yes"}}, "is \"yes\"; set it to \"true\""},
+      {{{"a", 50, 8}},
+       {{"gpuslice.io/suspendable", "true"}, {"gpuslice.io/priority", "lc"}},
+       "is for best-effort pods; a latency-critical one is never suspended"},
   };
   for (const Case& c : cases) {
     auto pod = ParsePodRequest(MakePod("ns", "p", "uid", c.containers, c.annotations));

@@ -77,9 +77,12 @@ StatusOr<VgpuConfig> ParseVgpuConfig(const json& parameters, const VgpuConfig& b
       const std::string why = value.is_number() ? node::PowerCapProblem(value.get<double>()) : "not a number";
       if (!why.empty()) return Status::Error(path + " is " + value.dump() + ": " + why);
       config.power_cap_watts = value.get<double>();
+    } else if (key == "suspendable") {
+      if (!value.is_boolean()) return Status::Error(path + " is " + value.dump() + "; use true or false");
+      config.suspendable = value.get<bool>();
     } else {
       return Status::Error(path + " is not a field of " + std::string(kConfigKind) +
-                           "; the fields are apiVersion, kind, priority, computeCap and powerCapWatts");
+                           "; the fields are apiVersion, kind, priority, computeCap, powerCapWatts and suspendable");
     }
   }
   if (!saw_api || !saw_kind) {

@@ -9,8 +9,11 @@
 //                       "kind": "VgpuConfig",
 //                       "priority": a level name,       (default be)
 //                       "computeCap": 0..100,           (0: no cap, the default)
-//                       "powerCapWatts": > 0}           (per GPU; absent: none;
+//                       "powerCapWatts": > 0,           (per GPU; absent: none;
 //                                                        docs/design.md, "Power caps")
+//                       "suspendable": true|false}      (best-effort only; default
+//                                                        false; docs/design.md,
+//                                                        "Memory overcommit")
 //
 // Parsing is strict: an unknown field, a wrong type or an out-of-range value
 // is an error that names the field (as a JSON path into the claim) and the
@@ -41,6 +44,7 @@ struct VgpuConfig {
   std::string priority_field;  // the JSON path that set it, for the node's errors
   uint32_t compute_cap_pct = 0;
   double power_cap_watts = 0;  // 0: no power cap
+  bool suspendable = false;    // the node may suspend it for memory (docs/design.md, "Memory overcommit")
 };
 
 struct AllocatedDevice {

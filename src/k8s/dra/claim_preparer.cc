@@ -40,6 +40,13 @@ core::VgpuSpec SpecFor(const ClaimAllocation& claim, const std::vector<uint32_t>
     device.priority_rank = core::LevelRank(levels[i]);
     spec.devices.push_back(device);
   }
+  // Suspendable when every device's config says so and the vGPU is
+  // best-effort: a latency-critical vGPU is never suspended for memory.
+  spec.suspendable = !claim.devices.empty();
+  for (size_t i = 0; i < claim.devices.size(); ++i) {
+    spec.suspendable = spec.suspendable && claim.devices[i].config.suspendable &&
+                       core::LevelClass(levels[i]) == core::Priority::kBestEffort;
+  }
   return spec;
 }
 
