@@ -88,3 +88,28 @@ def test_a_latency_critical_vgpu_cannot_be_suspendable(sworld):
     r = sworld.gpuslice("run", "--suspendable", "--priority", "lc", "--", "true")
     assert r.returncode == 2
     assert "cannot be suspendable" in r.stderr
+
+
+def test_a_vgpu_resumed_moments_ago_is_not_suspended_again(sworld):
+    # Anti-thrash: the LC's first burst suspends the BE; the BE is resumed once
+    # the burst frees; a second burst within min_run_after_resume_s finds the
+    # BE no candidate, waits out its own bound (not refused: room may come)
+    # and fails; the BE was suspended once.
+    daemon = overcommit_daemon(sworld, wait_ms=1500, min_run_after_resume_s=600)
+    be_end = sworld.path("be.end")
+    be, be_pid = app(sworld, "be", ["--suspendable", "--memory", "900MiB"], ["alloc", "700M"], ["await", be_end])
+    poll(lambda: os.path.exists(os.path.join(sworld.env["FAKE_CHECKPOINT_DIR"], f"{be_pid}.state")),
+         what="checkpoint watcher started")
+    again = sworld.path("lc.again")
+    lc, _ = app(sworld, "lc", ["--priority", "lc", "--memory", "900MiB"], ["alloc", "600M", "free"],
+                ["await", again, "alloc", "600M"])
+    poll(lambda: sworld.ls("be")["be"]["suspend"]["state"] == "running" and
+         sworld.ls("be")["be"]["suspend"]["resumes"] == 1, timeout=20, what="the BE resumed after the first burst")
+    open(again, "w").close()
+    out, err = lc.communicate(timeout=30)
+    assert out.count("alloc ok") == 1 and "alloc oom" in out, out + err
+    assert "the wait's bound passed" in err, err
+    v = sworld.ls("be")["be"]["suspend"]
+    assert v["suspends"] == 1 and v["state"] == "running", (v, daemon.text())
+    open(be_end, "w").close()
+    be.communicate(timeout=30)
