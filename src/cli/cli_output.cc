@@ -242,6 +242,7 @@ Json VgpuJson(const pb::Vgpu& v) {
   Json suspend;
   suspend["state"] = v.suspend_state().empty() ? "running" : v.suspend_state();  // "" from an older daemon
   suspend["detail"] = v.suspend_detail();
+  suspend["by"] = v.suspended_by();  // "": an operator; "memory_pressure": the daemon, for memory
   suspend["suspended_bytes"] = v.suspended_bytes();
   suspend["suspended_seconds_total"] = v.suspended_seconds_total();
   suspend["bytes_moved_total"] = v.suspend_bytes_moved_total();

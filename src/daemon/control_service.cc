@@ -109,6 +109,7 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   }
   out->set_suspend_state(view.suspend_state);
   out->set_suspend_detail(view.suspend_detail);
+  out->set_suspended_by(view.suspended_by);
   out->set_suspended_bytes(view.suspended_bytes);
   out->set_suspended_seconds_total(view.suspended_seconds_total);
   out->set_suspend_bytes_moved_total(view.suspend_bytes_moved_total);

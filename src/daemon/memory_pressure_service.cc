@@ -5,6 +5,8 @@
 #include <set>
 #include <vector>
 
+#include "node/suspend_record.h"
+
 namespace gpuslice::daemon {
 
 MemoryPressureService::MemoryPressureService(node::VgpuManager* manager, FreeMemory free_memory,
@@ -43,6 +45,8 @@ node::MemoryPressurePolicy::Decision MemoryPressureService::Pass() {
   // are no longer the policy's to resume.
   bool ours_suspended = false;
   for (const node::VgpuView& v : views) {
+    // One suspended for memory by an earlier daemon is this one's to resume.
+    if (v.suspend_state == "suspended" && v.suspended_by == node::kSuspendedByMemoryPressure) policy_.Adopt(v.name);
     if (!policy_.SuspendedByPolicy(v.name)) continue;
     if (v.suspend_state == "running")
       policy_.Forget(v.name);
@@ -61,7 +65,7 @@ node::MemoryPressurePolicy::Decision MemoryPressureService::Pass() {
   }
   for (const std::string& name : d.suspend) {
     node::VgpuView after;
-    const node::ApiStatus s = manager_->Suspend({name, std::nullopt}, &after);
+    const node::ApiStatus s = manager_->Suspend({name, std::nullopt, node::kSuspendedByMemoryPressure}, &after);
     if (s.ok()) {
       policy_.Suspended(name, node::MemoryPressurePolicy::Clock::now());
       spdlog::info("suspended vGPU '{}' ({} bytes to host memory) to make room for a higher level", name,

@@ -78,6 +78,9 @@ class MemoryPressurePolicy {
   void Resumed(const std::string& vgpu, Clock::time_point now);
   // A vGPU that is gone, or that an operator resumed: forget it.
   void Forget(const std::string& vgpu);
+  // A vGPU this policy suspended before the daemon restarted
+  // (VgpuView::suspended_by): resumed by the same rule.
+  void Adopt(const std::string& vgpu) { ours_.insert(vgpu); }
 
   bool SuspendedByPolicy(const std::string& vgpu) const { return ours_.count(vgpu) > 0; }
 

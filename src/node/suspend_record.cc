@@ -51,6 +51,7 @@ std::string FormatSuspendRecord(const SuspendRecord& r) {
   out << "last_resume_seconds " << r.last_resume_seconds << "\n";
   // Last: the rest of the line is the text, spaces included.
   out << "detail " << r.detail << "\n";
+  if (!r.by.empty()) out << "by " << r.by << "\n";
   return out.str();
 }
 
@@ -83,6 +84,8 @@ StatusOr<SuspendRecord> ParseSuspendRecord(const std::string& text) {
       ok = static_cast<bool>(in >> r.last_suspend_seconds);
     } else if (key == "last_resume_seconds") {
       ok = static_cast<bool>(in >> r.last_resume_seconds);
+    } else if (key == "by") {
+      ok = static_cast<bool>(in >> r.by);
     } else if (key == "detail") {
       r.detail = line.size() > 7 ? line.substr(7) : std::string();
     }

@@ -30,6 +30,10 @@ struct SuspendRecord {
   uint64_t bytes = 0;             // device memory they held when suspended
   int64_t since_unix_ms = 0;      // when the current state began
   std::string detail;             // the last failure, one line; "" when none
+  // Who suspended it: "" an operator (`gpuslice suspend`), or
+  // kSuspendedByMemoryPressure (node/memory_pressure.h), whose vGPUs the
+  // daemon resumes by itself, also after a restart.
+  std::string by;
   // Lifetime counters (metrics).
   double suspended_seconds_total = 0;  // closed suspended periods only
   uint64_t bytes_moved_total = 0;      // checkpointed plus restored
@@ -38,6 +42,8 @@ struct SuspendRecord {
   double last_suspend_seconds = 0;
   double last_resume_seconds = 0;
 };
+
+inline constexpr char kSuspendedByMemoryPressure[] = "memory_pressure";
 
 // The file's name in the vGPU's directory.
 inline constexpr char kSuspendFile[] = "suspend";

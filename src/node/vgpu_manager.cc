@@ -30,6 +30,7 @@ void SetSuspendView(const std::string& dir, VgpuView* view) {
   const SuspendRecord& r = read.value();
   view->suspend_state = SuspendStateName(r.state);
   view->suspend_detail = r.detail;
+  view->suspended_by = r.by;
   view->suspended_bytes = r.state == SuspendState::kRunning ? 0 : r.bytes;
   view->suspended_seconds_total = r.suspended_seconds_total;
   if (r.state != SuspendState::kRunning && r.state != SuspendState::kSuspending && r.since_unix_ms > 0) {

@@ -92,6 +92,7 @@ struct ManagerOptions {
 struct SuspendOptions {
   std::string name;
   std::optional<std::chrono::milliseconds> lock_timeout;  // unset: ManagerOptions's
+  std::string by;                                         // SuspendRecord::by: "" an operator
 };
 
 struct CreateOptions {

@@ -115,6 +115,7 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
     record.state = SuspendState::kSuspended;
     record.since_unix_ms = NowUnixMs();
     record.detail.clear();
+    record.by = o.by;
     record.bytes_moved_total += bytes;
     ++record.suspends;
     record.last_suspend_seconds = seconds;
@@ -169,6 +170,7 @@ ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
     ++record.resumes;
     record.last_resume_seconds = seconds;
     record.detail.clear();
+    record.by.clear();
     spdlog::info("resumed vGPU '{}': {} restored in {:.3f} s", name, core::FormatByteSize(record.bytes), seconds);
     record.pids.clear();
     record.bytes = 0;

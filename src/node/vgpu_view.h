@@ -108,6 +108,7 @@ struct VgpuView {
   // Suspend (suspend_record.h); set by VgpuManager from the vGPU's suspend file.
   std::string suspend_state = "running";  // running, suspending, suspended, resuming
   std::string suspend_detail;             // the last suspend/resume failure; "" when none
+  std::string suspended_by;               // SuspendRecord::by
   uint64_t suspended_bytes = 0;           // device memory checkpointed to host, while suspended
   double suspended_seconds_total = 0;     // the current suspended period included
   uint64_t suspend_bytes_moved_total = 0;

@@ -113,3 +113,27 @@ def test_a_vgpu_resumed_moments_ago_is_not_suspended_again(sworld):
     assert v["suspends"] == 1 and v["state"] == "running", (v, daemon.text())
     open(be_end, "w").close()
     be.communicate(timeout=30)
+
+
+def test_a_restarted_daemon_resumes_what_the_last_one_suspended_for_memory(sworld):
+    daemon = overcommit_daemon(sworld)
+    be_end = sworld.path("be.end")
+    be, be_pid = app(sworld, "be", ["--suspendable", "--memory", "900MiB"], ["alloc", "700M"],
+                     ["await", be_end, "alloc", "1M"])
+    poll(lambda: os.path.exists(os.path.join(sworld.env["FAKE_CHECKPOINT_DIR"], f"{be_pid}.state")),
+         what="checkpoint watcher started")
+    lc_end = sworld.path("lc.end")
+    lc, _ = app(sworld, "lc", ["--priority", "lc", "--memory", "900MiB"], ["alloc", "600M"], ["await", lc_end])
+    v = sworld.ls("be")["be"]["suspend"]
+    assert v["state"] == "suspended" and v["by"] == "memory_pressure", v
+    # The daemon dies with the BE suspended; the LC then frees its memory.
+    daemon.kill9()
+    open(lc_end, "w").close()
+    lc.communicate(timeout=30)
+    # The next daemon finds the BE suspended for memory, and resumes it.
+    overcommit_daemon(sworld)
+    poll(lambda: sworld.ls("be")["be"]["suspend"]["state"] == "running", timeout=20, what="the BE resumed")
+    assert sworld.ls("be")["be"]["suspend"]["by"] == ""
+    open(be_end, "w").close()
+    out, err = be.communicate(timeout=30)
+    assert be.returncode == 0 and out.count("alloc ok") == 2, out + err
