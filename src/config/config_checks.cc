@@ -106,6 +106,12 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
                    std::to_string(c.memory_pressure.wait_ms) +
                        " is over 600000 (10 minutes); an allocation must not wait longer"});
   }
+  if (c.memory_pressure.max_overcommit_pct != 0 && c.memory_pressure.max_overcommit_pct < 100) {
+    out.push_back(
+        {{"memory_pressure.max_overcommit_pct"},
+         std::to_string(c.memory_pressure.max_overcommit_pct) +
+             " is under 100, which would refuse limits the GPU can hold; use 100 or more, or 0 for no check"});
+  }
   if (c.memory_pressure.max_suspends_per_minute == 0) {
     out.push_back({{"memory_pressure.max_suspends_per_minute"},
                    "0 would never suspend; to turn memory overcommit off, set memory_pressure.wait_ms: 0"});

@@ -274,6 +274,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"min_run_after_resume_s", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.min_run_after_resume_s); }},
       {"max_suspends_per_minute", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.max_suspends_per_minute); }},
       {"resume_headroom", [&](N v, K k) { return ParseMemory(r, v, k, &headroom); }},
+      {"max_overcommit_pct", [&](N v, K k) { return r.Uint32(v, k, &c.memory_pressure.max_overcommit_pct); }},
   };
   const std::vector<F> health = {
       {"xid_quiet_period_s", [&](N v, K k) { return r.Uint32(v, k, &c.health.xid_quiet_period_s); }},

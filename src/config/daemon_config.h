@@ -84,6 +84,9 @@ struct DaemonConfig {
     uint32_t min_run_after_resume_s = 30;
     uint32_t max_suspends_per_minute = 6;
     uint64_t resume_headroom_bytes = 256ull << 20;
+    // Admission: the memory limits on one GPU may add up to this percentage
+    // of its memory; 0 (the default): not checked.
+    uint32_t max_overcommit_pct = 0;
   } memory_pressure;
   uint32_t reap_interval_ms = 200;  // how often dead processes are looked for
   std::string log_level = "info";   // trace, debug, info, warn, error, off

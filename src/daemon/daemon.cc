@@ -263,6 +263,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   options.levels = levels.value();
   options.group = group;
   options.memory_wait_ms = config.memory_pressure.wait_ms;
+  options.max_memory_overcommit_pct = config.memory_pressure.max_overcommit_pct;
   node::VgpuManager manager(store, &devices.value(), &schedule, options);
   const size_t adopted = manager.Adopt();
   // The checkpoint API (suspend/resume). Opened once; without it the rest

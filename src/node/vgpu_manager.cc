@@ -322,6 +322,9 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
                                                 "; join it without " + flags + ", or pick another --name"};
     }
   }
+  if (!exists) {
+    if (ApiStatus s = AdmitLocked(spec); !s.ok()) return s;
+  }
   bool created = false;
   auto made = store_.CreateOrJoin(spec, /*spec_is_explicit=*/false, &created);
   if (!made.ok()) return {ApiCode::kInternal, made.status().message()};
@@ -646,6 +649,38 @@ void VgpuManager::SetMeasuredRatios(const std::map<std::string, std::vector<std:
     auto it = ratios.find(name);
     m->measured = it != ratios.end() ? it->second : std::vector<std::optional<double>>{};
   }
+}
+
+ApiStatus VgpuManager::AdmitLocked(const core::VgpuSpec& spec) {
+  if (options_.max_memory_overcommit_pct == 0) return ApiStatus::Ok();
+  RefreshLocked();
+  for (const core::DeviceSpec& d : spec.devices) {
+    auto gpu = std::find_if(devices_->gpus.begin(), devices_->gpus.end(),
+                            [&d](const port::GpuInfo& g) { return g.uuid == d.uuid; });
+    if (gpu == devices_->gpus.end() || gpu->memory_total_bytes == 0) continue;  // nothing to compare with
+    const uint64_t total = gpu->memory_total_bytes;
+    auto counted = [total](uint64_t limit) { return limit == core::kUnlimited ? total : std::min(limit, total); };
+    uint64_t sum = counted(d.memory_limit_bytes);
+    for (const auto& [name, m] : vgpus_) {
+      const core::Limits& limits = m->handle.limits();
+      for (uint32_t i = 0; i < std::min(limits.device_count, core::kMaxDevices); ++i) {
+        if (memcmp(limits.devices[i].uuid, d.uuid.data(), 16) == 0) {
+          sum += counted(core::LoadAcquire(limits.devices[i].memory_limit_bytes));
+        }
+      }
+    }
+    const unsigned __int128 allowed = static_cast<unsigned __int128>(total) * options_.max_memory_overcommit_pct / 100;
+    if (sum > allowed) {
+      return {ApiCode::kFailedPrecondition,
+              "vGPU '" + spec.name + "' would bring the memory limits on GPU " + std::to_string(gpu->index) + " to " +
+                  std::to_string(sum >> 20) + " MiB, over the " + std::to_string(static_cast<uint64_t>(allowed >> 20)) +
+                  " MiB that " + std::to_string(options_.max_memory_overcommit_pct) + "% of its " +
+                  std::to_string(total >> 20) +
+                  " MiB allows (memory_pressure.max_overcommit_pct); ask for less memory, pick another GPU, or raise "
+                  "the percentage"};
+    }
+  }
+  return ApiStatus::Ok();
 }
 
 ApiStatus VgpuManager::AnswerMemoryWait(const std::string& name, const core::MemoryWait& wait) {

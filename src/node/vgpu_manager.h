@@ -87,6 +87,11 @@ struct ManagerOptions {
   // that finds its GPU full waits for suspends, written into each new
   // vGPU's limits (core/memory_wait.h); 0: it fails at once.
   uint32_t memory_wait_ms = 0;
+  // Admission: a create is refused when the memory limits of the vGPUs on
+  // one of its GPUs (an unlimited one counts as the whole GPU) would add up
+  // past this percentage of the GPU's memory (150: half again). 0: not
+  // checked.
+  uint32_t max_memory_overcommit_pct = 0;
 };
 
 struct SuspendOptions {
@@ -230,6 +235,8 @@ class VgpuManager {
   // Opens (or reopens) one vGPU into the map.
   Status AdoptLocked(const std::string& name) REQUIRES(mu_);
   bool RemovableLocked(const std::string& name, Managed& m, Clock::time_point now) REQUIRES(mu_);
+  // ManagerOptions::max_memory_overcommit_pct for a new vGPU of `spec`.
+  ApiStatus AdmitLocked(const core::VgpuSpec& spec) REQUIRES(mu_);
   void ApplyGroupPermissions(const std::string& dir) const;
   VgpuView ViewLocked(const std::string& name, const Managed& m) const REQUIRES(mu_);
 

@@ -38,8 +38,10 @@ class VgpuManagerTest : public ::testing::Test {
   void TearDown() override { std::filesystem::remove_all(root_); }
 
   std::unique_ptr<VgpuManager> Manager(std::chrono::milliseconds grace = std::chrono::milliseconds(0),
-                                       std::chrono::milliseconds lc_latency_window = std::chrono::seconds(10)) {
+                                       std::chrono::milliseconds lc_latency_window = std::chrono::seconds(10),
+                                       uint32_t max_overcommit_pct = 0) {
     ManagerOptions o;
+    o.max_memory_overcommit_pct = max_overcommit_pct;
     o.grace = grace;
     o.lc_latency_window = lc_latency_window;
     return std::make_unique<VgpuManager>(core::VgpuStore(root_), &devices_, &schedule_, o);
@@ -82,6 +84,38 @@ TEST_F(VgpuManagerTest, CreatesJoinsAndRefusesConflictingJoins) {
   ApiStatus s = m->Create(join, &r);
   EXPECT_EQ(s.code(), ApiCode::kFailedPrecondition);
   EXPECT_NE(s.message().find("64 MiB"), std::string::npos) << s.message();
+}
+
+TEST_F(VgpuManagerTest, AdmissionHoldsTheLimitsOnAGpuToTheOvercommitRatio) {
+  // 1024 MiB GPUs, limits up to 150%: 1536 MiB on one GPU.
+  auto m = Manager(std::chrono::milliseconds(0), std::chrono::seconds(10), 150);
+  CreateResult r;
+  ASSERT_TRUE(m->Create(Create("a", 1024 * kMiB), &r).ok());
+  ASSERT_TRUE(m->Create(Create("b", 512 * kMiB), &r).ok());  // 1536: exactly the bound
+  const ApiStatus over = m->Create(Create("c", 1 * kMiB), &r);
+  EXPECT_EQ(over.code(), ApiCode::kFailedPrecondition);
+  EXPECT_NE(over.message().find("to 1537 MiB, over the 1536 MiB that 150% of its 1024 MiB allows"), std::string::npos)
+      << over.message();
+  EXPECT_FALSE(Exists("c"));
+  // An unlimited vGPU counts as the whole GPU; the other GPU is free.
+  CreateOptions other = Create("d", std::nullopt);
+  other.gpus = {"1"};
+  EXPECT_TRUE(m->Create(other, &r).ok());
+  EXPECT_FALSE(m->Create(
+                    [&] {
+                      CreateOptions o = Create("e", 600 * kMiB);
+                      o.gpus = {"1"};
+                      return o;
+                    }(),
+                    &r)
+                   .ok());
+  // Joining an existing vGPU is no new limit.
+  CreateOptions join = Create("a", std::nullopt);
+  join.join_existing = true;
+  EXPECT_TRUE(m->Create(join, &r).ok());
+  // Without a ratio, anything is admitted.
+  auto unchecked = Manager();
+  EXPECT_TRUE(unchecked->Create(Create("f", 4096 * kMiB), &r).ok());
 }
 
 TEST_F(VgpuManagerTest, BadRequestsAreInvalidArguments) {
