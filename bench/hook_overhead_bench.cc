@@ -14,10 +14,13 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/hold_budget.h"
 #include "core/memory_ledger.h"
+#include "core/pacing_board.h"
 #include "core/vgpu_store.h"
 #include "interposer/allocation_table.h"
 #include "port/process.h"
@@ -125,7 +128,50 @@ void BM_TableInsertErase(benchmark::State& state) {
   }
 }
 
+// One check of the GPU-turn gate by a best-effort process beside another
+// best-effort vGPU that holds the turn (backfill turns: it goes), as the
+// pacer makes it when its last decision is older than 20 us: before the hold
+// budget (TryEnter looks for holds itself), and now (the budget, then the
+// holds, then TryEnter without them; interposer/pacer.cc, GateOpens).
+struct GateBoard {
+  GateBoard() {
+    board = std::make_unique<gpuslice::core::Board>();
+    gpuslice::core::InitBoard(board.get());
+    now = 5'000'000'000;
+    holder = gpuslice::core::JoinBoard(board.get(), 1, {}, now);
+    me = gpuslice::core::JoinBoard(board.get(), 2, {}, now);
+    config.backfill = true;
+    gpuslice::core::TryEnter(board.get(), holder, now, config);
+  }
+  std::unique_ptr<gpuslice::core::Board> board;
+  gpuslice::core::PacingConfig config;
+  uint64_t now;
+  int holder, me;
+};
+
+void BM_GateCheckBeforeTheBudget(benchmark::State& state) {
+  GateBoard g;
+  for (auto _ : state) {
+    g.now += 100;
+    benchmark::DoNotOptimize(gpuslice::core::TryEnter(g.board.get(), g.me, g.now, g.config));
+  }
+}
+
+void BM_GateCheckWithTheBudget(benchmark::State& state) {
+  GateBoard g;
+  static gpuslice::core::HoldBudget budget;
+  budget.Configure(gpuslice::core::kDefaultMaxHeldPct);
+  for (auto _ : state) {
+    g.now += 100;
+    const bool held = budget.Holds(g.now) && gpuslice::core::LaunchesHeld(*g.board, g.me, g.now, true, g.config);
+    benchmark::DoNotOptimize(held ? gpuslice::core::GateDecision::kWait
+                                  : gpuslice::core::TryEnter(g.board.get(), g.me, g.now, g.config, 0, false));
+  }
+}
+
 BENCHMARK(BM_LedgerChargeUncharge);
+BENCHMARK(BM_GateCheckBeforeTheBudget);
+BENCHMARK(BM_GateCheckWithTheBudget);
 BENCHMARK(BM_TableInsertErase);
 BENCHMARK(BM_LaunchDirect);
 BENCHMARK(BM_LaunchThroughGpuslice);
