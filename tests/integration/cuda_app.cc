@@ -201,6 +201,20 @@ void Report(const char* what, CUresult r, const char* extra = "") {
   else printf("%s err %d\n", what, static_cast<int>(r));
 }
 
+// "NAME VALUE": the 64-bit counter at byte `offset` of this vGPU's ledger
+// file (core::Ledger), or "NAME unknown".
+void PrintLedgerCounter(const char* name, long offset) {
+  unsigned long long value = 0;
+  const char* dir = getenv("GPUSLICE_VGPU_DIR");
+  FILE* f = dir != nullptr ? fopen((std::string(dir) + "/ledger").c_str(), "rb") : nullptr;
+  if (f != nullptr && fseek(f, offset, SEEK_SET) == 0 && fread(&value, sizeof value, 1, f) == 1) {
+    printf("%s %llu\n", name, value);
+  } else {
+    printf("%s unknown\n", name);
+  }
+  if (f != nullptr) fclose(f);
+}
+
 void Await(const char* path) {
   struct stat st;
   const timespec pause = {0, 1000000};
@@ -959,26 +973,9 @@ int main(int argc, char** argv) {
       // The vGPU's ledger counter of launches that waited at the GPU-turn
       // gate (core::Ledger::gate_waits, at byte 56), read as any process of
       // the vGPU can: what the pacing tests assert on instead of timings.
-      unsigned long long waits = 0;
-      const char* dir = getenv("GPUSLICE_VGPU_DIR");
-      FILE* f = dir != nullptr ? fopen((std::string(dir) + "/ledger").c_str(), "rb") : nullptr;
-      if (f != nullptr && fseek(f, 56, SEEK_SET) == 0 && fread(&waits, sizeof waits, 1, f) == 1) {
-        printf("gate_waits %llu\n", waits);
-      } else {
-        printf("gate_waits unknown\n");
-      }
-      if (f != nullptr) fclose(f);
+      PrintLedgerCounter("gate_waits", 56);
     } else if (cmd == "hold_budget_spent") {
-      // core::Ledger::hold_budget_spent, at byte 248.
-      unsigned long long spent = 0;
-      const char* dir = getenv("GPUSLICE_VGPU_DIR");
-      FILE* f = dir != nullptr ? fopen((std::string(dir) + "/ledger").c_str(), "rb") : nullptr;
-      if (f != nullptr && fseek(f, 248, SEEK_SET) == 0 && fread(&spent, sizeof spent, 1, f) == 1) {
-        printf("hold_budget_spent %llu\n", spent);
-      } else {
-        printf("hold_budget_spent unknown\n");
-      }
-      if (f != nullptr) fclose(f);
+      PrintLedgerCounter("hold_budget_spent", 248);  // core::Ledger::hold_budget_spent
     } else if (cmd == "forge_listed_lc") {
       const char* dir = getenv("GPUSLICE_VGPU_DIR");
       printf("forge_listed_lc %d\n",

@@ -134,7 +134,7 @@ TEST(Topology, TheDaemonsXidHealthTakesGpusOut) {
   EXPECT_TRUE(UnhealthyGpusInDevicesJson(R"({"gpus": [{"healthy": false}]})").empty());
 }
 
-TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
+Assignment OneGpuAssignment() {
   Assignment a;
   a.vgpu = "k8s-u-0";
   a.pod_uid = "u";
@@ -144,6 +144,11 @@ TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
   a.gpus = {0};
   a.uuids = {"GPU-x"};
   a.vcore_per_gpu = 50;
+  return a;
+}
+
+TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
+  Assignment a = OneGpuAssignment();
   a.power_cap_watts = 87.5;
   auto back = ParseAssignment(AssignmentToJson(a));
   ASSERT_TRUE(back.ok()) << back.status().message();
@@ -158,15 +163,7 @@ TEST(Assignment, ThePowerCapRoundTripsAndOlderRecordsHaveNone) {
 }
 
 TEST(Assignment, SuspendableRoundTripsAndOlderRecordsAreNot) {
-  Assignment a;
-  a.vgpu = "k8s-u-0";
-  a.pod_uid = "u";
-  a.namespace_name = "ns";
-  a.pod = "p";
-  a.container = "c";
-  a.gpus = {0};
-  a.uuids = {"GPU-x"};
-  a.vcore_per_gpu = 50;
+  Assignment a = OneGpuAssignment();
   a.suspendable = true;
   auto back = ParseAssignment(AssignmentToJson(a));
   ASSERT_TRUE(back.ok()) << back.status().message();
