@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -16,7 +17,10 @@
 #include "cli/vgpu_session.h"
 #include "core/vgpu_store.h"
 #include "daemon/daemon_client.h"
+#include "daemon/gpu_usage_meter.h"
+#include "daemon/power_cap_enforcer.h"
 #include "daemon/socket_path.h"
+#include "daemon/utilization_sampler.h"
 #include "node/flag_values.h"
 #include "node/power_cap_file.h"
 #include "node/standalone_node.h"
@@ -112,6 +116,32 @@ int RunStandalone(const RunOptions& options, const std::string& name, node::Crea
                             node.manager().Delete(name, /*if_unused=*/true, create.client_pid, &deleted);
                         if (!s.ok()) std::cerr << "gpuslice: warning: " << s.message() << "\n";
                       }};
+  // A power cap (given here, or later by `set`): this supervisor holds it
+  // for its own vGPU once a second, as the daemon's housekeeping does for
+  // all (measure, then decide and write the budget:
+  // daemon/power_cap_enforcer.h). Nothing is measured until there is one.
+  std::unique_ptr<port::NvmlLibrary> nvml;
+  std::optional<daemon::GpuUsageMeter> usage;
+  std::optional<daemon::UtilizationSampler> sampler;
+  std::optional<daemon::PowerCapEnforcer> power;
+  bool nvml_failed = false;
+  session.each_second = [&] {
+    if (!power) {
+      if (nvml_failed || !node::LoadPowerCap(made.dir)) return;
+      auto opened = port::NvmlLibrary::Open();
+      if (!opened.ok()) {
+        nvml_failed = true;
+        std::cerr << "gpuslice: warning: the power cap is NOT held: " << opened.status().message() << "\n";
+        return;
+      }
+      nvml = std::move(opened.value());
+      usage.emplace();
+      sampler.emplace(nvml.get(), &node.manager(), &*usage);
+      power.emplace(&*usage, &node.manager(), name);
+    }
+    sampler->Sample();
+    power->Pass(std::chrono::steady_clock::now());
+  };
   return RunInVgpu(session, options, environment);
 }
 
@@ -176,12 +206,8 @@ int RunCommand(const RunOptions& options) {
     // Fail open: without a daemon nothing suspends anyone; the run goes on.
     std::cerr << "gpuslice: warning: no daemon answers; --suspendable takes effect only through `gpuslice daemon`\n";
   }
-  if (power_cap) {
-    // Fail open: only the daemon measures energy, so without one the cap is
-    // stored (and held once a daemon starts) but the command runs uncapped.
-    create.power_cap_watts = *power_cap;
-    std::cerr << "gpuslice: warning: no daemon answers; --power-cap is held only while `gpuslice daemon` runs\n";
-  }
+  // Without a daemon, this run's supervisor holds its own power cap.
+  if (power_cap) create.power_cap_watts = *power_cap;
   return RunStandalone(options, name, create, environment);
 }
 
@@ -215,7 +241,7 @@ void AddRunCommand(CLI::App& app) {
                   "or one of the node's levels (default: critical, high, normal, low; docs/configuration.md)");
   run->add_option("--power-cap", options->power_cap,
                   "Power cap per GPU in watts, e.g. 150: the daemon holds the vGPU's attributed power at or below it "
-                  "by tightening its compute cap (needs `gpuslice daemon`)");
+                  "by tightening its compute cap (held by the daemon, or without one by this run)");
   run->add_flag("--suspendable", options->suspendable,
                 "Best-effort only: when a higher level finds the GPU full, the daemon may suspend this vGPU to host "
                 "memory and resume it once the memory frees (memory overcommit; needs `gpuslice daemon`)");

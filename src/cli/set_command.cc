@@ -104,9 +104,10 @@ int RunSet(const SetOptions& o) {
       result = response.status();
   } else {
     if (resize.power_cap_watts && *resize.power_cap_watts > 0) {
-      // Stored now; only the daemon measures energy, so only it can hold the cap.
-      std::cerr << "gpuslice: warning: no daemon answers; the power cap is stored but enforced only once "
-                   "`gpuslice daemon` runs\n";
+      // Stored now; the vGPU's standalone `gpuslice run` holds it from its
+      // next second, and a daemon from its start.
+      std::cerr << "gpuslice: note: no daemon answers; the power cap is stored, and held by the vGPU's own "
+                   "`gpuslice run` (or a daemon, once one runs)\n";
     }
     result = ResizeStandalone(o.state_dir, resize);
   }

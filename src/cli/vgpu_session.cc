@@ -39,12 +39,18 @@ int RunInVgpu(const VgpuSession& session, const RunOptions& options, const Child
   core::MemoryLedger ledger(&handle->limits(), &handle->ledger());
   SessionAudit audit(&handle.value(), AuditConfigOf(options.audit));
   uint64_t next_reap_ns = 0;
+  uint64_t next_second_ns = 0;
   const int status = child->Supervise(session.reap_interval_ms, [&] {
-    if (const uint64_t now = port::MonotonicNanos(); now >= next_reap_ns) {
+    const uint64_t now = port::MonotonicNanos();
+    if (now >= next_reap_ns) {
       ledger.ReapDeadProcesses(port::SystemProcessProbe());
       next_reap_ns = now + core::ReapSpacingNs(session.reap_interval_ms * 1'000'000ull, ledger.LiveProcessCount());
     }
     audit.Tick();
+    if (session.each_second && now >= next_second_ns) {
+      session.each_second();
+      next_second_ns = now + 1'000'000'000;
+    }
   });
   ledger.ReapDeadProcesses(port::SystemProcessProbe());
   close(membership.value());

@@ -33,6 +33,9 @@ struct VgpuSession {
   std::vector<std::string> gpu_uuids;
   int reap_interval_ms = 0;
   std::function<void()> release;
+  // Called about once a second while the command runs (a standalone run's
+  // power cap); may be empty.
+  std::function<void()> each_second;
 };
 
 int RunInVgpu(const VgpuSession& session, const RunOptions& options, const ChildEnvironmentFn& environment);

@@ -22,7 +22,7 @@ void PowerCapEnforcer::Pass(PowerCapController::Clock::time_point now) {
   std::optional<GpuUsageMeter::Totals> last = std::move(last_);
   last_ = totals;
   std::vector<node::VgpuView> views;
-  if (!manager_->List("", &views).ok()) return;
+  if (!manager_->List(only_vgpu_, &views).ok()) return;
   std::set<PowerCapController::Key> live;
   for (const auto& v : views) {
     if (!v.power_cap_watts || !v.corrupt.empty()) continue;

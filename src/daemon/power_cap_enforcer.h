@@ -13,6 +13,7 @@
 #define GPUSLICE_DAEMON_POWER_CAP_ENFORCER_H_
 
 #include <optional>
+#include <string>
 
 #include "daemon/gpu_usage_meter.h"
 #include "daemon/power_cap_controller.h"
@@ -22,8 +23,10 @@ namespace gpuslice::daemon {
 
 class PowerCapEnforcer {
  public:
-  // Both must outlive the enforcer.
-  PowerCapEnforcer(const GpuUsageMeter* meter, node::VgpuManager* manager) : meter_(meter), manager_(manager) {}
+  // Both must outlive the enforcer. `only_vgpu` (a standalone `gpuslice
+  // run`'s own vGPU): that one alone is held; "": every capped vGPU.
+  PowerCapEnforcer(const GpuUsageMeter* meter, node::VgpuManager* manager, std::string only_vgpu = "")
+      : meter_(meter), manager_(manager), only_vgpu_(std::move(only_vgpu)) {}
 
   // One pass at `now` (steady clock): every capped vGPU's budget decided,
   // changed ones written.
@@ -32,6 +35,7 @@ class PowerCapEnforcer {
  private:
   const GpuUsageMeter* const meter_;
   node::VgpuManager* const manager_;
+  const std::string only_vgpu_;
   PowerCapController controller_;
   std::optional<GpuUsageMeter::Totals> last_;  // the meter at the previous pass
 };

@@ -68,6 +68,28 @@ def test_power_cap_tightens_the_compute_budget_when_power_is_high(dworld):
     app.communicate(timeout=30)
 
 
+def test_a_standalone_run_holds_its_own_power_cap(dworld):
+    # No daemon: the run's supervisor measures and budgets its own vGPU.
+    samples, energy = dworld.path("utilisation"), dworld.path("energy")
+    open(samples, "w").close()
+    with open(energy, "w") as f:
+        f.write("0 0 300000\n")  # 300 W
+    env = {"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples, "FAKE_NVML_ENERGY_FILE": energy}
+    ready, go = dworld.path("ready"), dworld.path("go")
+    app = dworld.start("run", "--name", "hot", "--power-cap", "50", "--",
+                       *dworld.app_cmd(["init", "alloc", "1M", "ready", ready, "await", go]), env=env)
+    pid = int(dworld.wait_for_file(ready))
+    with open(samples, "w") as f:
+        f.write(f"{pid} 100\n")  # busy all the time: the GPU's 300 W are its
+    dev = poll(lambda: (lambda d: d if 0 < d["effective_compute_cap_pct"] <= 40 else None)(
+        dworld.ls("hot")["hot"]["devices"][0]), timeout=60, what="the run's supervisor tightened the budget")
+    assert dev["power_budget_pct"] == dev["effective_compute_cap_pct"]
+    open(go, "w").close()
+    out, err = app.communicate(timeout=30)
+    assert app.returncode == 0, err
+    assert "NOT held" not in err and "only while" not in err, err
+
+
 def test_a_power_capped_vgpu_is_paced_to_its_effective_cap(dworld):
     # The budget reaches the vGPU's own processes through its limits at
     # once (the pacer rebuilds what it believes of itself from them) and the
