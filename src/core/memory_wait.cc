@@ -12,8 +12,10 @@ bool MemoryWaitRefused(const ProcessSlot* mine) { return (LoadAcquire(mine->memo
 
 void ClearMemoryWait(ProcessSlot* mine) { StoreRelease(mine->memory_wait, 0); }
 
-std::vector<MemoryWait> PendingMemoryWaits(const Ledger& ledger) {
-  std::vector<MemoryWait> out;
+namespace {
+// Calls `each(slot, device, word)` for every unanswered request of a live slot.
+template <typename Each>
+void ForEachPending(const Ledger& ledger, Each each) {
   uint32_t high = LoadAcquire(ledger.slot_high_water);
   if (high > kMaxProcesses) high = kMaxProcesses;
   for (uint32_t i = 0; i < high; ++i) {
@@ -24,9 +26,27 @@ std::vector<MemoryWait> PendingMemoryWaits(const Ledger& ledger) {
     if (word == 0 || (word & kMemoryWaitNoRelief) != 0) continue;
     const uint32_t device = static_cast<uint32_t>((word >> 56) & 0x7f) - 1;
     if (device >= kMaxDevices) continue;  // scribbled on: not a request
-    out.push_back({i, device, word & kMemoryWaitMaxBytes, word});
+    if (!each(i, device, word)) return;
   }
+}
+}  // namespace
+
+std::vector<MemoryWait> PendingMemoryWaits(const Ledger& ledger) {
+  std::vector<MemoryWait> out;
+  ForEachPending(ledger, [&out](uint32_t slot, uint32_t device, uint64_t word) {
+    out.push_back({slot, device, word & kMemoryWaitMaxBytes, word});
+    return true;
+  });
   return out;
+}
+
+bool AnyPendingMemoryWait(const Ledger& ledger) {
+  bool any = false;
+  ForEachPending(ledger, [&any](uint32_t, uint32_t, uint64_t) {
+    any = true;
+    return false;
+  });
+  return any;
 }
 
 bool AnswerNoRelief(Ledger* ledger, const MemoryWait& wait) {

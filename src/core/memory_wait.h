@@ -55,6 +55,8 @@ struct MemoryWait {
 };
 // Unanswered requests of live slots (busy and free slots are skipped).
 std::vector<MemoryWait> PendingMemoryWaits(const Ledger& ledger);
+// Whether there is one, without allocating (the daemon's every pass).
+bool AnyPendingMemoryWait(const Ledger& ledger);
 // Answers `wait` with "nothing will be freed"; false if the slot has since
 // changed its request (the new one is for a later pass).
 bool AnswerNoRelief(Ledger* ledger, const MemoryWait& wait);

@@ -22,7 +22,9 @@ struct LedgerFixture : ::testing::Test {
 using MemoryWaitTest = LedgerFixture;
 
 TEST_F(MemoryWaitTest, APostedRequestIsPendingWithItsDeviceAndBytes) {
+  EXPECT_FALSE(AnyPendingMemoryWait(*ledger));
   PostMemoryWait(Live(3, 100), 2, 5ull << 30);
+  EXPECT_TRUE(AnyPendingMemoryWait(*ledger));
   const std::vector<MemoryWait> waits = PendingMemoryWaits(*ledger);
   ASSERT_EQ(waits.size(), 1u);
   EXPECT_EQ(waits[0].slot, 3u);
@@ -48,6 +50,7 @@ TEST_F(MemoryWaitTest, AnAnswerReachesTheRequestItAnswersOnly) {
   EXPECT_TRUE(AnswerNoRelief(ledger.get(), again));
   EXPECT_TRUE(MemoryWaitRefused(slot));
   EXPECT_TRUE(PendingMemoryWaits(*ledger).empty()) << "an answered request is not pending";
+  EXPECT_FALSE(AnyPendingMemoryWait(*ledger));
   ClearMemoryWait(slot);
   EXPECT_FALSE(MemoryWaitRefused(slot));
 }
@@ -64,6 +67,7 @@ TEST_F(MemoryWaitTest, FreeBusyAndScribbledSlotsAreNotRequests) {
   Live(3, 103);
   ledger->slots[3].memory_wait = 0x7full << 56 | 1;  // device 126
   EXPECT_TRUE(PendingMemoryWaits(*ledger).empty());
+  EXPECT_FALSE(AnyPendingMemoryWait(*ledger));
 }
 
 TEST_F(MemoryWaitTest, HugeRequestsAreClamped) {

@@ -39,6 +39,12 @@ void MemoryPressureService::Loop() {
 }
 
 node::MemoryPressurePolicy::Decision MemoryPressureService::Pass() {
+  // Most passes find nothing to do: a scan of the ledgers says so without
+  // a view of every vGPU (which costs ten times as much: docs/benchmarks.md,
+  // "Memory overcommit"). Passes that may resume or adopt read the views.
+  const auto now_steady = node::MemoryPressurePolicy::Clock::now();
+  if (!policy_.HasSuspended() && now_steady < next_full_pass_ && !manager_->AnyMemoryWaits()) return {};
+  next_full_pass_ = now_steady + kFullPassInterval;
   std::vector<node::VgpuView> views;
   if (!manager_->List("", &views).ok()) return {};
   // vGPUs the policy suspended that are gone, or that an operator resumed,

@@ -45,7 +45,11 @@ class MemoryPressureService {
   node::VgpuManager* const manager_;
   const FreeMemory free_memory_;
   const std::chrono::milliseconds interval_;
+  // Even with no request, the views are read this often, so a vGPU an
+  // earlier daemon suspended for memory is found and resumed.
+  static constexpr std::chrono::seconds kFullPassInterval{1};
   node::MemoryPressurePolicy policy_;  // the pass's only
+  node::MemoryPressurePolicy::Clock::time_point next_full_pass_{};
   port::Mutex mu_;
   port::CondVar cv_;
   bool stop_ GUARDED_BY(mu_) = false;

@@ -83,6 +83,7 @@ class MemoryPressurePolicy {
   void Adopt(const std::string& vgpu) { ours_.insert(vgpu); }
 
   bool SuspendedByPolicy(const std::string& vgpu) const { return ours_.count(vgpu) > 0; }
+  bool HasSuspended() const { return !ours_.empty(); }
 
  private:
   bool RecentlyResumed(const std::string& vgpu, Clock::time_point now) const;

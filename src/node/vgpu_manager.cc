@@ -683,6 +683,14 @@ ApiStatus VgpuManager::AdmitLocked(const core::VgpuSpec& spec) {
   return ApiStatus::Ok();
 }
 
+bool VgpuManager::AnyMemoryWaits() {
+  port::MutexLock lock(&mu_);
+  for (const auto& [name, m] : vgpus_) {
+    if (core::AnyPendingMemoryWait(m->handle.ledger())) return true;
+  }
+  return false;
+}
+
 ApiStatus VgpuManager::AnswerMemoryWait(const std::string& name, const core::MemoryWait& wait) {
   port::MutexLock lock(&mu_);
   auto it = vgpus_.find(name);

@@ -172,6 +172,9 @@ class VgpuManager {
   // to running, so that no process stays locked. Suspended ones stay
   // suspended. Returns how many were recovered.
   size_t RecoverSuspends() EXCLUDES(mu_);
+  // Whether a process of some vGPU waits for room on a full GPU
+  // (core/memory_wait.h): a scan of the ledgers' live slots, no view made.
+  bool AnyMemoryWaits() EXCLUDES(mu_);
   // Answers a process's memory request "nothing will be freed"
   // (core/memory_wait.h); OK also when the request has since changed.
   ApiStatus AnswerMemoryWait(const std::string& name, const core::MemoryWait& wait) EXCLUDES(mu_);
