@@ -44,7 +44,7 @@ void AddLsCommand(CLI::App& app);       // ls_command.cc
 void AddTopCommand(CLI::App& app);      // top_command.cc
 void AddSetCommand(CLI::App& app);      // set_command.cc
 void AddDevicesCommand(CLI::App& app);  // devices_command.cc
-void AddSuspendCommands(CLI::App& app); // suspend_command.cc: suspend and resume
+void AddSuspendCommands(CLI::App& app);     // suspend_command.cc: suspend, resume and migrate
 void AddStateKeeperCommand(CLI::App& app);  // state_keeper_command.cc (hidden; the daemon runs it)
 
 }  // namespace gpuslice::cli

@@ -294,6 +294,18 @@ grpc::Status ControlService::ResumeVgpu(grpc::ServerContext*, const pb::ResumeVg
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::MigrateVgpu(grpc::ServerContext*, const pb::MigrateVgpuRequest* request,
+                                         pb::MigrateVgpuResponse* response) {
+  node::MigrateOptions o;
+  o.name = request->name();
+  o.gpu = request->gpu();
+  if (request->lock_timeout_ms() > 0) o.lock_timeout = std::chrono::milliseconds(request->lock_timeout_ms());
+  node::VgpuView after;
+  if (node::ApiStatus s = manager_->Migrate(o, &after); !s.ok()) return ToGrpc(s);
+  ToProto(after, response->mutable_vgpu());
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::GetStatus(grpc::ServerContext*, const pb::GetStatusRequest*,
                                        pb::GetStatusResponse* response) {
   response->set_pid(identity_->pid);

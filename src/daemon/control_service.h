@@ -53,6 +53,8 @@ class ControlService final : public control::v1::Control::Service {
                            control::v1::SuspendVgpuResponse*) override;
   grpc::Status ResumeVgpu(grpc::ServerContext*, const control::v1::ResumeVgpuRequest*,
                           control::v1::ResumeVgpuResponse*) override;
+  grpc::Status MigrateVgpu(grpc::ServerContext*, const control::v1::MigrateVgpuRequest*,
+                           control::v1::MigrateVgpuResponse*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const control::v1::GetStatusRequest*,
                          control::v1::GetStatusResponse*) override;
   grpc::Status ClearGpuHealth(grpc::ServerContext*, const control::v1::ClearGpuHealthRequest*,

@@ -98,6 +98,12 @@ StatusOr<pb::ResumeVgpuResponse> DaemonClient::ResumeVgpu(const pb::ResumeVgpuRe
       std::chrono::minutes(10));
 }
 
+StatusOr<pb::MigrateVgpuResponse> DaemonClient::MigrateVgpu(const pb::MigrateVgpuRequest& request) {
+  return Invoke<pb::MigrateVgpuResponse>(
+      [&](grpc::ClientContext* c, pb::MigrateVgpuResponse* r) { return stub_->MigrateVgpu(c, request, r); },
+      std::chrono::minutes(20));
+}
+
 StatusOr<pb::ClearGpuHealthResponse> DaemonClient::ClearGpuHealth(const pb::ClearGpuHealthRequest& request) {
   return Invoke<pb::ClearGpuHealthResponse>(
       [&](grpc::ClientContext* c, pb::ClearGpuHealthResponse* r) { return stub_->ClearGpuHealth(c, request, r); });

@@ -37,6 +37,7 @@ class DaemonClient {
   // timeout: their deadline is 10 minutes, not 10 s.
   StatusOr<control::v1::SuspendVgpuResponse> SuspendVgpu(const control::v1::SuspendVgpuRequest& request);
   StatusOr<control::v1::ResumeVgpuResponse> ResumeVgpu(const control::v1::ResumeVgpuRequest& request);
+  StatusOr<control::v1::MigrateVgpuResponse> MigrateVgpu(const control::v1::MigrateVgpuRequest& request);
   StatusOr<control::v1::ClearGpuHealthResponse> ClearGpuHealth(const control::v1::ClearGpuHealthRequest& request);
 
   const std::string& socket_path() const { return socket_path_; }

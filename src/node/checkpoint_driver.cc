@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <cstring>
+
 #include "port/driver_locator.h"
 
 namespace gpuslice::node {
@@ -40,6 +42,17 @@ class DlopenCheckpointDriver final : public CheckpointDriver {
     return Result(checkpoint_(static_cast<int>(pid), nullptr));
   }
   CheckpointResult Restore(uint32_t pid) override { return Result(restore_(static_cast<int>(pid), nullptr)); }
+  CheckpointResult RestoreOnto(uint32_t pid, const std::vector<GpuPair>& pairs) override {
+    std::vector<CUcheckpointGpuPair> cu(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      memcpy(cu[i].oldUuid.bytes, pairs[i].first.data(), 16);
+      memcpy(cu[i].newUuid.bytes, pairs[i].second.data(), 16);
+    }
+    CUcheckpointRestoreArgs args{};
+    args.gpuPairs = cu.data();
+    args.gpuPairsCount = static_cast<unsigned>(cu.size());
+    return Result(restore_(static_cast<int>(pid), &args));
+  }
   CheckpointResult Unlock(uint32_t pid) override { return Result(unlock_(static_cast<int>(pid), nullptr)); }
   ProcessCheckpointState State(uint32_t pid) override {
     CUprocessState s{};
@@ -77,6 +90,13 @@ class DlopenCheckpointDriver final : public CheckpointDriver {
 };
 
 }  // namespace
+
+CheckpointResult CheckpointDriver::RestoreOnto(uint32_t, const std::vector<GpuPair>&) {
+  CheckpointResult out;
+  out.code = 801;  // CUDA_ERROR_NOT_SUPPORTED
+  out.error = "CUDA_ERROR_NOT_SUPPORTED";
+  return out;
+}
 
 const char* ProcessCheckpointStateName(ProcessCheckpointState s) {
   switch (s) {

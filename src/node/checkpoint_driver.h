@@ -13,10 +13,13 @@
 #ifndef GPUSLICE_NODE_CHECKPOINT_DRIVER_H_
 #define GPUSLICE_NODE_CHECKPOINT_DRIVER_H_
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gpuslice::node {
 
@@ -43,6 +46,11 @@ class CheckpointDriver {
   virtual CheckpointResult Checkpoint(uint32_t pid) = 0;
   // Takes device memory back and copies the contents in; the process stays locked.
   virtual CheckpointResult Restore(uint32_t pid) = 0;
+  // The same onto other GPUs: each pair (old UUID, new UUID), one for every
+  // GPU the process checkpointed (CUcheckpointRestoreArgs::gpuPairs). The
+  // default answers that this driver cannot.
+  using GpuPair = std::pair<std::array<uint8_t, 16>, std::array<uint8_t, 16>>;
+  virtual CheckpointResult RestoreOnto(uint32_t pid, const std::vector<GpuPair>& pairs);
   virtual CheckpointResult Unlock(uint32_t pid) = 0;
   virtual ProcessCheckpointState State(uint32_t pid) = 0;
 };

@@ -55,6 +55,8 @@ void WriteChange(const LimitsChange& c, core::Limits* w) {
     if (c.compute_share_pct) core::StoreRelease(d.compute_share_pct, *c.compute_share_pct);
     if (c.priority) core::StoreRelease(d.priority, *c.priority);
     if (i < c.compute_cap_pct.size()) core::StoreRelease(d.compute_cap_pct, c.compute_cap_pct[i]);
+    // Read once, at a process's attach: written only while none runs.
+    if (i < c.gpu_uuids.size()) memcpy(d.uuid, c.gpu_uuids[i].data(), sizeof d.uuid);
   }
 }
 

@@ -29,6 +29,7 @@
 #ifndef GPUSLICE_NODE_NODE_SCHEDULE_H_
 #define GPUSLICE_NODE_NODE_SCHEDULE_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,6 +52,9 @@ struct LimitsChange {
   std::optional<uint32_t> compute_share_pct;   // every device
   std::optional<uint32_t> priority;            // every device (core::LevelOf)
   std::vector<uint32_t> compute_cap_pct;       // one per device; empty: unchanged
+  // One per device; empty: unchanged. A vGPU moved to other GPUs (a
+  // migration: VgpuManager::Migrate) while its processes are suspended.
+  std::vector<std::array<uint8_t, 16>> gpu_uuids;
   bool written = false;                        // set by the pass once the values are stored
 };
 

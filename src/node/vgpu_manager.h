@@ -100,6 +100,12 @@ struct SuspendOptions {
   std::string by;                                         // SuspendRecord::by: "" an operator
 };
 
+struct MigrateOptions {
+  std::string name;
+  std::string gpu;                                        // the target: an index or a UUID
+  std::optional<std::chrono::milliseconds> lock_timeout;  // unset: ManagerOptions's
+};
+
 struct CreateOptions {
   std::string name;
   std::vector<std::string> gpus;  // indices or UUIDs; empty = all
@@ -167,6 +173,15 @@ class VgpuManager {
   ApiStatus Suspend(const SuspendOptions& options, VgpuView* after) EXCLUDES(mu_);
   // Restores and unlocks every process of a suspended vGPU.
   ApiStatus Resume(const std::string& name, VgpuView* after) EXCLUDES(mu_);
+  // Moves a running one-GPU vGPU to another GPU of the same model: suspend,
+  // its limits moved to the target (one generation bump, and the node's
+  // schedule and roster recomputed), every process restored onto the
+  // target, running again. A failed restore puts everything back on the old
+  // GPU. Not measured on a GPU, and the library does not yet follow its
+  // process onto the new GPU's pacing board and channel groups
+  // (docs/design.md, "Migration to another GPU"): the memory limit moves,
+  // shares and LC priority do not until its processes restart.
+  ApiStatus Migrate(const MigrateOptions& options, VgpuView* after) EXCLUDES(mu_);
   // At start, after Adopt and SetCheckpointDriver: every vGPU found
   // suspending or resuming (a daemon killed in the middle) is brought back
   // to running, so that no process stays locked. Suspended ones stay
@@ -232,6 +247,9 @@ class VgpuManager {
   };
   using Clock = std::chrono::steady_clock;
 
+  // Resume's work, optionally onto other GPUs (Migrate).
+  ApiStatus ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto, VgpuView* after)
+      EXCLUDES(mu_);
   // Brings the map in line with the directory (new, gone and replaced
   // vGPUs).
   void RefreshLocked() REQUIRES(mu_);

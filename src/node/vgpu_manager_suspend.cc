@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "core/byte_size.h"
 #include "node/suspend_record.h"
@@ -137,7 +139,10 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   return result;
 }
 
-ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
+ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) { return ResumeOnto(name, {}, after); }
+
+ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto,
+                                  VgpuView* after) {
   const std::string dir = store_.DirOf(name);
   SuspendRecord record;
   CheckpointDriver* driver = nullptr;
@@ -160,7 +165,7 @@ ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
     if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
   }
   const auto start = std::chrono::steady_clock::now();
-  const ApiStatus result = ResumeProcesses(driver, LivePids(record.pids));
+  const ApiStatus result = ResumeProcesses(driver, LivePids(record.pids), onto);
   const double seconds = SecondsSince(start);
   port::MutexLock lock(&mu_);
   if (result.ok()) {
@@ -186,6 +191,80 @@ ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) {
     if (auto it = vgpus_.find(name); it != vgpus_.end()) *after = ViewLocked(name, *it->second);
   }
   return result;
+}
+
+ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
+  std::array<uint8_t, 16> from{};
+  CheckpointDriver* driver = nullptr;
+  {
+    port::MutexLock lock(&mu_);
+    RefreshLocked();
+    auto it = vgpus_.find(o.name);
+    if (it == vgpus_.end()) {
+      return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
+    }
+    if (checkpoint_ == nullptr) return {ApiCode::kFailedPrecondition, "cannot migrate: " + checkpoint_unavailable_};
+    driver = checkpoint_;
+    const core::Limits& limits = it->second->handle.limits();
+    if (limits.device_count != 1) {
+      return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' has " + std::to_string(limits.device_count) +
+                                                " GPUs; migrate moves a vGPU of one GPU"};
+    }
+    memcpy(from.data(), limits.devices[0].uuid, from.size());
+  }
+  auto target = devices_->Select({o.gpu});
+  if (!target.ok()) return {ApiCode::kInvalidArgument, target.status().message()};
+  if (target->size() != 1) return {ApiCode::kInvalidArgument, "name one GPU to migrate to, by index or UUID"};
+  const port::GpuInfo to = target->front();
+  auto source = std::find_if(devices_->gpus.begin(), devices_->gpus.end(),
+                             [&from](const port::GpuInfo& g) { return g.uuid == from; });
+  if (to.uuid == from) {
+    return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' is on GPU " + std::to_string(to.index) + " already"};
+  }
+  if (source != devices_->gpus.end() && source->name != to.name) {
+    return {ApiCode::kFailedPrecondition, "GPU " + std::to_string(source->index) + " is a " + source->name +
+                                              " and GPU " + std::to_string(to.index) + " a " + to.name +
+                                              ": a checkpoint is restored only onto a GPU of the same model"};
+  }
+  // 1. Every process checkpointed, its device memory released.
+  if (ApiStatus s = Suspend({o.name, o.lock_timeout, "migrate"}, nullptr); !s.ok()) return s;
+  // 2. The limits moved (one generation bump; the node's slices and roster
+  // computed again with the vGPU on its new GPU). No process of it runs.
+  LimitsChange move;
+  move.vgpu = o.name;
+  move.gpu_uuids = {to.uuid};
+  if (Status s = schedule_->ApplyNow(&move); !move.written) {
+    const ApiStatus back = Resume(o.name, after);
+    return {ApiCode::kInternal,
+            "cannot move vGPU '" + o.name + "'s limits (" + s.message() + "); " +
+                (back.ok() ? "it runs on where it was" : "and its resume failed: " + back.message())};
+  }
+  // 3. Every process restored onto the target.
+  const ApiStatus moved = ResumeOnto(o.name, {{from, to.uuid}}, after);
+  if (moved.ok()) {
+    spdlog::info("migrated vGPU '{}' to GPU {}", o.name, to.index);
+    return moved;
+  }
+  // 4. Back where it was: the processes restored onto the target (locked)
+  // checkpointed again, the limits back, every process restored as it was.
+  auto record = ReadSuspendRecord(store_.DirOf(o.name));
+  const std::vector<uint32_t> pids = record.ok() ? LivePids(record->pids) : std::vector<uint32_t>{};
+  for (uint32_t pid : pids) {
+    if (driver->State(pid) == ProcessCheckpointState::kLocked) (void)driver->Checkpoint(pid);
+  }
+  LimitsChange back;
+  back.vgpu = o.name;
+  back.gpu_uuids = {from};
+  (void)schedule_->ApplyNow(&back);
+  const ApiStatus again = Resume(o.name, after);
+  const std::string where = source != devices_->gpus.end() ? "GPU " + std::to_string(source->index) : "its old GPU";
+  spdlog::error("migration of vGPU '{}' failed: {}", o.name, moved.message());
+  // A process whose restore failed is left as the driver left it: the
+  // states say which.
+  return {ApiCode::kInternal, "migration of vGPU '" + o.name + "' to GPU " + std::to_string(to.index) + " failed (" +
+                                  moved.message() + "); " +
+                                  (again.ok() ? "back on " + where : "putting it back failed too: " + again.message()) +
+                                  "; processes: " + DescribeProcessStates(driver, pids)};
 }
 
 size_t VgpuManager::RecoverSuspends() {

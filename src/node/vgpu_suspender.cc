@@ -76,11 +76,12 @@ ApiStatus SuspendProcesses(CheckpointDriver* driver, const std::vector<uint32_t>
   return ApiStatus::Ok();
 }
 
-ApiStatus ResumeProcesses(CheckpointDriver* driver, const std::vector<uint32_t>& pids) {
+ApiStatus ResumeProcesses(CheckpointDriver* driver, const std::vector<uint32_t>& pids,
+                          const std::vector<CheckpointDriver::GpuPair>& onto) {
   // Restore all before unlocking any: the vGPU runs again as a whole.
   for (uint32_t pid : pids) {
     if (driver->State(pid) != ProcessCheckpointState::kCheckpointed) continue;
-    if (CheckpointResult r = driver->Restore(pid); !r.ok()) {
+    if (CheckpointResult r = onto.empty() ? driver->Restore(pid) : driver->RestoreOnto(pid, onto); !r.ok()) {
       const std::string states = DescribeProcessStates(driver, pids);
       spdlog::error("restore of pid {} failed ({}); the vGPU stays suspended; processes: {}", pid, r.error, states);
       return {ApiCode::kInternal, "RESTORE FAILED: restore of " + Pid(pid) + " failed (" + r.error +

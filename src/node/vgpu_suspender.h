@@ -37,8 +37,10 @@ ApiStatus SuspendProcesses(CheckpointDriver* driver, const std::vector<uint32_t>
                            std::chrono::milliseconds lock_timeout);
 
 // Restores every checkpointed process of `pids`, then unlocks every locked
-// one. On failure, the status lists each process's state.
-ApiStatus ResumeProcesses(CheckpointDriver* driver, const std::vector<uint32_t>& pids);
+// one. On failure, the status lists each process's state. With `onto`
+// (a migration), each is restored onto the paired GPUs.
+ApiStatus ResumeProcesses(CheckpointDriver* driver, const std::vector<uint32_t>& pids,
+                          const std::vector<CheckpointDriver::GpuPair>& onto = {});
 
 // "pid 12: checkpointed, pid 13: failed" (the driver's view, now).
 std::string DescribeProcessStates(CheckpointDriver* driver, const std::vector<uint32_t>& pids);

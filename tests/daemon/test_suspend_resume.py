@@ -50,7 +50,7 @@ def inject(world, pid, what):
         f.write(what + "\n")
 
 
-def start_two(world, name="sus"):
+def start_two(world, name="sus", flags=()):
     """Two processes of one vGPU, each holding 64 MiB, waiting on `go`;
     after it, each allocates 1 MiB more (a CUDA call, which blocks while
     it is locked) and says so in its `after` file."""
@@ -59,7 +59,7 @@ def start_two(world, name="sus"):
     apps = []
     for i in range(2):
         ready, after = world.path(f"{name}-ready{i}"), world.path(f"{name}-after{i}")
-        proc = world.start("run", "--name", name, "--memory", "256MiB", "--", *world.app_cmd(
+        proc = world.start("run", "--name", name, "--memory", "256MiB", *flags, "--", *world.app_cmd(
             ["init", "alloc", "64M", "ready", ready, "await", go, "alloc", "1M", "ready", after, "await", end]))
         apps.append({"proc": proc, "ready": ready, "after": after})
     for app in apps:
@@ -211,3 +211,65 @@ def test_a_daemon_killed_mid_suspend_is_recovered_at_restart(sworld):
     for app in apps:
         sworld.wait_for_file(app["after"])
     finish(apps, end)
+
+
+def test_migrate_moves_a_vgpu_and_its_memory_to_another_gpu(sworld):
+    # The fake driver restores a checkpoint onto the paired GPU
+    # (tests/fake_driver/checkpoint.h): what each process holds moves there.
+    sworld.env["FAKE_GPU_COUNT"] = "2"
+    sworld.daemon()
+    go, end = sworld.path("mig-go"), sworld.path("mig-end")
+    ready, after = sworld.path("mig-ready"), sworld.path("mig-after")
+    proc = sworld.start("run", "--name", "mig", "--gpu", "0", "--memory", "256MiB", "--", *sworld.app_cmd(
+        ["init", "alloc", "64M", "ready", ready, "await", go, "alloc", "1M", "ready", after, "await", end]))
+    sworld.wait_for_file(ready)
+    with open(ready) as f:
+        pid = int(f.read())
+    sworld.app_pids = [pid]
+    poll(lambda: os.path.exists(os.path.join(sworld.env["FAKE_CHECKPOINT_DIR"], f"{pid}.state")),
+         what="checkpoint watcher started")
+    poll(lambda: len(sworld.ls("mig")["mig"]["processes"]) == 1, what="the process in the vGPU")
+
+    def held_on(gpu):
+        with open(os.path.join(sworld.env["FAKE_GPU_PROCESS_DIR"], str(pid))) as f:
+            return {int(g): int(b) for g, b in (line.split() for line in f if line.strip())}.get(gpu, 0)
+    assert held_on(0) == 64 * MiB and held_on(1) == 0
+
+    refused = sworld.gpuslice("migrate", "mig", "--gpu", "0")
+    assert refused.returncode == 2 and "is on GPU 0 already" in refused.stderr
+    r = sworld.gpuslice("migrate", "mig", "--gpu", "1")
+    assert r.returncode == 0, r.stderr + sworld.daemons[0].text()
+    assert "migrated to GPU 1, 1 process(es) running" in r.stdout
+    assert held_on(0) == 0 and held_on(1) == 64 * MiB
+    assert state(sworld, pid) == RUNNING
+    v = sworld.ls("mig")["mig"]
+    assert [d["gpu"] for d in v["devices"]] == [1]
+    assert v["suspend"]["state"] == "running" and v["suspend"]["suspends"] == 1 and v["suspend"]["resumes"] == 1
+    # The process goes on, charged in its vGPU as before.
+    open(go, "w").close()
+    sworld.wait_for_file(after)
+    assert sworld.ls("mig")["mig"]["devices"][0]["memory_used_bytes"] >= 65 * MiB
+    open(end, "w").close()
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and out.count("alloc ok") == 2, out + err
+
+
+def test_a_failed_migration_puts_the_vgpu_back(sworld):
+    # One process's restore onto the target fails (the fake leaves it
+    # FAILED, as a driver may): the other is put back on GPU 0, running, the
+    # limits are back on GPU 0, and the error gives each process's state.
+    sworld.env["FAKE_GPU_COUNT"] = "2"
+    sworld.daemon()
+    apps, go, end = start_two(sworld, name="back", flags=("--gpu", "0"))
+    inject(sworld, apps[1]["pid"], "restore error")
+    r = sworld.gpuslice("migrate", "back", "--gpu", "1")
+    assert r.returncode == 2
+    assert "back on GPU 0" in r.stderr and f"pid {apps[1]['pid']}: failed" in r.stderr, r.stderr
+    v = sworld.ls("back")["back"]
+    assert [d["gpu"] for d in v["devices"]] == [0]
+    assert v["suspend"]["state"] == "running"
+    assert state(sworld, apps[0]["pid"]) == RUNNING
+    assert held(sworld, apps[0]["pid"]) == 64 * MiB
+    assert state(sworld, apps[1]["pid"]) == FAILED
+    open(go, "w").close()
+    sworld.wait_for_file(apps[0]["after"])
