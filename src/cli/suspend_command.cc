@@ -90,7 +90,7 @@ void AddOne(CLI::App& app, Verb verb) {
       verb == Verb::kResume    ? app.add_subcommand("resume", "Restore and run again every process of a suspended vGPU")
       : verb == Verb::kMigrate ? app.add_subcommand("migrate",
                                                     "Move a one-GPU vGPU's processes to another GPU of the same "
-                                                    "model by checkpoint and restore (needs the daemon; unmeasured)")
+                                                    "model by checkpoint and restore (needs the daemon)")
                                : app.add_subcommand("suspend",
                                                     "Checkpoint every process of a vGPU to host memory together, "
                                                     "releasing its device memory (needs the daemon)");

@@ -177,8 +177,8 @@ class VgpuManager {
   // its limits moved to the target (one generation bump, and the node's
   // schedule and roster recomputed), every process restored onto the
   // target, running again. A failed restore puts everything back on the old
-  // GPU. Not measured on a GPU, and the library does not yet follow its
-  // process onto the new GPU's pacing board and channel groups
+  // GPU. The library does not yet follow its process onto the new GPU's
+  // pacing board and channel groups
   // (docs/design.md, "Migration to another GPU"): the memory limit moves,
   // shares and LC priority do not until its processes restart.
   ApiStatus Migrate(const MigrateOptions& options, VgpuView* after) EXCLUDES(mu_);

@@ -239,8 +239,16 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
             "cannot move vGPU '" + o.name + "'s limits (" + s.message() + "); " +
                 (back.ok() ? "it runs on where it was" : "and its resume failed: " + back.message())};
   }
-  // 3. Every process restored onto the target.
-  const ApiStatus moved = ResumeOnto(o.name, {{from, to.uuid}}, after);
+  // 3. Every process restored onto the target. The driver wants a pair for
+  // every GPU the process checkpointed, which may be every GPU of the node
+  // (whatever CUDA_VISIBLE_DEVICES showed it): the source and the target
+  // are swapped, and every other GPU maps to itself.
+  std::vector<CheckpointDriver::GpuPair> pairs;
+  for (const port::GpuInfo& g : devices_->gpus) {
+    pairs.push_back({g.uuid, g.uuid == from ? to.uuid : g.uuid == to.uuid ? from : g.uuid});
+  }
+  if (source == devices_->gpus.end()) pairs.push_back({from, to.uuid});
+  const ApiStatus moved = ResumeOnto(o.name, pairs, after);
   if (moved.ok()) {
     spdlog::info("migrated vGPU '{}' to GPU {}", o.name, to.index);
     return moved;
