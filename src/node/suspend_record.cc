@@ -52,6 +52,7 @@ std::string FormatSuspendRecord(const SuspendRecord& r) {
   // Last: the rest of the line is the text, spaces included.
   out << "detail " << r.detail << "\n";
   if (!r.by.empty()) out << "by " << r.by << "\n";
+  if (!r.migrating_from.empty()) out << "migrating_from " << r.migrating_from << "\n";
   return out.str();
 }
 
@@ -84,6 +85,8 @@ StatusOr<SuspendRecord> ParseSuspendRecord(const std::string& text) {
       ok = static_cast<bool>(in >> r.last_suspend_seconds);
     } else if (key == "last_resume_seconds") {
       ok = static_cast<bool>(in >> r.last_resume_seconds);
+    } else if (key == "migrating_from") {
+      ok = static_cast<bool>(in >> r.migrating_from);
     } else if (key == "by") {
       ok = static_cast<bool>(in >> r.by);
     } else if (key == "detail") {

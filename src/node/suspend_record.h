@@ -34,6 +34,11 @@ struct SuspendRecord {
   // kSuspendedByMemoryPressure (node/memory_pressure.h), whose vGPUs the
   // daemon resumes by itself, also after a restart.
   std::string by;
+  // While a migration is under way: the GPU its processes were checkpointed
+  // on ("GPU-..."), where a resume without the migration's pairs restores
+  // them, so that resume puts the vGPU's limits back there first (a daemon
+  // killed mid-migration: VgpuManager::Migrate).
+  std::string migrating_from;
   // Lifetime counters (metrics).
   double suspended_seconds_total = 0;  // closed suspended periods only
   uint64_t bytes_moved_total = 0;      // checkpointed plus restored

@@ -52,6 +52,7 @@
 #include "node/host_memory.h"
 #include "node/node_devices.h"
 #include "node/schedule_worker.h"
+#include "node/suspend_record.h"
 #include "node/vgpu_view.h"
 #include "port/mutex.h"
 #include "task/task_levels.h"
@@ -247,6 +248,9 @@ class VgpuManager {
   };
   using Clock = std::chrono::steady_clock;
 
+  // After a migration that did not finish (SuspendRecord::migrating_from):
+  // the vGPU's limits back on the GPU its processes were checkpointed on.
+  void PutLimitsBack(const std::string& name, const SuspendRecord& record) EXCLUDES(mu_);
   // Resume's work, optionally onto other GPUs (Migrate).
   ApiStatus ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto, VgpuView* after)
       EXCLUDES(mu_);

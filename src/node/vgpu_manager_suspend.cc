@@ -12,6 +12,7 @@
 #include "node/suspend_record.h"
 #include "node/vgpu_manager.h"
 #include "node/vgpu_suspender.h"
+#include "port/gpu_uuid.h"
 
 namespace gpuslice::node {
 namespace {
@@ -164,6 +165,9 @@ ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<Che
     record.state = SuspendState::kResuming;
     if (ApiStatus s = Persist(dir, record); !s.ok()) return s;
   }
+  // Without the migration's pairs the processes come back where they were
+  // checkpointed: so do the limits.
+  if (onto.empty()) PutLimitsBack(name, record);
   const auto start = std::chrono::steady_clock::now();
   const ApiStatus result = ResumeProcesses(driver, LivePids(record.pids), onto);
   const double seconds = SecondsSince(start);
@@ -176,6 +180,7 @@ ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<Che
     record.last_resume_seconds = seconds;
     record.detail.clear();
     record.by.clear();
+    record.migrating_from.clear();
     spdlog::info("resumed vGPU '{}': {} restored in {:.3f} s", name, core::FormatByteSize(record.bytes), seconds);
     record.pids.clear();
     record.bytes = 0;
@@ -191,6 +196,27 @@ ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<Che
     if (auto it = vgpus_.find(name); it != vgpus_.end()) *after = ViewLocked(name, *it->second);
   }
   return result;
+}
+
+void VgpuManager::PutLimitsBack(const std::string& name, const SuspendRecord& record) {
+  std::array<uint8_t, 16> from{};
+  if (record.migrating_from.empty() || !port::ParseGpuUuid(record.migrating_from, &from)) return;
+  {
+    port::MutexLock lock(&mu_);
+    auto it = vgpus_.find(name);
+    if (it == vgpus_.end() || memcmp(it->second->handle.limits().devices[0].uuid, from.data(), from.size()) == 0) {
+      return;
+    }
+  }
+  LimitsChange back;
+  back.vgpu = name;
+  back.gpu_uuids = {from};
+  if (Status s = schedule_->ApplyNow(&back); !back.written) {
+    spdlog::error("vGPU '{}': cannot put its limits back on {} after an unfinished migration: {}", name,
+                  record.migrating_from, s.message());
+  } else {
+    spdlog::warn("vGPU '{}': a migration did not finish; its limits are back on {}", name, record.migrating_from);
+  }
 }
 
 ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
@@ -226,8 +252,16 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
                                               " and GPU " + std::to_string(to.index) + " a " + to.name +
                                               ": a checkpoint is restored only onto a GPU of the same model"};
   }
-  // 1. Every process checkpointed, its device memory released.
+  // 1. Every process checkpointed, its device memory released; the record
+  // says where they were, for a resume after a daemon killed from here on.
   if (ApiStatus s = Suspend({o.name, o.lock_timeout, "migrate"}, nullptr); !s.ok()) return s;
+  {
+    port::MutexLock lock(&mu_);
+    auto record = ReadSuspendRecord(store_.DirOf(o.name));
+    if (!record.ok()) return {ApiCode::kInternal, record.status().message()};
+    record->migrating_from = FormatGpuUuid(from.data());
+    if (ApiStatus s = Persist(store_.DirOf(o.name), record.value()); !s.ok()) return s;
+  }
   // 2. The limits moved (one generation bump; the node's slices and roster
   // computed again with the vGPU on its new GPU). No process of it runs.
   LimitsChange move;
@@ -260,11 +294,7 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
   for (uint32_t pid : pids) {
     if (driver->State(pid) == ProcessCheckpointState::kLocked) (void)driver->Checkpoint(pid);
   }
-  LimitsChange back;
-  back.vgpu = o.name;
-  back.gpu_uuids = {from};
-  (void)schedule_->ApplyNow(&back);
-  const ApiStatus again = Resume(o.name, after);
+  const ApiStatus again = Resume(o.name, after);  // the limits back first (PutLimitsBack)
   const std::string where = source != devices_->gpus.end() ? "GPU " + std::to_string(source->index) : "its old GPU";
   spdlog::error("migration of vGPU '{}' failed: {}", o.name, moved.message());
   // A process whose restore failed is left as the driver left it: the
@@ -307,7 +337,9 @@ size_t VgpuManager::RecoverSuspends() {
       continue;
     }
     // A suspend the previous daemon never answered is undone, a resume
-    // finished: either way every process runs again.
+    // finished: either way every process runs again, where it was
+    // checkpointed.
+    PutLimitsBack(name, record);
     const ApiStatus s = ResumeProcesses(driver, LivePids(record.pids));
     port::MutexLock lock(&mu_);
     if (s.ok()) {

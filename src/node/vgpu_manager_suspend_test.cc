@@ -194,5 +194,39 @@ TEST_F(VgpuManagerSuspendTest, WithoutTheCheckpointApiSuspendSaysWhy) {
   EXPECT_EQ(s.message(), "cannot suspend: no libcuda.so.1 found");
 }
 
+TEST_F(VgpuManagerSuspendTest, AResumeAfterAnUnfinishedMigrationPutsTheLimitsBackWhereTheProcessesWere) {
+  // A daemon killed between moving the limits to GPU 1 and restoring onto
+  // it leaves the vGPU suspended `by migrate`, its limits on GPU 1, its
+  // processes checkpointed from GPU 0. A resume restores them without pairs
+  // (onto GPU 0): the limits must say GPU 0 again, or the memory audit
+  // would find the processes on a GPU their vGPU does not have.
+  port::GpuInfo second = devices_.gpus[0];
+  second.index = 1;
+  second.uuid[15] = 1;
+  second.uuid_text = FormatGpuUuid(second.uuid.data());
+  devices_.gpus.push_back(second);
+  auto m = Manager();
+  const std::string dir = CreateHeld(m.get());
+  ASSERT_TRUE(m->Suspend({.name = "a", .by = "migrate"}, nullptr).ok());
+  auto record = ReadSuspendRecord(dir);
+  ASSERT_TRUE(record.ok());
+  record->migrating_from = devices_.gpus[0].uuid_text;
+  ASSERT_TRUE(WriteSuspendRecord(dir, record.value()).ok());
+  LimitsChange moved;
+  moved.vgpu = "a";
+  moved.gpu_uuids = {second.uuid};
+  ASSERT_TRUE(schedule_.ApplyNow(&moved).ok());
+  ASSERT_EQ(handle_->limits().devices[0].uuid[15], 1);
+
+  auto restarted = Manager();
+  restarted->Adopt();
+  VgpuView after;
+  ASSERT_TRUE(restarted->Resume("a", &after).ok());
+  EXPECT_EQ(handle_->limits().devices[0].uuid[15], 0) << "the limits are back on GPU 0";
+  EXPECT_EQ(after.devices[0].gpu_uuid, devices_.gpus[0].uuid_text);
+  EXPECT_EQ(driver_.calls.back(), "unlock");
+  EXPECT_EQ(ReadSuspendRecord(dir)->migrating_from, "");
+}
+
 }  // namespace
 }  // namespace gpuslice::node
