@@ -248,6 +248,10 @@ class VgpuManager {
   };
   using Clock = std::chrono::steady_clock;
 
+  // The vGPU `name` and the checkpoint API, for a `verb` ("suspend",
+  // "resume", "migrate") that needs both; the error names what is missing.
+  ApiStatus CheckpointTargetLocked(const std::string& name, const char* verb, Managed** m, CheckpointDriver** driver)
+      REQUIRES(mu_);
   // After a migration that did not finish (SuspendRecord::migrating_from):
   // the vGPU's limits back on the GPU its processes were checkpointed on.
   void PutLimitsBack(const std::string& name, const SuspendRecord& record) EXCLUDES(mu_);

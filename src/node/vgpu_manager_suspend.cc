@@ -54,6 +54,19 @@ void VgpuManager::SetCheckpointDriver(CheckpointDriver* driver, std::string unav
   checkpoint_unavailable_ = std::move(unavailable);
 }
 
+ApiStatus VgpuManager::CheckpointTargetLocked(const std::string& name, const char* verb, Managed** m,
+                                              CheckpointDriver** driver) {
+  RefreshLocked();
+  auto it = vgpus_.find(name);
+  if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
+  if (checkpoint_ == nullptr) {
+    return {ApiCode::kFailedPrecondition, std::string("cannot ") + verb + ": " + checkpoint_unavailable_};
+  }
+  *m = it->second.get();
+  *driver = checkpoint_;
+  return ApiStatus::Ok();
+}
+
 ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   const std::string dir = store_.DirOf(o.name);
   std::vector<uint32_t> pids;
@@ -62,15 +75,8 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   CheckpointDriver* driver = nullptr;
   {
     port::MutexLock lock(&mu_);
-    RefreshLocked();
-    auto it = vgpus_.find(o.name);
-    if (it == vgpus_.end()) {
-      return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
-    }
-    if (checkpoint_ == nullptr) {
-      return {ApiCode::kFailedPrecondition, "cannot suspend: " + checkpoint_unavailable_};
-    }
-    driver = checkpoint_;
+    Managed* m = nullptr;
+    if (ApiStatus s = CheckpointTargetLocked(o.name, "suspend", &m, &driver); !s.ok()) return s;
     auto read = ReadSuspendRecord(dir);
     if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
     record = read.value();
@@ -78,7 +84,7 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
       return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' is " + SuspendStateName(record.state) +
                                                 "; only a running vGPU can be suspended"};
     }
-    const VgpuView view = ViewLocked(o.name, *it->second);
+    const VgpuView view = ViewLocked(o.name, *m);
     for (const auto& p : view.processes) {
       if (!p.same_pid_namespace) {
         return {ApiCode::kFailedPrecondition,
@@ -149,12 +155,8 @@ ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<Che
   CheckpointDriver* driver = nullptr;
   {
     port::MutexLock lock(&mu_);
-    RefreshLocked();
-    if (vgpus_.find(name) == vgpus_.end()) {
-      return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
-    }
-    if (checkpoint_ == nullptr) return {ApiCode::kFailedPrecondition, "cannot resume: " + checkpoint_unavailable_};
-    driver = checkpoint_;
+    Managed* m = nullptr;
+    if (ApiStatus s = CheckpointTargetLocked(name, "resume", &m, &driver); !s.ok()) return s;
     auto read = ReadSuspendRecord(dir);
     if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
     record = read.value();
@@ -224,14 +226,9 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
   CheckpointDriver* driver = nullptr;
   {
     port::MutexLock lock(&mu_);
-    RefreshLocked();
-    auto it = vgpus_.find(o.name);
-    if (it == vgpus_.end()) {
-      return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
-    }
-    if (checkpoint_ == nullptr) return {ApiCode::kFailedPrecondition, "cannot migrate: " + checkpoint_unavailable_};
-    driver = checkpoint_;
-    const core::Limits& limits = it->second->handle.limits();
+    Managed* m = nullptr;
+    if (ApiStatus s = CheckpointTargetLocked(o.name, "migrate", &m, &driver); !s.ok()) return s;
+    const core::Limits& limits = m->handle.limits();
     if (limits.device_count != 1) {
       return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' has " + std::to_string(limits.device_count) +
                                                 " GPUs; migrate moves a vGPU of one GPU"};

@@ -90,17 +90,18 @@
 // Sizes take K/M/G suffixes (powers of 1024).
 #include <cuda.h>
 #include <dirent.h>
-#include <sched.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
-#include <time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -437,20 +438,41 @@ std::vector<unsigned char*> MapBoardsWritable(const char* dir) {
   return boards;
 }
 
-int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
+// Calls `pass(boards, now)` on `dir`'s boards, mapped writable, every
+// millisecond for `seconds`; returns the most rows one pass wrote.
+template <typename Pass>
+int ForgeEveryMillisecond(const char* dir, double seconds, Pass pass) {
   const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
-  auto field = [](unsigned char* board, int m, size_t offset) { return board + kMembersAt + m * kMemberSize + offset; };
-  auto put64 = [&](unsigned char* b, int m, size_t o, uint64_t v) {
-    __atomic_store_n(reinterpret_cast<uint64_t*>(field(b, m, o)), v, __ATOMIC_RELEASE);
-  };
-  auto put32 = [&](unsigned char* b, int m, size_t o, uint32_t v) {
-    __atomic_store_n(reinterpret_cast<uint32_t*>(field(b, m, o)), v, __ATOMIC_RELEASE);
-  };
-  constexpr uint64_t kForgedId = 0xbad0bad0bad0bad1ull;
-  constexpr uint32_t kHighestLc = 1 | 255u << 8;  // core::LevelWord(kLatencyCritical, 255)
   int most = 0;
   for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
-    const uint64_t now = NowNs();
+    most = std::max(most, pass(boards, NowNs()));
+    const timespec ms = {0, 1000000};
+    nanosleep(&ms, nullptr);
+  }
+  for (unsigned char* b : boards) munmap(b, kBoardSize);
+  return most;
+}
+
+void PutBoard64(unsigned char* b, int m, size_t offset, uint64_t v) {
+  __atomic_store_n(reinterpret_cast<uint64_t*>(b + kMembersAt + m * kMemberSize + offset), v, __ATOMIC_RELEASE);
+}
+void PutBoard32(unsigned char* b, int m, size_t offset, uint32_t v) {
+  __atomic_store_n(reinterpret_cast<uint32_t*>(b + kMembersAt + m * kMemberSize + offset), v, __ATOMIC_RELEASE);
+}
+
+// Row `m` holds everyone below it: a span that never ends, and an automatic
+// hold always in its burst.
+void WriteHold(unsigned char* b, int m, uint64_t now) {
+  PutBoard64(b, m, 96, now + 150'000'000);  // hold_until_ns
+  PutBoard64(b, m, 40, now);                // last_launch_ns
+  PutBoard64(b, m, 104, now);               // lc_burst_start_ns
+  PutBoard32(b, m, 112, 2000);              // lc_linger_us
+}
+
+int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
+  constexpr uint64_t kForgedId = 0xbad0bad0bad0bad1ull;
+  constexpr uint32_t kHighestLc = 1 | 255u << 8;  // core::LevelWord(kLatencyCritical, 255)
+  return ForgeEveryMillisecond(dir, seconds, [self](const std::vector<unsigned char*>& boards, uint64_t now) {
     int written = 0;
     for (unsigned char* b : boards) {
       int forged = -1;
@@ -461,53 +483,34 @@ int ForgeLatencyCritical(const char* dir, uint64_t self, double seconds) {
       for (int m = 0; m < 64; ++m) {
         const uint64_t id = BoardField<uint64_t>(b, m, 0);
         if (m != forged && id != self) continue;
-        if (m == forged) put64(b, m, 0, kForgedId);
-        put64(b, m, 8, now);                 // heartbeat_ns
-        put32(b, m, 24, kHighestLc);         // priority
-        put64(b, m, 96, now + 150'000'000);  // hold_until_ns
-        put64(b, m, 40, now);                // last_launch_ns
-        put64(b, m, 104, now);               // lc_burst_start_ns
-        put32(b, m, 112, 2000);              // lc_linger_us
+        if (m == forged) PutBoard64(b, m, 0, kForgedId);
+        PutBoard64(b, m, 8, now);          // heartbeat_ns
+        PutBoard32(b, m, 24, kHighestLc);  // priority
+        WriteHold(b, m, now);
         ++written;
       }
     }
-    if (written > most) most = written;
-    const timespec ms = {0, 1000000};
-    nanosleep(&ms, nullptr);
-  }
-  for (unsigned char* b : boards) munmap(b, kBoardSize);
-  return most;
+    return written;
+  });
 }
 
 // forge_listed_lc: impersonates the latency-critical vGPUs on `dir`'s boards
 // (rows whose level word, as their owner wrote it, is of the LC class) by
-// writing their hold fields, for `seconds`: a span that never ends, and an
-// automatic hold always in its burst. The roster lists those rows, so
+// writing their hold fields, for `seconds`. The roster lists those rows, so
 // every process believes them. Returns the most rows one pass wrote.
 int ForgeListedLatencyCritical(const char* dir, uint64_t self, double seconds) {
-  const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
-  int most = 0;
-  for (const uint64_t end = NowNs() + static_cast<uint64_t>(seconds * 1e9); NowNs() < end;) {
-    const uint64_t now = NowNs();
+  return ForgeEveryMillisecond(dir, seconds, [self](const std::vector<unsigned char*>& boards, uint64_t now) {
     int written = 0;
     for (unsigned char* b : boards) {
       for (int m = 0; m < 64; ++m) {
         const uint64_t id = BoardField<uint64_t>(b, m, 0);
         if (id == 0 || id == self || (BoardField<uint32_t>(b, m, 24) & 0xff) != 1) continue;  // priority
-        unsigned char* row = b + kMembersAt + m * kMemberSize;
-        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 96), now + 150'000'000, __ATOMIC_RELEASE);  // hold_until_ns
-        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 40), now, __ATOMIC_RELEASE);                // last_launch_ns
-        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 104), now, __ATOMIC_RELEASE);   // lc_burst_start_ns
-        __atomic_store_n(reinterpret_cast<uint32_t*>(row + 112), 2000, __ATOMIC_RELEASE);  // lc_linger_us
+        WriteHold(b, m, now);
         ++written;
       }
     }
-    if (written > most) most = written;
-    const timespec ms = {0, 1000000};
-    nanosleep(&ms, nullptr);
-  }
-  for (unsigned char* b : boards) munmap(b, kBoardSize);
-  return most;
+    return written;
+  });
 }
 
 // forge_turns: keeps the GPU's turn for this vGPU on `dir`'s boards, as a
