@@ -13,6 +13,7 @@ packages=(
   clang
   prometheus
   spin
+  podman runc
 )
 
 missing=()

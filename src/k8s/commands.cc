@@ -14,6 +14,7 @@
 #include "k8s/dra/dra_plugin.h"
 #include "k8s/extender_server.h"
 #include "k8s/kube_http_client.h"
+#include "k8s/library_install.h"
 #include "k8s/names.h"
 #include "k8s/vgpu_provisioner.h"
 #include "node/state_keeper_client.h"
@@ -323,11 +324,33 @@ void AddDraPluginCommand(CLI::App& app) {
   });
 }
 
+void AddInstallLibraryCommand(CLI::App& app) {
+  struct Flags {
+    std::string from;
+    std::string to;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "install-library", "Copy the library that the plugins mount into containers to the node (init container)");
+  cmd->add_option("--from", f->from, "The image's library directory (default: ../lib beside this binary)");
+  cmd->add_option("--to", f->to, "The node's library directory, as the plugins' --library-dir")->required();
+  cmd->callback([f] {
+    const std::string from = f->from.empty() ? DefaultLibraryDir() : f->from;
+    if (Status s = InstallLibrary(from, f->to); !s.ok()) {
+      cli::ExitCode() = Fail("install-library", s.message());
+      return;
+    }
+    std::cout << "installed the library from " << from << " in " << f->to << "\n";
+    cli::ExitCode() = 0;
+  });
+}
+
 }  // namespace
 
 void AddCommands(CLI::App& app) {
   AddDevicePluginCommand(app);
   AddDraPluginCommand(app);
+  AddInstallLibraryCommand(app);
   AddSchedulerExtenderCommand(app);
 }
 

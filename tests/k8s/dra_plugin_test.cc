@@ -75,25 +75,7 @@ class ScriptedHealth final : public HealthSource {
 
 json Claim(const std::string& name, const std::string& uid, const std::string& device, const std::string& cores,
            const std::string& memory, const json& parameters) {
-  json claim = {{"apiVersion", "resource.k8s.io/v1"},
-                {"kind", "ResourceClaim"},
-                {"metadata", {{"namespace", "ml"}, {"name", name}, {"uid", uid}}},
-                {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
-                {"status",
-                 {{"allocation",
-                   {{"devices",
-                     {{"results",
-                       {{{"request", "gpu"},
-                         {"driver", kDriverName},
-                         {"pool", "node-a"},
-                         {"device", device},
-                         {"shareID", "share-" + uid},
-                         {"consumedCapacity", {{"cores", cores}, {"memory", memory}}}}}}}}}}}}};
-  if (!parameters.is_null()) {
-    claim["status"]["allocation"]["devices"]["config"] = {
-        {{"source", "FromClaim"}, {"opaque", {{"driver", kDriverName}, {"parameters", parameters}}}}};
-  }
-  return claim;
+  return testing::MakeDraClaim("ml", name, uid, "node-a", device, cores, memory, parameters);
 }
 
 json LcConfig() {

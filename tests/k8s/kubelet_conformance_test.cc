@@ -13,28 +13,28 @@
 //   - restarts "the kubelet" (sockets wiped) and sees the plugin register
 //     again;
 //   - stops the plugin with SIGTERM and expects a clean exit.
-#include <fcntl.h>
+//
+// tests/k8s/image_test.sh runs it again with the plugin in a container of
+// the built image (container_runner.h), and a CUDA application in a second
+// container with the CDI spec's edits applied by hand.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <set>
 
+#include "container_runner.h"
 #include "core/state_handout.h"
 #include "core/vgpu_store.h"
 #include "fake_api_server.h"
 #include "fake_kubelet.h"
+#include "k8s/cdi.h"
 #include "k8s/device_ids.h"
 #include "k8s/names.h"
 #include "k8s/node_usage.h"
 #include "k8s/topology.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace gpuslice::k8s {
 namespace {
@@ -74,49 +74,35 @@ class KubeletConformance : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    int status = 0;
-    const bool exited = WaitFor([&] { return waitpid(pid_, &status, WNOHANG) == pid_; }, std::chrono::seconds(10));
-    if (!exited) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-    }
-    EXPECT_TRUE(exited) << "the plugin did not stop within 10 s of SIGTERM\n" << Log();
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << Log();
+    if (!plugin_.running()) return;
+    const int status = plugin_.Stop();
+    EXPECT_NE(status, -1) << "the plugin did not stop within 10 s of SIGTERM\n" << Log();
+    EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << "\n" << Log();
     if (HasFailure()) std::cerr << "--- plugin log ---\n" << Log();
   }
 
   void StartPlugin() {
-    std::vector<std::string> args = {GPUSLICE_BINARY,
-                                     "device-plugin",
-                                     "--node-name=node-a",
-                                     "--kubelet-dir=" + dir_ / "device-plugins",
-                                     "--state-dir=" + dir_ / "state",
-                                     "--library-dir=" + std::string(GPUSLICE_LIBRARY_DIR),
-                                     "--dev-root=" + dir_ / "dev",
-                                     "--kube-api-url=" + api_.url(),
-                                     "--kube-token-file=" + dir_ / "token",
-                                     "--kube-ca-file=" + api_.ca_file(),
-                                     "--pod-liveness=cgroup",
-                                     "--cgroup-root=" + dir_ / "cgroup",
-                                     "--reclaim-interval=3600",
-                                     "--cdi-dir=" + dir_ / "cdi"};
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "GPUSLICE_REAL_NVML=" + std::string(FAKE_NVML_LIBRARY),
-                                    "FAKE_GPU_COUNT=2",   "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory),
-                                    "FAKE_GPU_NVLINK=1",  "GPUSLICE_LOG=info"};
-    std::vector<char*> argv, envp;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    const std::string log = dir_ / "plugin.log";
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-    posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
-    posix_spawn_file_actions_destroy(&actions);
+    testing::GpusliceProcess::Options o;
+    o.binary = GPUSLICE_BINARY;
+    o.args = {"device-plugin",
+              "--node-name=node-a",
+              "--kubelet-dir=" + dir_ / "device-plugins",
+              "--state-dir=" + dir_ / "state",
+              "--library-dir=" + std::string(GPUSLICE_LIBRARY_DIR),
+              "--dev-root=" + dir_ / "dev",
+              "--kube-api-url=" + api_.url(),
+              "--kube-token-file=" + dir_ / "token",
+              "--kube-ca-file=" + api_.ca_file(),
+              "--pod-liveness=cgroup",
+              "--cgroup-root=" + dir_ / "cgroup",
+              "--reclaim-interval=3600",
+              "--cdi-dir=" + dir_ / "cdi"};
+    o.env = {"PATH=/usr/bin:/bin", "GPUSLICE_REAL_NVML=" + std::string(FAKE_NVML_LIBRARY),
+             "FAKE_GPU_COUNT=2",   "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory),
+             "FAKE_GPU_NVLINK=1",  "GPUSLICE_LOG=info"};
+    o.shared_paths = {dir_.path(), GPUSLICE_LIBRARY_DIR, FAKE_NVML_LIBRARY};
+    o.log_file = dir_ / "plugin.log";
+    ASSERT_TRUE(plugin_.Start(o)) << Log();
   }
 
   std::string Log() const { return testing::ReadFile(dir_ / "plugin.log"); }
@@ -187,7 +173,7 @@ class KubeletConformance : public ::testing::Test {
   TempDir dir_;
   FakeApiServer api_;
   FakeKubelet kubelet_;
-  pid_t pid_ = -1;
+  testing::GpusliceProcess plugin_;
 };
 
 TEST_F(KubeletConformance, RegistersBothResourcesAndAdvertisesEveryUnit) {
@@ -409,6 +395,62 @@ TEST_F(KubeletConformance, RegistersAgainWhenTheKubeletRestarts) {
     auto usage = PublishedUsage();
     return usage.ok() && usage->HasPod("conf-uid-1");
   }));
+}
+
+// The init container's step: the library lands on the node, whole.
+TEST_F(KubeletConformance, InstallLibraryPutsTheLibraryOnTheNode) {
+  std::string output;
+  const int rc =
+      testing::RunGpuslice(GPUSLICE_BINARY, {"install-library", "--to=" + dir_ / "node-lib"}, {dir_.path()}, &output);
+  ASSERT_EQ(rc, 0) << output;
+  for (const char* file : {"node-lib/libgpuslice-cuda.so", "node-lib/shim/libcuda.so.1"}) {
+    struct stat st;
+    ASSERT_EQ(stat((dir_ / file).c_str(), &st), 0) << file << "\n" << output;
+    EXPECT_EQ(st.st_mode & 0777, 0755u) << file;
+    EXPECT_EQ(testing::ReadFile(dir_ / file).substr(0, 4),
+              "\x7f"
+              "ELF")
+        << file;
+  }
+}
+
+// A CUDA application in its own container, set up only by the CDI spec (as a
+// runtime with CDI applies it), with no LD_PRELOAD: /etc/ld.so.preload loads
+// the library, and the vGPU's limit holds. Without that mount the same
+// container allocates past the limit, so the mount is what enforces it.
+TEST_F(KubeletConformance, AContainerSetUpByTheCdiSpecKeepsItsLimitWithoutLdPreload) {
+  if (testing::AppImage().empty()) {
+    GTEST_SKIP() << "GPUSLICE_TEST_APP_IMAGE is not set: tests/k8s/image_test.sh builds the images and sets it";
+  }
+  const auto c = AdmitPod(MakePod("ml", "app", "conf-uid-app", {{"main", 30, 4}}, json::object(), "node-a"));
+  ASSERT_EQ(c.cdi_devices_size(), 1) << Log();
+  const std::string id = c.cdi_devices(0).name();
+  const std::string device = id.substr(id.find('=') + 1);
+  json spec = json::parse(testing::ReadFile(CdiSpecPath(dir_ / "cdi", device)));
+  for (const json& e : spec["devices"][0]["containerEdits"]["env"]) {
+    ASSERT_NE(e.get<std::string>().rfind("LD_PRELOAD=", 0), 0u) << "the spec must not rely on LD_PRELOAD";
+  }
+  const std::vector<std::string> app = {"/usr/local/bin/cuda_app", "init", "meminfo", "alloc", "768M", "alloc", "512M"};
+  const std::vector<std::string> gpus = {"FAKE_GPU_COUNT=2", "FAKE_GPU_MEMORY=" + std::to_string(kGpuMemory)};
+
+  std::string output;
+  int rc = testing::RunWithCdiDevice(spec, device, app, gpus, &output);
+  ASSERT_EQ(rc, 0) << output << Log();
+  EXPECT_NE(output.find("meminfo 1073741824 1073741824"), std::string::npos)
+      << "the app sees its 4 x 256 MiB as the GPU\n"
+      << output;
+  EXPECT_TRUE(testing::InOrder(output, {"alloc ok", "alloc oom"})) << output;
+
+  // The control: the same spec without /etc/ld.so.preload.
+  json& mounts = spec["devices"][0]["containerEdits"]["mounts"];
+  for (auto m = mounts.begin(); m != mounts.end();) {
+    m = (*m)["containerPath"] == kContainerPreloadPath ? mounts.erase(m) : m + 1;
+  }
+  rc = testing::RunWithCdiDevice(spec, device, app, gpus, &output);
+  ASSERT_EQ(rc, 0) << output;
+  EXPECT_NE(output.find("meminfo " + std::to_string(kGpuMemory)), std::string::npos) << "nothing loaded the library\n"
+                                                                                     << output;
+  EXPECT_TRUE(testing::InOrder(output, {"alloc ok", "alloc ok"})) << output;
 }
 
 }  // namespace

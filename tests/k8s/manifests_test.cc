@@ -11,6 +11,7 @@
 
 #include "k8s/cdi.h"
 #include "k8s/dra/names.h"
+#include "k8s/library_install.h"
 #include "k8s/names.h"
 #include "k8s/pod_request.h"
 #include "test_util.h"
@@ -199,15 +200,17 @@ TEST(Manifests, DaemonSetMountsWhatThePluginUses) {
   ASSERT_TRUE(keeper["volumeMounts"].IsSequence());
   EXPECT_EQ(keeper["volumeMounts"][0]["mountPath"].as<std::string>(""), "/run/gpuslice");
   EXPECT_EQ(host_paths[keeper["volumeMounts"][0]["name"].as<std::string>("")], "/run/gpuslice");
-  // The init container installs the two files the plugin mounts into containers.
-  const std::string install = pod["initContainers"][0]["command"][2].as<std::string>();
-  EXPECT_NE(install.find("libgpuslice-cuda.so"), std::string::npos);
-  EXPECT_NE(install.find("shim/libcuda.so.1"), std::string::npos);
-  EXPECT_NE(install.find("mv -f"), std::string::npos) << "files must be replaced by rename";
-  const std::string dockerfile = testing::ReadFile(kDeploy + "/Dockerfile");
-  EXPECT_NE(dockerfile.find("/opt/gpuslice/lib/libgpuslice-cuda.so"), std::string::npos);
-  EXPECT_NE(dockerfile.find("/opt/gpuslice/lib/shim/libcuda.so.1"), std::string::npos);
-  EXPECT_NE(dockerfile.find("ENTRYPOINT [\"/usr/local/bin/gpuslice\"]"), std::string::npos);
+  // The init container installs the files the plugin mounts into containers,
+  // with the image's own command (the image has no shell).
+  EXPECT_EQ(Strings(pod["initContainers"][0]["args"]),
+            (std::set<std::string>{"install-library", "--to=/var/lib/gpuslice/lib"}));
+  EXPECT_FALSE(pod["initContainers"][0]["command"]) << "the image's entry point is gpuslice";
+  const std::string containerfile = testing::ReadFile(kDeploy + "/Containerfile");
+  EXPECT_NE(containerfile.find("ENTRYPOINT [\"/opt/gpuslice/bin/gpuslice\"]"), std::string::npos);
+  const std::string build = testing::ReadFile(kDeploy + "/build-image.sh");
+  for (const std::string& file : InstalledLibraryFiles()) {
+    EXPECT_NE(build.find("/opt/gpuslice/lib/" + file), std::string::npos) << file << " must be in the image";
+  }
 }
 
 TEST(Manifests, SchedulerAndExtenderAgree) {

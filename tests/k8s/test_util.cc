@@ -9,6 +9,8 @@
 #include <sstream>
 #include <thread>
 
+#include "k8s/dra/names.h"
+
 namespace gpuslice::k8s::testing {
 
 std::string ReadFile(const std::string& path) {
@@ -77,6 +79,31 @@ nlohmann::json MakeNode(const std::string& name, const nlohmann::json& annotatio
           {"kind", "Node"},
           {"metadata", {{"name", name}, {"annotations", annotations}, {"labels", {{"kubernetes.io/hostname", name}}}}},
           {"status", {{"capacity", {{"cpu", "8"}}}}}};
+}
+
+nlohmann::json MakeDraClaim(const std::string& ns, const std::string& name, const std::string& uid,
+                            const std::string& node, const std::string& device, const std::string& cores,
+                            const std::string& memory, const nlohmann::json& parameters) {
+  const std::string driver = dra::kDriverName;
+  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceClaim"},
+                          {"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}},
+                          {"spec", {{"devices", {{"requests", {{{"name", "gpu"}}}}}}}},
+                          {"status",
+                           {{"allocation",
+                             {{"devices",
+                               {{"results",
+                                 {{{"request", "gpu"},
+                                   {"driver", driver},
+                                   {"pool", node},
+                                   {"device", device},
+                                   {"shareID", "share-" + uid},
+                                   {"consumedCapacity", {{"cores", cores}, {"memory", memory}}}}}}}}}}}}};
+  if (!parameters.is_null()) {
+    claim["status"]["allocation"]["devices"]["config"] = {
+        {{"source", "FromClaim"}, {"opaque", {{"driver", driver}, {"parameters", parameters}}}}};
+  }
+  return claim;
 }
 
 void ExpectValidCdi(const nlohmann::json& spec) {

@@ -38,6 +38,14 @@ nlohmann::json MakePod(const std::string& ns, const std::string& name, const std
                        const nlohmann::json& annotations = nlohmann::json::object(), const std::string& node = "");
 nlohmann::json MakeNode(const std::string& name, const nlohmann::json& annotations = nlohmann::json::object());
 
+// A ResourceClaim (resource.k8s.io/v1) as the scheduler leaves it: request
+// "gpu" allocated on `device` of pool `node` with `consumedCapacity` cores
+// and memory (quantities), and, unless null, `parameters` as the opaque
+// config of the gpuslice driver.
+nlohmann::json MakeDraClaim(const std::string& ns, const std::string& name, const std::string& uid,
+                            const std::string& node, const std::string& device, const std::string& cores,
+                            const std::string& memory, const nlohmann::json& parameters);
+
 // Checks what CDI 1.1 requires of a spec (github.com/cncf-tags/container-device-interface,
 // SPEC.md): version, kind vendor/class, device names, and the shape of each
 // edit. Adds gtest failures.
