@@ -296,6 +296,10 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     // one never beaten (0) at once.
     uint64_t beat = LoadAcquire(m.heartbeat_ns);
     if (beat != 0 && beat + c.member_timeout_ns > now) continue;
+    // The floor first: a hand-over that sees the claimed heartbeat below
+    // then sees this floor too, and charges the old owner's turn to nobody
+    // (AdvanceTurn). Raising a dead row's floor is harmless if the claim is lost.
+    RaiseToAcqRel(m.turn_ended_ns, now);
     if (!CompareExchangeAcqRel(m.heartbeat_ns, beat, now)) continue;
     StoreRelease(m.vgpu_id, vgpu_id);
     StoreRelaxed(m.busy_processes, 0);
@@ -454,16 +458,27 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     return;
   }
   BoardMember& h = b->members[t.holder];
+  // The outgoing holder is charged only while its heartbeat is fresh. A row
+  // whose heartbeat is older than half the member timeout may be its dead
+  // vGPU's, about to be claimed by a newcomer (JoinBoard), and the charge
+  // lands after the CAS below: charged to the newcomer, it would start its
+  // life owing a dead vGPU's turn. A process that stalls for less than half
+  // the timeout between here and its charge cannot meet a claim
+  // (verification/handover.pml). The heartbeat is read before the floor,
+  // which JoinBoard raises before it claims the heartbeat.
+  const bool fresh = LoadAcquire(h.heartbeat_ns) + c.member_timeout_ns / 2 > now;
   uint64_t age = t.AgeNs(now);
   uint64_t start = t.StartNs(now);
   // A turn that began before its holder's last turn ended or its row was
   // (re)claimed (JoinBoard sets turn_ended_ns) is not all its own: the row
   // may be a dead holder's, taken over by a newcomer while nobody was paced
   // to pass the turn on. Only what follows is charged (the newcomer was
-  // charged the dead holder's whole turn, tens of seconds, and starved).
-  if (const uint64_t floor = LoadAcquire(h.turn_ended_ns); floor > start && floor <= now) {
-    age -= floor - start;
-    start = floor;
+  // charged the dead holder's whole turn, tens of seconds, and starved). A
+  // floor past `now` is a claim made since this call read the clock:
+  // nothing of the turn is the newcomer's yet.
+  if (const uint64_t floor = LoadAcquire(h.turn_ended_ns); floor > start) {
+    age = floor <= now ? age - (floor - start) : 0;
+    start = floor <= now ? floor : now;
   }
   uint64_t charge = age;
   if (Alive(h, now, c) && !IsLc(h, c)) {
@@ -493,6 +508,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   const uint64_t active_at = LoadAcquire(h.last_launch_ns) > LoadAcquire(h.drained_ns) ? LoadAcquire(h.last_launch_ns)
                                                                                         : LoadAcquire(h.drained_ns);
   const bool holder_active = Alive(h, now, c) && !IsLc(h, c) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
+  if (!fresh) charge = 0;
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
 }

@@ -65,7 +65,9 @@
 //
 // Crash safety: there is no lock. The turn is one word changed by CAS; the
 // CAS winner alone charges the outgoing holder and publishes the new turn's
-// times. Every wait is bounded by time: a holder that never drains (killed
+// times. A holder whose heartbeat has gone stale is charged nothing: its
+// row may be claimed by a newcomer before the charge lands
+// (verification/handover.pml). Every wait is bounded by time: a holder that never drains (killed
 // with work queued) is passed over after the drain timeout; a member whose
 // processes all died stops heartbeating and is ignored; a hand-over whose
 // winner died before publishing is redone after a timeout.

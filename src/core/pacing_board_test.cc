@@ -677,6 +677,65 @@ TEST(PacingBoardTest, ANewcomerOnADeadHoldersRowIsNotChargedItsTurn) {
   }
 }
 
+// A hand-over from a holder whose heartbeat is older than half the member
+// timeout charges nobody. Such a row may be a dead vGPU's, and a newcomer
+// may claim it between the charge's computation and its landing after the
+// CAS: it would then start its life owing the dead vGPU's turn
+// (verification/handover.pml, MUT_CHARGE_STALE). Here A's processes were
+// killed with work queued, 600 ms into a turn nobody else wanted.
+TEST(PacingBoardTest, AHandOverFromAStaleHolderChargesNobody) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const PacingConfig config;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);  // and no heartbeat after this
+  const uint64_t charged = board.members[a].charged_ns;
+  const uint64_t vtime = board.members[a].vtime;
+  now += config.member_timeout_ns / 2 + 100 * kMs;
+  Heartbeat(&board, b, Share(50), now);
+  uint64_t waited = 0;
+  while (TryEnter(&board, b, now) != GateDecision::kGo) {
+    NoteWaiting(&board, b, now);
+    now += kMs;
+    waited += kMs;
+    ASSERT_LT(waited, config.member_timeout_ns) << "B must get the turn";
+  }
+  EXPECT_EQ(TurnHolder(board), b);
+  EXPECT_EQ(board.members[a].charged_ns, charged) << "the stale holder's turn was charged to its row";
+  EXPECT_EQ(board.members[a].vtime, vtime);
+}
+
+// A row's floor later than a hand-over's clock read is a claim made since
+// that read (JoinBoard raises the floor first): none of the turn is the
+// newcomer's yet, so nothing is charged, and the turn counts as just begun.
+// Ignoring such a floor charged the newcomer the whole turn
+// (verification/handover.pml, MUT_FLOOR_UP_TO_NOW).
+TEST(PacingBoardTest, AFloorPastTheHandOversClockChargesNothing) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const PacingConfig config;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  NoteBusy(&board, a, true, now);
+  now += config.quantum_ns + config.drain_timeout_ns + kMs;  // past its drain timeout
+  Heartbeat(&board, a, Share(50), now);
+  Heartbeat(&board, b, Share(50), now);
+  NoteWaiting(&board, b, now);
+  const uint64_t charged = board.members[a].charged_ns;
+  const uint64_t vtime = board.members[a].vtime;
+  board.members[a].turn_ended_ns = now + kUs;  // a claim, just after this hand-over read its clock
+  TryEnter(&board, b, now);
+  EXPECT_EQ(board.members[a].charged_ns, charged) << "the turn before the claim was charged to the row";
+  EXPECT_EQ(board.members[a].vtime, vtime);
+}
+
 TEST(PacingBoardTest, AnLcSpanHoldsBestEffortLaunchesForABoundedTime) {
   Board board;
   InitBoard(&board);
