@@ -6,7 +6,9 @@
 // import (rm/got_patch.h, still done for the LD_LIBRARY_PATH mode) saw its
 // RM allocations but none of its channel groups. The call is forwarded to
 // the next ioctl in lookup order (libc's) untouched, and then observed
-// (rm/ioctl_hook.h); errno is preserved.
+// (rm/ioctl_hook.h); errno is preserved. The one exception is an RM control
+// by which the application itself would reschedule its channel groups,
+// refused there (told apart from the driver's by the return address).
 //
 // Every ioctl of the process passes here: the added cost is one atomic load,
 // an indirect call and one compare for all but NV_ESC_RM_ALLOC/FREE. No lock,
@@ -44,7 +46,7 @@ extern "C" __attribute__((visibility("hidden"))) int gpuslice_ioctl(int fd, unsi
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  return gpuslice::rm::ObservedIoctl(NextIoctl(), fd, request, arg);
+  return gpuslice::rm::ObservedIoctl(NextIoctl(), fd, request, arg, __builtin_return_address(0));
 }
 
 GPUSLICE_EXPORT int ioctl(int fd, unsigned long request, ...) __attribute__((alias("gpuslice_ioctl")));

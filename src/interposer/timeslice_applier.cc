@@ -192,8 +192,8 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
     Count(rt, r.ok);
     if (r.ok) {
       rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);
-      port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us", tsg.handle,
-                static_cast<unsigned long long>(target));
+      port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us (client 0x%x, fd %d)",
+                tsg.handle, static_cast<unsigned long long>(target), tsg.client, tsg.fd);
     } else if (!g_fail_logged.exchange(true)) {
       char why[96];
       port::Log(port::LogLevel::kWarn,

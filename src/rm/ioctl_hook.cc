@@ -54,6 +54,82 @@ void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
   errno = saved;
 }
 
+std::atomic<uint64_t> g_refused{0};
+
+// The executable code of the NVIDIA driver's own libraries (libcuda*,
+// libnvidia-*), where an ioctl may come from unquestioned. Appended to,
+// never changed: an entry is written, then published by the count.
+struct CodeRange {
+  uintptr_t begin, end;
+};
+constexpr int kMaxDriverRanges = 64;
+CodeRange g_driver_code[kMaxDriverRanges];
+std::atomic<int> g_driver_code_count{0};
+std::mutex g_driver_code_mutex;  // process-local; writers only
+
+bool IsNvidiaLibrary(const dl_phdr_info* info);
+
+int NoteDriverCodeOf(dl_phdr_info* info, size_t, void*) {
+  if (!IsNvidiaLibrary(info)) return 0;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || (ph.p_flags & PF_X) == 0) continue;
+    const CodeRange r{info->dlpi_addr + ph.p_vaddr, info->dlpi_addr + ph.p_vaddr + ph.p_memsz};
+    const int n = g_driver_code_count.load(std::memory_order_relaxed);
+    bool known = false;
+    for (int k = 0; k < n; ++k) known = known || (g_driver_code[k].begin == r.begin && g_driver_code[k].end == r.end);
+    if (known || n == kMaxDriverRanges) continue;
+    g_driver_code[n] = r;
+    g_driver_code_count.store(n + 1, std::memory_order_release);
+  }
+  return 0;
+}
+
+void NoteDriverCode() {
+  std::lock_guard<std::mutex> lock(g_driver_code_mutex);
+  dl_iterate_phdr(&NoteDriverCodeOf, nullptr);
+}
+
+bool InDriverCode(const void* address) {
+  const auto a = reinterpret_cast<uintptr_t>(address);
+  const int n = g_driver_code_count.load(std::memory_order_acquire);
+  for (int k = 0; k < n; ++k) {
+    if (a >= g_driver_code[k].begin && a < g_driver_code[k].end) return true;
+  }
+  return false;
+}
+
+// A process's own attempt to change how its channel groups are scheduled
+// (their slice, runlist interleave or realtime), which is gpuslice's to set:
+// refused as RM refuses an unprivileged caller, without reaching the driver.
+// The driver's own calls pass: libcuda 580 sets its compute channel group's
+// slice while it makes a context, and fails the context if that is refused
+// (docs/gpu-facts.md); they are told apart by where the call came from.
+// gpuslice's own controls never pass here (DriverIoctl). Costs one compare
+// for every ioctl but RM controls.
+bool RefuseSchedulingControl(unsigned long request, void* arg, const void* caller) {
+  if (IoctlType(request) != kIoctlMagic || IoctlNr(request) != kEscRmControl || arg == nullptr ||
+      IoctlSize(request) != sizeof(Nvos54)) {
+    return false;
+  }
+  auto* c = static_cast<Nvos54*>(arg);
+  if (c->cmd != kCtrlSetTimeslice && c->cmd != kCtrlSetInterleaveLevel && c->cmd != kCtrlMakeRealtime) return false;
+  if (InDriverCode(caller)) return false;
+  // A driver library loaded since we last looked (rare: these controls are).
+  NoteDriverCode();
+  if (InDriverCode(caller)) return false;
+  c->status = kNvErrInsufficientPermissions;
+  if (g_refused.fetch_add(1, std::memory_order_relaxed) == 0) {
+    const int saved = errno;
+    port::Log(port::LogLevel::kWarn,
+              "refused this process's RM control 0x%x on channel group 0x%x: its channel groups' scheduling is "
+              "gpuslice's (docs/design.md, \"Threat model\")",
+              c->cmd, c->hObject);
+    errno = saved;
+  }
+  return true;
+}
+
 int HookedIoctl(int fd, unsigned long request, ...) {
   va_list ap;
   va_start(ap, request);
@@ -79,10 +155,11 @@ OriginalIoctl g_driver_ioctl;
 
 }  // namespace
 
-int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg) {
+int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg, const void* caller) {
   if (next != nullptr && g_export_next.load(std::memory_order_relaxed) == nullptr) {
     g_export_next.store(reinterpret_cast<void*>(next), std::memory_order_release);
   }
+  if (RefuseSchedulingControl(request, arg, caller)) return 0;
   const int rc = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
   AfterIoctl(fd, request, arg, rc);
   return rc;
@@ -102,6 +179,7 @@ bool InstallIoctlHook(void* handle, void* (*resolve)(const char*), const void* e
     return false;
   }
   g_installed.store(true, std::memory_order_release);
+  NoteDriverCode();
   port::Log(port::LogLevel::kInfo, "watching the CUDA driver's RM ioctls (%d import slots)", r.patched);
   return true;
 }
@@ -109,6 +187,19 @@ bool InstallIoctlHook(void* handle, void* (*resolve)(const char*), const void* e
 bool IoctlHookInstalled() { return g_installed.load(std::memory_order_acquire); }
 
 namespace {
+
+// libcuda* or libnvidia-*, and not ourselves (as libcuda.so.1, the
+// LD_LIBRARY_PATH mode, we match the name).
+bool IsNvidiaLibrary(const dl_phdr_info* info) {
+  const char* path = info->dlpi_name;
+  if (path == nullptr || *path == '\0') return false;
+  const char* base = strrchr(path, '/');
+  base = base != nullptr ? base + 1 : path;
+  if (strncmp(base, "libcuda", 7) != 0 && strncmp(base, "libnvidia-", 10) != 0) return false;
+  Dl_info self;
+  return !(dladdr(reinterpret_cast<void*>(&HookedIoctl), &self) != 0 &&
+           reinterpret_cast<uintptr_t>(self.dli_fbase) == info->dlpi_addr);
+}
 
 struct NvidiaObjects {
   static constexpr int kMax = 32;
@@ -118,19 +209,9 @@ struct NvidiaObjects {
 
 int CollectNvidiaObjects(dl_phdr_info* info, size_t, void* data) {
   auto* objects = static_cast<NvidiaObjects*>(data);
-  const char* path = info->dlpi_name;
-  if (path == nullptr || *path == '\0' || objects->count == NvidiaObjects::kMax) return 0;
-  const char* base = strrchr(path, '/');
-  base = base != nullptr ? base + 1 : path;
-  if (strncmp(base, "libcuda", 7) != 0 && strncmp(base, "libnvidia-", 10) != 0) return 0;
-  // Not ourselves: as libcuda.so.1 (the LD_LIBRARY_PATH mode) we match the name.
-  Dl_info self;
-  if (dladdr(reinterpret_cast<void*>(&HookedIoctl), &self) != 0 &&
-      reinterpret_cast<uintptr_t>(self.dli_fbase) == info->dlpi_addr) {
-    return 0;
-  }
-  if (strlen(path) >= sizeof objects->paths[0]) return 0;
-  strcpy(objects->paths[objects->count++], path);
+  if (objects->count == NvidiaObjects::kMax || !IsNvidiaLibrary(info)) return 0;
+  if (strlen(info->dlpi_name) >= sizeof objects->paths[0]) return 0;
+  strcpy(objects->paths[objects->count++], info->dlpi_name);
   return 0;
 }
 
@@ -139,6 +220,7 @@ int CollectNvidiaObjects(dl_phdr_info* info, size_t, void* data) {
 int WatchNvidiaLibraries(void* (*resolve)(const char*)) {
   if (!IoctlHookInstalled()) return 0;
   std::lock_guard<std::mutex> lock(g_install_mutex);
+  NoteDriverCode();
   NvidiaObjects objects;
   dl_iterate_phdr(&CollectNvidiaObjects, &objects);
   int patched = 0;
@@ -159,7 +241,8 @@ int WatchNvidiaLibraries(void* (*resolve)(const char*)) {
 TsgRegistry& Registry() { return g_registry; }
 
 IoctlHookStats HookStats() {
-  return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed)};
+  return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed),
+          g_refused.load(std::memory_order_relaxed)};
 }
 
 RmIoctl& DriverIoctl() { return g_driver_ioctl; }

@@ -8,7 +8,13 @@
 //     however it looks the function up (measured on driver 580: the GOT
 //     patch alone saw libcuda's RM allocations but not its channel groups).
 // Either way the original ioctl runs first, untouched, and the registry
-// (tsg_registry.h) then learns of channel groups allocated and freed. DriverIoctl() calls the
+// (tsg_registry.h) then learns of channel groups allocated and freed. The
+// one exception: an RM control that would change how one of the process's
+// channel groups is scheduled (SET_TIMESLICE, SET_INTERLEAVE_LEVEL,
+// MAKE_REALTIME), made by the application rather than the driver's own
+// libraries, is answered NV_ERR_INSUFFICIENT_PERMISSIONS without reaching
+// the driver; slices are gpuslice's to set. (A process that makes the
+// system call itself is not seen here: docs/design.md, "Threat model".) DriverIoctl() calls the
 // original directly, for gpuslice's own controls, so they are never observed
 // as libcuda's.
 //
@@ -37,7 +43,9 @@ bool InstallIoctlHook(void* handle, void* (*resolve)(const char*), const void* e
 
 // The body of an exported ioctl: calls `next` (the ioctl after ours in the
 // lookup order; the raw system call when null), then observes the result.
-int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg);
+// `caller` is the exported ioctl's return address: a scheduling control
+// (above) from outside the NVIDIA driver's libraries is refused.
+int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg, const void* caller);
 bool IoctlHookInstalled();
 
 // Also patches every other loaded NVIDIA user-space library (libcuda*,
@@ -57,6 +65,7 @@ RmIoctl& DriverIoctl();
 struct IoctlHookStats {
   uint64_t ioctls;
   uint64_t rm_allocs;
+  uint64_t refused_controls;  // scheduling controls refused (above)
 };
 IoctlHookStats HookStats();
 

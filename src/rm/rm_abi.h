@@ -92,6 +92,11 @@ inline constexpr uint32_t kEngineTypeGraphics = 1;
 inline constexpr uint32_t kCtrlSetTimeslice = 0xa06c0103;  // NVA06C_CTRL_TIMESLICE_PARAMS {NvU64 timesliceUs}
 inline constexpr uint32_t kCtrlGetTimeslice = 0xa06c0104;
 inline constexpr uint32_t kTimesliceParamsSize = 8;
+// The other controls by which a channel group takes more of the GPU: its
+// place in the runlist (interleave level; documented as privileged) and
+// realtime (ahead of every other channel group; docs/gpu-facts.md).
+inline constexpr uint32_t kCtrlSetInterleaveLevel = 0xa06c0107;
+inline constexpr uint32_t kCtrlMakeRealtime = 0xa06c0110;
 
 // src/common/sdk/nvidia/inc/nvstatuscodes.h.
 inline constexpr uint32_t kNvOk = 0x00;

@@ -80,7 +80,10 @@ CUresult Create(CUcontext* pctx, int device) {
   auto ctx = std::make_unique<CUctx_st>(CUctx_st{device, false, kDefaultMallocHeap});
   CUcontext handle = ctx.get();
   GetContexts(locked).live.emplace(handle, std::move(ctx));
-  fake_rm_client::ContextCreated(handle);
+  if (!fake_rm_client::ContextCreated(handle)) {
+    GetContexts(locked).live.erase(handle);
+    return CUDA_ERROR_DEVICE_UNAVAILABLE;
+  }
   Stack().push_back(handle);  // a new context becomes current, as documented
   *pctx = handle;
   return CUDA_SUCCESS;
@@ -178,8 +181,8 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   auto& contexts = fake_cuda::GetContexts(locked);
   if (contexts.primary[dev] == nullptr) {
     auto ctx = std::make_unique<CUctx_st>(CUctx_st{dev, true, fake_cuda::kDefaultMallocHeap});
+    if (!fake_rm_client::ContextCreated(ctx.get())) return CUDA_ERROR_DEVICE_UNAVAILABLE;
     contexts.primary[dev] = ctx.get();
-    fake_rm_client::ContextCreated(ctx.get());
     contexts.live.emplace(ctx.get(), std::move(ctx));
   }
   ++contexts.primary_refs[dev];

@@ -49,6 +49,13 @@ typedef struct {
 void fake_cuda_holders(fake_cuda_holder_counts* out);
 typedef void (*fake_cuda_holders_fn)(fake_cuda_holder_counts* out);
 
+/* The RM handles of the process's channel groups as the fake made them
+ * (fake_rm_client.h): its RM descriptor, client, and the compute channel
+ * group of its first context; 0 when no fake RM device is preloaded. What a
+ * tenant that watched its own driver's ioctls would know. */
+int fake_cuda_rm_handles(int* fd, uint32_t* client, uint32_t* compute_group);
+typedef int (*fake_cuda_rm_handles_fn)(int* fd, uint32_t* client, uint32_t* compute_group);
+
 /* Zeroes the call, launch and holder counters (not the memory state). */
 void fake_cuda_reset_counters(void);
 typedef void (*fake_cuda_reset_counters_fn)(void);

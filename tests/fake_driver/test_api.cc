@@ -1,6 +1,7 @@
 // The fake_cuda_* test API (fake_cuda_api.h).
 #include "entry_points.h"
 #include "fake_cuda_api.h"
+#include "fake_rm_client.h"
 #include "holders.h"
 #include "launch.h"
 #include "physical.h"
@@ -25,6 +26,12 @@ void fake_cuda_reset_counters(void) {
   fake_cuda::ResetCallCounts();
   fake_cuda::ResetLaunchCount();
   fake_cuda::ResetHolders();
+}
+
+int fake_cuda_rm_handles(int* fd, uint32_t* client, uint32_t* compute_group) {
+  if (fd == nullptr || client == nullptr || compute_group == nullptr) return 0;
+  fake_cuda::Locked locked(fake_cuda::Locked::kNoCheckpointWait);
+  return fake_rm_client::Handles(fd, client, compute_group);
 }
 
 void fake_cuda_holders(fake_cuda_holder_counts* out) {

@@ -56,6 +56,11 @@
 //   kernel              one 1-block cuLaunchKernel on stream 0 (the module is
 //                       loaded at the first) -> "kernel ok"
 //   ctxsync             cuCtxSynchronize -> "ctxsync ok"
+//   rmcontrol WHAT V    a tenant's own RM control on its compute channel group,
+//                       through libc's ioctl (handles from fake_cuda_rm_handles):
+//                       WHAT = slice (SET_TIMESLICE, V µs), realtime
+//                       (MAKE_REALTIME, V = 0/1) or interleave
+//                       (SET_INTERLEAVE_LEVEL, V) -> "rmcontrol WHAT STATUS" (hex)
 //   holders             the fake GPU's holder kernels (fake_cuda_holders) ->
 //                       "holders LAUNCHED RUNNING RELEASED EXPIRED LAST_BOUND_NS SYNCS_WAITED"
 //   sleep MS            sleep (an LC request's length, in task-API tests)
@@ -93,6 +98,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -960,6 +966,29 @@ int main(int argc, char** argv) {
       Report("kernel", r);
     } else if (cmd == "ctxsync") {
       Report("ctxsync", DRIVER(cuCtxSynchronize)());
+    } else if (cmd == "rmcontrol") {
+      const std::string what = arg(1);
+      auto handles = reinterpret_cast<fake_cuda_rm_handles_fn>(FakeDriverSymbol("fake_cuda_rm_handles"));
+      int fd = -1;
+      uint32_t client = 0, group = 0;
+      if (handles == nullptr || handles(&fd, &client, &group) == 0) {
+        printf("rmcontrol %s no-handles\n", what.c_str());
+      } else {
+        // NVOS54_PARAMETERS and the commands' numbers (src/rm/rm_abi.h).
+        struct {
+          uint32_t hClient, hObject, cmd, flags;
+          uint64_t params;
+          uint32_t paramsSize, status;
+        } c{client, group, 0, 0, 0, 0, 0};
+        uint64_t value = strtoull(arg(2), nullptr, 0);
+        c.cmd = what == "slice" ? 0xa06c0103 : what == "realtime" ? 0xa06c0110 : 0xa06c0107;
+        c.params = reinterpret_cast<uint64_t>(&value);
+        c.paramsSize = what == "slice" ? 8 : 4;
+        const unsigned long request = (3ul << 30) | (sizeof c << 16) | ('F' << 8) | 0x2A;
+        const int rc = ioctl(fd, request, &c);
+        printf("rmcontrol %s %x\n", what.c_str(), rc == 0 ? c.status : 0xffffffffu);
+      }
+      i += 2;
     } else if (cmd == "holders") {
       fake_cuda_holder_counts c{};
       auto holders = reinterpret_cast<fake_cuda_holders_fn>(FakeDriverSymbol("fake_cuda_holders"));

@@ -163,3 +163,32 @@ def test_a_process_outside_any_vgpu_is_left_alone(world):
     r = subprocess.run([CUDA_APP, "init", "alloc", "1M"], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "alloc ok" in r.stdout, r.stderr
     assert sets(world.path("rm.log")) == []
+
+
+@pytest.mark.parametrize("what,value", [("slice", "4000000"), ("realtime", "1"), ("interleave", "2")])
+def test_a_tenant_cannot_reschedule_its_own_channel_groups(world, what, value):
+    """A tenant that knows its channel groups' handles asks RM, through
+    libc's ioctl, for a 4 s slice, realtime or a high interleave level: more
+    of the GPU than its vGPU's share. The library answers
+    NV_ERR_INSUFFICIENT_PERMISSIONS and the driver never sees it; without
+    gpuslice the same call reaches the driver. The driver's own call passes:
+    like libcuda 580, the fake sets its compute group's slice while it makes
+    a context, and fails the context if refused."""
+    rm = Rm(world, GPUSLICE_LOG="warn", FAKE_RM_DRIVER_SLICE_US="2048")
+    r = world.gpuslice("run", "--inject", "preload", "--name", "t", "--compute", "30", "--", CUDA_APP, "init",
+                       "rmcontrol", what, value, env=rm.env)
+    assert r.returncode == 0, r.stderr
+    assert "init ok" in r.stdout, r.stdout + r.stderr
+    assert [s for s in sets(rm.log) if s[1] == COMPUTE_TSG and s[2] == 2048 and s[3] == 0], "the driver's own set"
+    assert f"rmcontrol {what} 1b" in r.stdout, r.stdout + r.stderr
+    assert "refused this process's RM control" in r.stderr
+    assert not [s for s in sets(rm.log) if s[2] == int(value) and what == "slice"]
+
+    # The control: the same program with only the fake RM device.
+    env = {**world.env, "LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": rm.log}
+    r = subprocess.run([CUDA_APP, "init", "rmcontrol", what, value], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert f"rmcontrol {what} 1b" not in r.stdout, r.stdout
+    if what == "slice":
+        assert f"rmcontrol {what} 0" in r.stdout and [s for s in sets(rm.log) if s[2] == 4000000]

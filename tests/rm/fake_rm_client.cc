@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -40,9 +41,18 @@ State* Get() {
 
 }  // namespace
 
-void ContextCreated(const void* context) {
+int Handles(int* fd, uint32_t* client, uint32_t* compute_group) {
   State* s = Get();
-  if (s == nullptr) return;
+  if (s == nullptr || s->groups.empty() || s->groups.begin()->second.empty()) return 0;
+  *fd = s->fd;
+  *client = s->client;
+  *compute_group = s->groups.begin()->second.front();  // engine type 1 comes first
+  return 1;
+}
+
+bool ContextCreated(const void* context) {
+  State* s = Get();
+  if (s == nullptr) return true;
   // NV_CHANNEL_GROUP_ALLOCATION_PARAMETERS: {hObjectError, hObjectEccError,
   // hVASpace, engineType, ...}.
   for (uint32_t engine : {1u, 11u, 12u, 13u}) {
@@ -58,6 +68,19 @@ void ContextCreated(const void* context) {
       s->groups[context].push_back(a.hObjectNew);
     }
   }
+  const char* slice = getenv("FAKE_RM_DRIVER_SLICE_US");
+  if (slice == nullptr || *slice == '\0' || s->groups[context].empty()) return true;
+  uint64_t us = strtoull(slice, nullptr, 0);
+  gpuslice::rm::Nvos54 c{};
+  c.hClient = s->client;
+  c.hObject = s->groups[context].front();
+  c.cmd = gpuslice::rm::kCtrlSetTimeslice;
+  c.params = reinterpret_cast<uint64_t>(&us);
+  c.paramsSize = sizeof us;
+  const bool set =
+      ioctl(s->fd, gpuslice::rm::IoctlRequest(gpuslice::rm::kEscRmControl, sizeof c), &c) == 0 && c.status == 0;
+  if (!set) ContextDestroyed(context);
+  return set;
 }
 
 void ContextDestroyed(const void* context) {

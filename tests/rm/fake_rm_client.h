@@ -9,15 +9,25 @@
 // through the fake driver's own dynamic `ioctl` import, the import gpuslice
 // patches in the real libcuda.
 //
+// With FAKE_RM_DRIVER_SLICE_US set, it then sets the compute group's slice
+// to that value itself, as libcuda 580 does while it makes a context.
+//
 // Only when the fake RM device (libfake_rm.so) is preloaded: without it
 // there is nothing to talk to and these calls do nothing. Called with the
 // fake driver's lock held; allocates.
 #ifndef GPUSLICE_TESTS_RM_FAKE_RM_CLIENT_H_
 #define GPUSLICE_TESTS_RM_FAKE_RM_CLIENT_H_
 
+#include <cstdint>
+
 namespace fake_rm_client {
 
-void ContextCreated(const void* context);
+// Returns false when the driver's own SET_TIMESLICE (below) was refused:
+// libcuda 580 then fails the context with CUDA_ERROR_DEVICES_UNAVAILABLE
+// (docs/gpu-facts.md), and so does the fake.
+bool ContextCreated(const void* context);
+// fake_cuda_rm_handles (fake_cuda_api.h).
+int Handles(int* fd, uint32_t* client, uint32_t* compute_group);
 void ContextDestroyed(const void* context);
 
 }  // namespace fake_rm_client

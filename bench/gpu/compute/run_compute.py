@@ -103,6 +103,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -332,9 +333,9 @@ def applied_slices(label, tag):
     text = log_tail(OUT / "logs" / f"{label}-{tag}.log", 1 << 22)
     slices = []
     for l in text.splitlines():
-        if "timeslice of channel group" in l:
-            with contextlib.suppress(ValueError, IndexError):
-                slices.append(int(l.rsplit(" ", 2)[-2]))
+        m = re.search(r"timeslice of channel group \S+ set to (\d+) us", l)
+        if m:
+            slices.append(int(m.group(1)))
     return slices
 
 
