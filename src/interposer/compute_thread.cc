@@ -56,7 +56,9 @@ void ForkChild() {
 }  // namespace
 
 void PrepareCompute(VgpuRuntime* runtime) {
-  if (runtime != nullptr) PatchDriver();
+  if (runtime == nullptr) return;
+  rm::SetSliceAdvisor(&AdviseComputeSlice);  // before any context: libcuda sets its groups' slices as it makes them
+  PatchDriver();
 }
 
 void StartComputeThread(VgpuRuntime* rt) {

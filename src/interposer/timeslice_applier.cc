@@ -122,7 +122,26 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
   return want;
 }
 
+// Per device slot, what the last pass wanted for its compute groups, with
+// kKnown set (a wanted 0, the driver's default, is known too). For
+// AdviseComputeSlice on other threads.
+constexpr uint64_t kKnown = 1ull << 63;
+std::atomic<uint64_t> g_slot_wanted[core::kMaxDevices];
+
 }  // namespace
+
+uint64_t AdviseComputeSlice(int device) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr) return 0;
+  const core::Limits& limits = rt->limits();
+  const int slot = device >= 0 ? rt->DeviceSlot(device) : limits.device_count == 1 ? 0 : VgpuRuntime::kUncapped;
+  if (slot < 0 || slot >= static_cast<int>(core::kMaxDevices)) return 0;
+  const uint64_t known = g_slot_wanted[slot].load(std::memory_order_acquire);
+  if (known & kKnown) return known & ~kKnown;
+  const core::DeviceLimit& limit = limits.devices[slot];
+  const bool lc = core::LevelClass(core::LoadRelaxed(limit.priority)) == core::Priority::kLatencyCritical;
+  return WantedSlice(limit, pacer::TurnRole::kNone, /*lc_live=*/!lc);
+}
 
 void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   std::lock_guard<std::mutex> lock(g_pass_mutex);
@@ -143,6 +162,11 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   g_last_lc_mask = lc_mask;
   g_last_roles = roles;
 
+  for (uint32_t slot = 0; slot < limits.device_count && slot < core::kMaxDevices; ++slot) {
+    const auto role = static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3);
+    g_slot_wanted[slot].store(kKnown | WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1),
+                              std::memory_order_release);
+  }
   rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
   const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
   LogTracked(tsgs, n);
@@ -206,6 +230,7 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
 
 void ForgetAppliedTimeslices() {
   for (Applied& a : g_applied) a = Applied{};
+  for (auto& w : g_slot_wanted) w.store(0, std::memory_order_relaxed);
   g_last_epoch = ~0ull;
   g_last_lc_mask = 0;
   g_last_roles = 0;

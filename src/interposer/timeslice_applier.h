@@ -27,6 +27,8 @@
 #ifndef GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_
 #define GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_
 
+#include <cstdint>
+
 namespace gpuslice::interposer {
 
 class VgpuRuntime;
@@ -37,6 +39,14 @@ void ApplyTimeslicesOnce(VgpuRuntime* runtime);
 
 // In a forked child: what was applied to the parent's TSGs means nothing.
 void ForgetAppliedTimeslices();
+
+// The rm::SliceAdvisor (rm/ioctl_hook.h): the slice the driver's own
+// SET_TIMESLICE on a compute group of CUDA device `device` passes on, so
+// that a group never runs the driver's default beside an LC. What the last
+// pass wanted for that device (0 where that is the driver's default); before
+// any pass, the vGPU's slice beside an LC for a best-effort vGPU, its own
+// for an LC one. Lock-free; any thread.
+uint64_t AdviseComputeSlice(int device);
 
 }  // namespace gpuslice::interposer
 

@@ -55,6 +55,8 @@ void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
 }
 
 std::atomic<uint64_t> g_refused{0};
+std::atomic<uint64_t> g_rewritten{0};
+std::atomic<SliceAdvisor> g_slice_advisor{nullptr};
 
 // The executable code of the NVIDIA driver's own libraries (libcuda*,
 // libnvidia-*), where an ioctl may come from unquestioned. Appended to,
@@ -99,25 +101,55 @@ bool InDriverCode(const void* address) {
   return false;
 }
 
-// A process's own attempt to change how its channel groups are scheduled
-// (their slice, runlist interleave or realtime), which is gpuslice's to set:
-// refused as RM refuses an unprivileged caller, without reaching the driver.
-// The driver's own calls pass: libcuda 580 sets its compute channel group's
-// slice while it makes a context, and fails the context if that is refused
-// (docs/gpu-facts.md); they are told apart by where the call came from.
-// gpuslice's own controls never pass here (DriverIoctl). Costs one compare
-// for every ioctl but RM controls.
-bool RefuseSchedulingControl(unsigned long request, void* arg, const void* caller) {
+// The driver's own SET_TIMESLICE `c` on descriptor `fd`: on one of our
+// compute channel groups, its value becomes the advisor's.
+void RewriteDriverSlice(int fd, Nvos54* c) {
+  const SliceAdvisor advisor = g_slice_advisor.load(std::memory_order_acquire);
+  if (advisor == nullptr || c->params == 0 || c->paramsSize < sizeof(uint64_t)) return;
+  TsgRef tsgs[TsgRegistry::kCapacity];
+  const uint32_t n = g_registry.Snapshot(tsgs, TsgRegistry::kCapacity);
+  for (uint32_t i = 0; i < n; ++i) {
+    const TsgRef& t = tsgs[i];
+    if (t.fd != fd || t.client != c->hClient || t.handle != c->hObject) continue;
+    if (t.engine_type != kEngineTypeGraphics) return;
+    const uint64_t want = advisor(t.device);
+    if (want == 0) return;
+    auto* value = reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(c->params));
+    if (g_rewritten.fetch_add(1, std::memory_order_relaxed) == 0) {
+      port::Log(port::LogLevel::kInfo, "the driver set channel group 0x%x's timeslice to %llu us; passed on as %llu us",
+                c->hObject, static_cast<unsigned long long>(*value), static_cast<unsigned long long>(want));
+    }
+    *value = want;
+    return;
+  }
+}
+
+// An RM control that changes how one of the process's channel groups is
+// scheduled (its slice, runlist interleave or realtime), which is gpuslice's
+// to set. Made by the application, it is refused as RM refuses an
+// unprivileged caller, without reaching the driver: returns true. Made by
+// the driver's own code (`caller` in it, or null: libcuda's patched import),
+// it passes, a SET_TIMESLICE rewritten to the advisor's slice: libcuda 580
+// sets its compute group's slice while it makes a context, and fails the
+// context if that is refused (docs/gpu-facts.md). gpuslice's own controls
+// never pass here (DriverIoctl). Costs one compare for every ioctl but RM
+// controls.
+bool FilterSchedulingControl(int fd, unsigned long request, void* arg, const void* caller) {
   if (IoctlType(request) != kIoctlMagic || IoctlNr(request) != kEscRmControl || arg == nullptr ||
       IoctlSize(request) != sizeof(Nvos54)) {
     return false;
   }
   auto* c = static_cast<Nvos54*>(arg);
   if (c->cmd != kCtrlSetTimeslice && c->cmd != kCtrlSetInterleaveLevel && c->cmd != kCtrlMakeRealtime) return false;
-  if (InDriverCode(caller)) return false;
-  // A driver library loaded since we last looked (rare: these controls are).
-  NoteDriverCode();
-  if (InDriverCode(caller)) return false;
+  bool from_driver = caller == nullptr || InDriverCode(caller);
+  if (!from_driver) {
+    NoteDriverCode();  // a driver library loaded since we last looked (rare: these controls are)
+    from_driver = InDriverCode(caller);
+  }
+  if (from_driver) {
+    if (c->cmd == kCtrlSetTimeslice) RewriteDriverSlice(fd, c);
+    return false;
+  }
   c->status = kNvErrInsufficientPermissions;
   if (g_refused.fetch_add(1, std::memory_order_relaxed) == 0) {
     const int saved = errno;
@@ -135,6 +167,7 @@ int HookedIoctl(int fd, unsigned long request, ...) {
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
+  FilterSchedulingControl(fd, request, arg, nullptr);  // only the driver's imports lead here
   const int rc = CallOriginal(fd, request, arg);
   AfterIoctl(fd, request, arg, rc);
   return rc;
@@ -159,7 +192,7 @@ int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg, const 
   if (next != nullptr && g_export_next.load(std::memory_order_relaxed) == nullptr) {
     g_export_next.store(reinterpret_cast<void*>(next), std::memory_order_release);
   }
-  if (RefuseSchedulingControl(request, arg, caller)) return 0;
+  if (FilterSchedulingControl(fd, request, arg, caller)) return 0;
   const int rc = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
   AfterIoctl(fd, request, arg, rc);
   return rc;
@@ -242,8 +275,10 @@ TsgRegistry& Registry() { return g_registry; }
 
 IoctlHookStats HookStats() {
   return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed),
-          g_refused.load(std::memory_order_relaxed)};
+          g_refused.load(std::memory_order_relaxed), g_rewritten.load(std::memory_order_relaxed)};
 }
+
+void SetSliceAdvisor(SliceAdvisor advisor) { g_slice_advisor.store(advisor, std::memory_order_release); }
 
 RmIoctl& DriverIoctl() { return g_driver_ioctl; }
 

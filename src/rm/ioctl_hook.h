@@ -54,6 +54,16 @@ bool IoctlHookInstalled();
 // of slots newly patched. Call after InstallIoctlHook succeeded.
 int WatchNvidiaLibraries(void* (*resolve)(const char*));
 
+// What the driver's own SET_TIMESLICE on a compute channel group of CUDA
+// device `device` (-1: unknown) should pass on instead of its value, or 0 to
+// let it stand. libcuda 580 sets its new compute group's slice while it
+// makes a context, after gpuslice may have set it (docs/gpu-facts.md);
+// passed on unchanged it would run at the driver's default until the next
+// read-back. Set once by the interposer before any context exists; called
+// on the thread making the context. No lock, no allocation.
+using SliceAdvisor = uint64_t (*)(int device);
+void SetSliceAdvisor(SliceAdvisor advisor);
+
 // The channel groups seen so far.
 TsgRegistry& Registry();
 
@@ -66,6 +76,7 @@ struct IoctlHookStats {
   uint64_t ioctls;
   uint64_t rm_allocs;
   uint64_t refused_controls;  // scheduling controls refused (above)
+  uint64_t driver_slices_rewritten;  // the driver's own slices passed on as the advisor's
 };
 IoctlHookStats HookStats();
 

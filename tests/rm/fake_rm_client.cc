@@ -70,13 +70,17 @@ bool ContextCreated(const void* context) {
   }
   const char* slice = getenv("FAKE_RM_DRIVER_SLICE_US");
   if (slice == nullptr || *slice == '\0' || s->groups[context].empty()) return true;
-  uint64_t us = strtoull(slice, nullptr, 0);
+  // The parameters as the driver's own build has them (FAKE_RM_PARAMS_SIZE,
+  // as the fake device accepts): {NvU64 timesliceUs, ...}.
+  uint64_t params[8] = {strtoull(slice, nullptr, 0)};
+  const char* size = getenv("FAKE_RM_PARAMS_SIZE");
   gpuslice::rm::Nvos54 c{};
   c.hClient = s->client;
   c.hObject = s->groups[context].front();
   c.cmd = gpuslice::rm::kCtrlSetTimeslice;
-  c.params = reinterpret_cast<uint64_t>(&us);
-  c.paramsSize = sizeof us;
+  c.params = reinterpret_cast<uint64_t>(params);
+  c.paramsSize = size != nullptr && *size != '\0' ? static_cast<uint32_t>(strtoul(size, nullptr, 0)) : 8;
+  if (c.paramsSize > sizeof params) c.paramsSize = sizeof params;
   const bool set =
       ioctl(s->fd, gpuslice::rm::IoctlRequest(gpuslice::rm::kEscRmControl, sizeof c), &c) == 0 && c.status == 0;
   if (!set) ContextDestroyed(context);
