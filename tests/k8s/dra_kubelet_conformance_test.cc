@@ -40,6 +40,11 @@ namespace drav1 = ::k8s::io::kubelet::pkg::apis::dra::v1;
 constexpr uint64_t kGpuMemory = 4ull << 30;
 constexpr char kSlice[] = "node-a-gpu.gpuslice.io";
 
+int Mode(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
+}
+
 class DraKubeletConformance : public ::testing::Test {
  protected:
   DraKubeletConformance() : api_({true, "dra-token", dir_.path()}) {}
@@ -77,7 +82,9 @@ class DraKubeletConformance : public ::testing::Test {
     o.shared_paths = {dir_.path(), GPUSLICE_LIBRARY_DIR, FAKE_NVML_LIBRARY};
     o.log_file = dir_ / "plugin.log";
     ASSERT_TRUE(plugin_.Start(o)) << Log();
-    ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(RegistrationSocket()); })) << Log();
+    // Served once its mode is owner-only (the plugin narrows it after the
+    // bind).
+    ASSERT_TRUE(WaitFor([&] { return Mode(RegistrationSocket()) == 0600 && Mode(DraSocket()) == 0600; })) << Log();
   }
 
   void TearDown() override {
@@ -106,14 +113,8 @@ class DraKubeletConformance : public ::testing::Test {
   testing::GpusliceProcess plugin_;
 };
 
-int Mode(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_mode & 0777) : -1;
-}
-
 TEST_F(DraKubeletConformance, RegistersPublishesPreparesAndUnpreparesAClaim) {
   // Registration, as the kubelet's plugin watcher does it.
-  EXPECT_EQ(Mode(RegistrationSocket()), 0600);
   auto registration = ::pluginregistration::Registration::NewStub(Dial(RegistrationSocket()));
   ::pluginregistration::PluginInfo info;
   {
@@ -123,7 +124,6 @@ TEST_F(DraKubeletConformance, RegistersPublishesPreparesAndUnpreparesAClaim) {
   EXPECT_EQ(info.type(), dra::kDraPluginType);
   EXPECT_EQ(info.name(), dra::kDriverName);
   EXPECT_EQ(info.endpoint(), DraSocket());
-  EXPECT_EQ(Mode(DraSocket()), 0600);
   ::pluginregistration::RegistrationStatus registered;
   registered.set_plugin_registered(true);
   ::pluginregistration::RegistrationStatusResponse ack;
