@@ -67,10 +67,11 @@
 // CAS winner alone charges the outgoing holder and publishes the new turn's
 // times. A holder whose heartbeat has gone stale is charged nothing: its
 // row may be claimed by a newcomer before the charge lands
-// (verification/handover.pml). Every wait is bounded by time: a holder that never drains (killed
-// with work queued) is passed over after the drain timeout; a member whose
-// processes all died stops heartbeating and is ignored; a hand-over whose
-// winner died before publishing is redone after a timeout.
+// (verification/handover.pml). Every wait is bounded by time: a holder that
+// never drains (killed with work queued) is passed over after the drain
+// timeout; a member whose processes all died stops heartbeating and is
+// ignored; a hand-over whose winner died before publishing is redone after
+// a timeout.
 //
 // Every process of every vGPU on the GPU can write every row. What a row
 // claims that would let it hold or outrank others (its level, weight and

@@ -683,16 +683,29 @@ TEST(PacingBoardTest, ANewcomerOnADeadHoldersRowIsNotChargedItsTurn) {
 // CAS: it would then start its life owing the dead vGPU's turn
 // (verification/handover.pml, MUT_CHARGE_STALE). Here A's processes were
 // killed with work queued, 600 ms into a turn nobody else wanted.
-TEST(PacingBoardTest, AHandOverFromAStaleHolderChargesNobody) {
+// A and B at equal shares on a fresh board, A holding a turn with work queued.
+struct BusyHolder {
   Board board;
-  InitBoard(&board);
   uint64_t now = 5'000'000'000;
+  int a = -1;
+  int b = -1;
+  void Start() {
+    InitBoard(&board);
+    a = JoinBoard(&board, 1, Share(50), now);
+    b = JoinBoard(&board, 2, Share(50), now);
+    ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+    NoteLaunch(&board, a, now);
+    NoteBusy(&board, a, true, now);
+  }
+};
+
+TEST(PacingBoardTest, AHandOverFromAStaleHolderChargesNobody) {
+  BusyHolder h;
+  ASSERT_NO_FATAL_FAILURE(h.Start());  // and A heartbeats no more
+  Board& board = h.board;
+  uint64_t& now = h.now;
+  const int a = h.a, b = h.b;
   const PacingConfig config;
-  const int a = JoinBoard(&board, 1, Share(50), now);
-  const int b = JoinBoard(&board, 2, Share(50), now);
-  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
-  NoteLaunch(&board, a, now);
-  NoteBusy(&board, a, true, now);  // and no heartbeat after this
   const uint64_t charged = board.members[a].charged_ns;
   const uint64_t vtime = board.members[a].vtime;
   now += config.member_timeout_ns / 2 + 100 * kMs;
@@ -715,15 +728,12 @@ TEST(PacingBoardTest, AHandOverFromAStaleHolderChargesNobody) {
 // Ignoring such a floor charged the newcomer the whole turn
 // (verification/handover.pml, MUT_FLOOR_UP_TO_NOW).
 TEST(PacingBoardTest, AFloorPastTheHandOversClockChargesNothing) {
-  Board board;
-  InitBoard(&board);
-  uint64_t now = 5'000'000'000;
+  BusyHolder h;
+  ASSERT_NO_FATAL_FAILURE(h.Start());
+  Board& board = h.board;
+  uint64_t& now = h.now;
+  const int a = h.a, b = h.b;
   const PacingConfig config;
-  const int a = JoinBoard(&board, 1, Share(50), now);
-  const int b = JoinBoard(&board, 2, Share(50), now);
-  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
-  NoteLaunch(&board, a, now);
-  NoteBusy(&board, a, true, now);
   now += config.quantum_ns + config.drain_timeout_ns + kMs;  // past its drain timeout
   Heartbeat(&board, a, Share(50), now);
   Heartbeat(&board, b, Share(50), now);
