@@ -11,8 +11,9 @@
 // refused there (told apart from the driver's by the return address).
 //
 // Every ioctl of the process passes here: the added cost is one atomic load,
-// an indirect call and one compare for all but NV_ESC_RM_ALLOC/FREE. No lock,
-// no allocation once the next ioctl is known (resolved on the first call).
+// an indirect call and two compares for all but NV_ESC_RM_ALLOC/FREE and
+// RM controls (one more load for those). No lock, no allocation once the
+// next ioctl is known (resolved on the first call).
 #include <dlfcn.h>
 
 #include <atomic>
