@@ -6,9 +6,9 @@
 // import (rm/got_patch.h, still done for the LD_LIBRARY_PATH mode) saw its
 // RM allocations but none of its channel groups. The call is forwarded to
 // the next ioctl in lookup order (libc's) untouched, and then observed
-// (rm/ioctl_hook.h); errno is preserved. The one exception is an RM control
-// by which the application itself would reschedule its channel groups,
-// refused there (told apart from the driver's by the return address).
+// (rm/ioctl_hook.h); errno is preserved. The one exception is the RM
+// controls that reschedule the process's channel groups, rewritten or
+// refused there (the driver's told apart by the return address).
 //
 // Every ioctl of the process passes here: the added cost is one atomic load,
 // an indirect call and two compares for all but NV_ESC_RM_ALLOC/FREE and

@@ -55,7 +55,8 @@ void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
 }
 
 std::atomic<uint64_t> g_refused{0};
-std::atomic<uint64_t> g_rewritten{0};
+std::atomic<uint64_t> g_rewritten{0};      // the driver's own slices rewritten
+std::atomic<uint64_t> g_app_rewritten{0};  // the application's slices rewritten
 std::atomic<SliceAdvisor> g_slice_advisor{nullptr};
 
 // The executable code of the NVIDIA driver's own libraries (libcuda*,
@@ -101,39 +102,47 @@ bool InDriverCode(const void* address) {
   return false;
 }
 
-// The driver's own SET_TIMESLICE `c` on descriptor `fd`: on one of our
-// compute channel groups, its value becomes the advisor's.
-void RewriteDriverSlice(int fd, Nvos54* c) {
+// A SET_TIMESLICE `c` on descriptor `fd`: on one of the process's compute
+// channel groups, its value becomes the advisor's. Returns whether it did.
+bool RewriteSlice(int fd, Nvos54* c, bool from_driver) {
   const SliceAdvisor advisor = g_slice_advisor.load(std::memory_order_acquire);
-  if (advisor == nullptr || c->params == 0 || c->paramsSize < sizeof(uint64_t)) return;
+  if (advisor == nullptr || c->params == 0 || c->paramsSize < sizeof(uint64_t)) return false;
   TsgRef tsgs[TsgRegistry::kCapacity];
   const uint32_t n = g_registry.Snapshot(tsgs, TsgRegistry::kCapacity);
   for (uint32_t i = 0; i < n; ++i) {
     const TsgRef& t = tsgs[i];
     if (t.fd != fd || t.client != c->hClient || t.handle != c->hObject) continue;
-    if (t.engine_type != kEngineTypeGraphics) return;
+    if (t.engine_type != kEngineTypeGraphics) return false;
     const uint64_t want = advisor(t.device);
-    if (want == 0) return;
+    if (want == 0) return false;
     auto* value = reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(c->params));
-    if (g_rewritten.fetch_add(1, std::memory_order_relaxed) == 0) {
-      port::Log(port::LogLevel::kInfo, "the driver set channel group 0x%x's timeslice to %llu us; passed on as %llu us",
-                c->hObject, static_cast<unsigned long long>(*value), static_cast<unsigned long long>(want));
+    std::atomic<uint64_t>& count = from_driver ? g_rewritten : g_app_rewritten;
+    if (count.fetch_add(1, std::memory_order_relaxed) == 0) {
+      const int saved = errno;
+      port::Log(from_driver ? port::LogLevel::kInfo : port::LogLevel::kWarn,
+                "%s set channel group 0x%x's timeslice to %llu us; passed on as %llu us, the vGPU's%s",
+                from_driver ? "the driver" : "this process", c->hObject, static_cast<unsigned long long>(*value),
+                static_cast<unsigned long long>(want),
+                from_driver ? "" : " (its channel groups' scheduling is gpuslice's: docs/design.md, \"Threat model\")");
+      errno = saved;
     }
     *value = want;
-    return;
+    return true;
   }
+  return false;
 }
 
 // An RM control that changes how one of the process's channel groups is
 // scheduled (its slice, runlist interleave or realtime), which is gpuslice's
-// to set. Made by the application, it is refused as RM refuses an
-// unprivileged caller, without reaching the driver: returns true. Made by
-// the driver's own code (`caller` in it, or null: libcuda's patched import),
-// it passes, a SET_TIMESLICE rewritten to the advisor's slice: libcuda 580
-// sets its compute group's slice while it makes a context, and fails the
-// context if that is refused (docs/gpu-facts.md). gpuslice's own controls
-// never pass here (DriverIoctl). Costs one compare for every ioctl but RM
-// controls.
+// to set. A SET_TIMESLICE on one of its compute groups passes with the
+// vGPU's slice in it, whoever made it: libcuda 580 sets its new compute
+// group's slice while it makes a context and fails the context if that is
+// refused (docs/gpu-facts.md), so nothing here refuses what may be the
+// driver's. Any other such control passes only from the driver's own code
+// (`caller` in it, or null: libcuda's patched import); made by the
+// application, it is refused as RM refuses an unprivileged caller, without
+// reaching the driver: returns true. gpuslice's own controls never pass
+// here (DriverIoctl). Costs one compare for every ioctl but RM controls.
 bool FilterSchedulingControl(int fd, unsigned long request, void* arg, const void* caller) {
   if (IoctlType(request) != kIoctlMagic || IoctlNr(request) != kEscRmControl || arg == nullptr ||
       IoctlSize(request) != sizeof(Nvos54)) {
@@ -146,10 +155,8 @@ bool FilterSchedulingControl(int fd, unsigned long request, void* arg, const voi
     NoteDriverCode();  // a driver library loaded since we last looked (rare: these controls are)
     from_driver = InDriverCode(caller);
   }
-  if (from_driver) {
-    if (c->cmd == kCtrlSetTimeslice) RewriteDriverSlice(fd, c);
-    return false;
-  }
+  if (c->cmd == kCtrlSetTimeslice && RewriteSlice(fd, c, from_driver)) return false;
+  if (from_driver) return false;
   c->status = kNvErrInsufficientPermissions;
   if (g_refused.fetch_add(1, std::memory_order_relaxed) == 0) {
     const int saved = errno;
@@ -275,7 +282,8 @@ TsgRegistry& Registry() { return g_registry; }
 
 IoctlHookStats HookStats() {
   return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed),
-          g_refused.load(std::memory_order_relaxed), g_rewritten.load(std::memory_order_relaxed)};
+          g_refused.load(std::memory_order_relaxed), g_app_rewritten.load(std::memory_order_relaxed),
+          g_rewritten.load(std::memory_order_relaxed)};
 }
 
 void SetSliceAdvisor(SliceAdvisor advisor) { g_slice_advisor.store(advisor, std::memory_order_release); }

@@ -9,12 +9,15 @@
 //     patch alone saw libcuda's RM allocations but not its channel groups).
 // Either way the original ioctl runs first, untouched, and the registry
 // (tsg_registry.h) then learns of channel groups allocated and freed. The
-// one exception: an RM control that would change how one of the process's
-// channel groups is scheduled (SET_TIMESLICE, SET_INTERLEAVE_LEVEL,
-// MAKE_REALTIME), made by the application rather than the driver's own
-// libraries, is answered NV_ERR_INSUFFICIENT_PERMISSIONS without reaching
-// the driver; slices are gpuslice's to set. (A process that makes the
-// system call itself is not seen here: docs/design.md, "Threat model".) DriverIoctl() calls the
+// exception: the RM controls that change how the process's channel groups
+// are scheduled, which is gpuslice's to set. A SET_TIMESLICE on one of its
+// compute groups passes with the vGPU's slice (SliceAdvisor, below) in
+// place of the caller's, whoever the caller; SET_INTERLEAVE_LEVEL,
+// MAKE_REALTIME and a slice for any other group, made by the application
+// rather than the driver's own libraries, are answered
+// NV_ERR_INSUFFICIENT_PERMISSIONS without reaching the driver. (A process
+// that makes the system call itself is not seen here: docs/design.md,
+// "Threat model".) DriverIoctl() calls the
 // original directly, for gpuslice's own controls, so they are never observed
 // as libcuda's.
 //
@@ -75,7 +78,8 @@ RmIoctl& DriverIoctl();
 struct IoctlHookStats {
   uint64_t ioctls;
   uint64_t rm_allocs;
-  uint64_t refused_controls;  // scheduling controls refused (above)
+  uint64_t refused_controls;         // the application's scheduling controls refused (above)
+  uint64_t app_slices_rewritten;     // the application's slices passed on as the advisor's
   uint64_t driver_slices_rewritten;  // the driver's own slices passed on as the advisor's
 };
 IoctlHookStats HookStats();

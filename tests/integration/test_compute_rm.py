@@ -172,9 +172,10 @@ def test_a_process_outside_any_vgpu_is_left_alone(world):
 def test_a_tenant_cannot_reschedule_its_own_channel_groups(world, what, value):
     """A tenant that knows its channel groups' handles asks RM, through
     libc's ioctl, for a 4 s slice, realtime or a high interleave level: more
-    of the GPU than its vGPU's share. The library answers
-    NV_ERR_INSUFFICIENT_PERMISSIONS and the driver never sees it; without
-    gpuslice the same call reaches the driver. The driver's own call passes:
+    of the GPU than its vGPU's share. The slice goes to the driver as the
+    vGPU's slice instead; the other two are answered
+    NV_ERR_INSUFFICIENT_PERMISSIONS and never reach the driver. Without
+    gpuslice the same calls reach the driver. The driver's own call passes:
     like libcuda 580, the fake (Rm) sets its compute group's slice while it
     makes a context, and fails the context if refused."""
     rm = Rm(world, GPUSLICE_LOG="warn")
@@ -182,9 +183,13 @@ def test_a_tenant_cannot_reschedule_its_own_channel_groups(world, what, value):
                        "rmcontrol", what, value, env=rm.env)
     assert r.returncode == 0, r.stderr
     assert "init ok" in r.stdout, r.stdout + r.stderr  # the driver's own set passed
-    assert f"rmcontrol {what} 1b" in r.stdout, r.stdout + r.stderr
-    assert "refused this process's RM control" in r.stderr
-    assert not [s for s in sets(rm.log) if s[2] == int(value) and what == "slice"]
+    assert not [s for s in sets(rm.log) if s[2] == 4000000], sets(rm.log)
+    if what == "slice":
+        assert "rmcontrol slice 0" in r.stdout, r.stdout + r.stderr
+        assert "this process set channel group 0x5c000001's timeslice to 4000000 us; passed on as" in r.stderr
+    else:
+        assert f"rmcontrol {what} 1b" in r.stdout, r.stdout + r.stderr
+        assert "refused this process's RM control" in r.stderr
 
     # The control: the same program with only the fake RM device.
     env = {**world.env, "LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": rm.log}
