@@ -139,6 +139,9 @@ uint64_t AdviseComputeSlice(int device) {
   const uint64_t known = g_slot_wanted[slot].load(std::memory_order_acquire);
   if (known & kKnown) return known & ~kKnown;
   const core::DeviceLimit& limit = limits.devices[slot];
+  // No policy slice yet (the driver's default): let the driver's value
+  // stand, so that the pass reads the real default back.
+  if (core::LoadRelaxed(limit.timeslice_us) == 0) return 0;
   const bool lc = core::LevelClass(core::LoadRelaxed(limit.priority)) == core::Priority::kLatencyCritical;
   return WantedSlice(limit, pacer::TurnRole::kNone, /*lc_live=*/!lc);
 }

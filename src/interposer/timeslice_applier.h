@@ -45,7 +45,7 @@ void ForgetAppliedTimeslices();
 // that a group never runs the driver's default beside an LC. What the last
 // pass wanted for that device (0 where that is the driver's default); before
 // any pass, the vGPU's slice beside an LC for a best-effort vGPU, its own
-// for an LC one. Lock-free; any thread.
+// for an LC one (0 while its limits name no slice). Lock-free; any thread.
 uint64_t AdviseComputeSlice(int device);
 
 }  // namespace gpuslice::interposer
