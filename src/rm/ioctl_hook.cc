@@ -54,9 +54,11 @@ void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
   errno = saved;
 }
 
+// Scheduling controls refused, and slices rewritten, so far: each kind is
+// logged once.
 std::atomic<uint64_t> g_refused{0};
-std::atomic<uint64_t> g_rewritten{0};      // the driver's own slices rewritten
-std::atomic<uint64_t> g_app_rewritten{0};  // the application's slices rewritten
+std::atomic<uint64_t> g_rewritten{0};      // the driver's own
+std::atomic<uint64_t> g_app_rewritten{0};  // the application's
 std::atomic<SliceAdvisor> g_slice_advisor{nullptr};
 
 // The executable code of the NVIDIA driver's own libraries (libcuda*,
@@ -281,9 +283,7 @@ int WatchNvidiaLibraries(void* (*resolve)(const char*)) {
 TsgRegistry& Registry() { return g_registry; }
 
 IoctlHookStats HookStats() {
-  return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed),
-          g_refused.load(std::memory_order_relaxed), g_app_rewritten.load(std::memory_order_relaxed),
-          g_rewritten.load(std::memory_order_relaxed)};
+  return {g_ioctls.load(std::memory_order_relaxed), g_rm_allocs.load(std::memory_order_relaxed)};
 }
 
 void SetSliceAdvisor(SliceAdvisor advisor) { g_slice_advisor.store(advisor, std::memory_order_release); }

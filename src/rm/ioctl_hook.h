@@ -78,9 +78,6 @@ RmIoctl& DriverIoctl();
 struct IoctlHookStats {
   uint64_t ioctls;
   uint64_t rm_allocs;
-  uint64_t refused_controls;         // the application's scheduling controls refused (above)
-  uint64_t app_slices_rewritten;     // the application's slices passed on as the advisor's
-  uint64_t driver_slices_rewritten;  // the driver's own slices passed on as the advisor's
 };
 IoctlHookStats HookStats();
 
