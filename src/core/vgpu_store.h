@@ -54,6 +54,10 @@ struct VgpuSpec {
   bool suspendable = false;
 };
 inline constexpr char kSuspendableMarker[] = "suspendable";
+// In a state directory's root: the Kubernetes plugins keep pods' vGPUs
+// here, whose directories are open to every uid (k8s/pod_state_dir.h), so
+// a node daemon must not open the state directory to a group.
+inline constexpr char kPodsMarker[] = "kubernetes-pods";
 
 // An open vGPU: both regions mapped. Limits are mapped read-only unless the
 // caller is the vGPU's manager (creator, resizer). The ledger is the file, or,

@@ -209,6 +209,15 @@ int RunDaemon(const config::DaemonConfig& config) {
     if (!gid.ok()) return Fail(gid.status().message());
     group = gid.value();
   }
+  // Pods' vGPU directories are open to every uid (k8s/pod_state_dir.h):
+  // opened to a group, this directory would let its users reach them.
+  std::error_code probe;
+  if (group && std::filesystem::exists(state_dir + "/" + core::kPodsMarker, probe)) {
+    return Fail("the state directory " + state_dir + " holds Kubernetes pods' vGPUs, which socket.group '" +
+                config.socket.group +
+                "' would let its users reach; give the daemon a state_dir of its own, or no "
+                "socket.group");
+  }
   std::error_code ec;
   std::filesystem::create_directories(state_dir + "/vgpus", ec);
   if (ec) {

@@ -16,6 +16,7 @@
 #include "k8s/kube_http_client.h"
 #include "k8s/library_install.h"
 #include "k8s/names.h"
+#include "k8s/pod_state_dir.h"
 #include "k8s/vgpu_provisioner.h"
 #include "node/state_keeper_client.h"
 
@@ -86,6 +87,7 @@ std::string DefaultLibraryDir() {
 // under another (docs/kubernetes.md, "Shared state").
 StatusOr<std::unique_ptr<VgpuProvisioner>> SealedStateProvisioner(const std::string& state_dir) {
   if (Status s = core::VgpuStore(state_dir).EnsureRoot(); !s.ok()) return s;
+  if (Status s = SecurePodStateDir(state_dir); !s.ok()) return s;
   auto keeper = node::StateKeeperClient::Connect(state_dir, SelfExecutable(), {0666, std::nullopt});
   if (!keeper.ok()) {
     return Status::Error(keeper.status().message() + " (the plugin hands the vGPUs' state out through `gpuslice " +

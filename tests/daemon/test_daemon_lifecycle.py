@@ -146,3 +146,21 @@ def test_sigterm_stops_the_daemon_cleanly_and_running_apps_keep_their_vgpu(dworl
     assert dworld.ls("stays")["stays"]["devices"][0]["memory_used_bytes"] == 8 * MiB
     app.send_signal(signal.SIGTERM)
     assert app.wait(timeout=30) == 128 + signal.SIGTERM
+
+
+def test_a_group_is_refused_on_a_state_directory_holding_pods_vgpus(dworld):
+    """Pods' vGPU directories are open to every uid (k8s/pod_state_dir.h); a
+    daemon that opened their state directory to its socket.group would let
+    that group's users reach every pod's socket. The plugins mark their
+    state directory; the daemon then refuses the group, and says what to do."""
+    state = dworld.env["GPUSLICE_STATE_DIR"]
+    os.makedirs(state, exist_ok=True)
+    open(os.path.join(state, "kubernetes-pods"), "w").close()
+    cfg = dworld.path("group.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: 1\nsocket:\n  group: root\n")
+    r = subprocess.run([GPUSLICE, "daemon", "--config", cfg], env=dworld.env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert "Kubernetes pods' vGPUs" in r.stderr and "state_dir of its own" in r.stderr, r.stderr
+    assert (os.stat(state).st_mode & 0o777) != 0o710, "the directory was not opened to the group"
