@@ -11,7 +11,8 @@
 //     client, or RM rejects it;
 //   - SET/GET_TIMESLICE work from an ordinary process.
 //
-// Plain declarations: no code, no allocation. Included by src/rm only.
+// Plain declarations: no code, no allocation. Included by src/rm, and by
+// the test fakes and cuda_app that speak the same ioctls.
 #ifndef GPUSLICE_RM_RM_ABI_H_
 #define GPUSLICE_RM_RM_ABI_H_
 

@@ -119,6 +119,7 @@
 #include <vector>
 
 #include "../fake_driver/fake_cuda_api.h"  // the fake driver's test API (found at run time)
+#include "rm/rm_abi.h"                     // RM ioctl declarations, for rmcontrol
 
 // The legacy graph instantiation entry points, which cuda.h declares only
 // under __CUDA_API_VERSION_INTERNAL (it maps the name to WithFlags); the
@@ -974,18 +975,17 @@ int main(int argc, char** argv) {
       if (handles == nullptr || handles(&fd, &client, &group) == 0) {
         printf("rmcontrol %s no-handles\n", what.c_str());
       } else {
-        // NVOS54_PARAMETERS and the commands' numbers (src/rm/rm_abi.h).
-        struct {
-          uint32_t hClient, hObject, cmd, flags;
-          uint64_t params;
-          uint32_t paramsSize, status;
-        } c{client, group, 0, 0, 0, 0, 0};
+        namespace rm = gpuslice::rm;
         uint64_t value = strtoull(arg(2), nullptr, 0);
-        c.cmd = what == "slice" ? 0xa06c0103 : what == "realtime" ? 0xa06c0110 : 0xa06c0107;
+        rm::Nvos54 c{};
+        c.hClient = client;
+        c.hObject = group;
+        c.cmd = what == "slice"      ? rm::kCtrlSetTimeslice
+                : what == "realtime" ? rm::kCtrlMakeRealtime
+                                     : rm::kCtrlSetInterleaveLevel;
         c.params = reinterpret_cast<uint64_t>(&value);
-        c.paramsSize = what == "slice" ? 8 : 4;
-        const unsigned long request = (3ul << 30) | (sizeof c << 16) | ('F' << 8) | 0x2A;
-        const int rc = ioctl(fd, request, &c);
+        c.paramsSize = what == "slice" ? rm::kTimesliceParamsSize : 4;
+        const int rc = ioctl(fd, rm::IoctlRequest(rm::kEscRmControl, sizeof c), &c);
         printf("rmcontrol %s %x\n", what.c_str(), rc == 0 ? c.status : 0xffffffffu);
       }
       i += 2;
