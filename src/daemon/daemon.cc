@@ -15,7 +15,9 @@
 #include <memory>
 #include <thread>
 
+#include "core/board_roster.h"
 #include "core/vgpu_store.h"
+#include "daemon/board_sampler.h"
 #include "daemon/control_service.h"
 #include "daemon/control_socket.h"
 #include "daemon/gpu_health.h"
@@ -333,7 +335,14 @@ int RunDaemon(const config::DaemonConfig& config) {
     return Fail(s.message());
   }
 
-  UtilizationSampler sampler(nvml.value().get(), &manager, &usage);
+  // Which vGPU runs, from the boards, while paced vGPUs share a GPU.
+  std::vector<BoardSampler::Gpu> board_gpus;
+  for (const auto& g : devices->gpus) board_gpus.push_back({g.index, g.uuid});
+  node::StateKeeperClient* board_source = keeper.value().get();
+  BoardSampler boards(
+      board_gpus, [board_source](const core::GpuUuid& uuid) { return board_source->MapBoard(uuid); },
+      state_dir + "/" + core::kRosterDirName + "/" + core::kRosterFileName);
+  UtilizationSampler sampler(nvml.value().get(), &manager, &usage, &boards);
   PowerCapEnforcer power_caps(&usage, &manager);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {

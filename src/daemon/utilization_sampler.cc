@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "daemon/busy_split.h"
+
 namespace gpuslice::daemon {
 namespace {
 
@@ -20,6 +22,29 @@ uint64_t WallMicros() {
 constexpr uint64_t kMaxSampleSpanUs = 1'000'000;
 
 }  // namespace
+
+std::optional<double> UtilizationSampler::DeviceBusySeconds(uint32_t index, uint64_t pass_start_us) {
+  auto samples = nvml_->DeviceUtilizations(index, last_device_us_[index]);
+  if (!samples.ok()) {
+    if (!warned_device_) {
+      spdlog::warn(
+          "GPU busy time unavailable, so vGPUs sharing a GPU are measured by NVML's per-process samples "
+          "alone: {}",
+          samples.status().message());
+    }
+    warned_device_ = true;
+    return std::nullopt;
+  }
+  double busy = 0;
+  for (const auto& s : samples.value()) {
+    uint64_t& previous = last_device_us_[index];
+    const uint64_t from = previous != 0 ? previous : pass_start_us;
+    const uint64_t span = s.timestamp_us > from ? std::min(s.timestamp_us - from, kMaxSampleSpanUs) : 0;
+    previous = std::max(previous, s.timestamp_us);
+    busy += static_cast<double>(span) / 1e6 * s.percent / 100.0;
+  }
+  return busy;
+}
 
 void UtilizationSampler::Sample() {
   // pid -> (vGPU, device index) per GPU index.
@@ -78,6 +103,21 @@ void UtilizationSampler::Sample() {
       }
       seconds[it->second] += ran;
       interval.gpu_seconds[it->second.first] += ran;
+    }
+    // Paced vGPUs shared the GPU: the boards split its busy time.
+    const std::map<std::string, double> board =
+        boards_ != nullptr ? boards_->Take(gpu.index) : std::map<std::string, double>{};
+    const std::optional<double> busy = DeviceBusySeconds(gpu.index, pass_start);
+    if (!board.empty() && busy) {
+      interval.gpu_seconds = SplitBusyTime(*busy, board, interval.gpu_seconds);
+      seconds.clear();
+      for (const auto& v : views) {
+        const auto it = interval.gpu_seconds.find(v.name);
+        if (it == interval.gpu_seconds.end()) continue;
+        for (uint32_t i = 0; i < v.devices.size(); ++i) {
+          if (v.devices[i].gpu_index == gpu.index) seconds[{v.name, i}] = it->second;
+        }
+      }
     }
     const double window = static_cast<double>(now_us - pass_start) / 1e6;
     for (const auto& [where, s] : seconds) {

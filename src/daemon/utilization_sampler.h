@@ -13,6 +13,12 @@
 // show no measurement (nullopt) rather than a wrong 0, and their GPU time
 // counts under "" (no vGPU).
 //
+// Where paced vGPUs shared the GPU in the interval, the per-process samples
+// overlap and cannot split it. Then the GPU's own busy time (NVML's device
+// samples, integrated the same way) is divided by what the boards say ran
+// (board_sampler.h) and what the samples claim beyond it (busy_split.h);
+// a vGPU the boards saw running is measured even in another pid namespace.
+//
 // Called from the daemon's housekeeping thread only, which is the only user
 // of the NvmlLibrary after start. Blocks in NVML (about a millisecond per
 // GPU); allocates.
@@ -25,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/board_sampler.h"
 #include "daemon/gpu_usage_meter.h"
 #include "node/vgpu_manager.h"
 #include "port/nvml_library.h"
@@ -33,24 +40,29 @@ namespace gpuslice::daemon {
 
 class UtilizationSampler {
  public:
-  // All must outlive the sampler; `meter` may be null.
-  UtilizationSampler(port::NvmlLibrary* nvml, node::VgpuManager* manager, GpuUsageMeter* meter = nullptr)
-      : nvml_(nvml), manager_(manager), meter_(meter) {}
+  // All must outlive the sampler; `meter` and `boards` may be null.
+  UtilizationSampler(port::NvmlLibrary* nvml, node::VgpuManager* manager, GpuUsageMeter* meter = nullptr,
+                     BoardSampler* boards = nullptr)
+      : nvml_(nvml), manager_(manager), meter_(meter), boards_(boards) {}
 
   // One pass: sample every GPU, store the ratios in the manager, add the
   // interval to the meter.
   void Sample();
 
  private:
-  // One GPU's pass: GPU-seconds per (vGPU, device index) since the last pass.
-  struct GpuPass;
+  // GPU `index`'s busy seconds in its device samples since the last pass;
+  // nullopt where NVML cannot tell.
+  std::optional<double> DeviceBusySeconds(uint32_t index, uint64_t pass_start_us);
   port::NvmlLibrary* const nvml_;
   node::VgpuManager* const manager_;
   GpuUsageMeter* const meter_;
+  BoardSampler* const boards_;
   std::map<uint32_t, uint64_t> last_seen_us_;  // per GPU index: newest sample so far
   std::map<uint32_t, uint64_t> last_pass_us_;  // per GPU index: when the last pass read it
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> last_sample_us_;  // (GPU, pid): its newest sample
+  std::map<uint32_t, uint64_t> last_device_us_;                       // per GPU index: its newest device sample
   bool warned_ = false;
+  bool warned_device_ = false;
 };
 
 }  // namespace gpuslice::daemon

@@ -324,4 +324,12 @@ Status StateKeeperClient::ReseedLocked() {
   return Status::Ok();
 }
 
+StatusOr<port::MappedFile> StateKeeperClient::MapBoard(const core::GpuUuid& uuid) const {
+  port::MutexLock lock(&mu_);
+  auto it = boards_.find(uuid);
+  if (it == boards_.end()) return Status::Error("no board yet for GPU " + core::UuidHex(uuid));
+  return port::MappedFile::FromFd(it->second.get(), sizeof(core::Board), port::MappedFile::Access::kReadOnly,
+                                  "board of GPU " + core::UuidHex(uuid));
+}
+
 }  // namespace gpuslice::node

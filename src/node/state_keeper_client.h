@@ -27,6 +27,7 @@
 
 #include "core/state_publisher.h"
 #include "core/status.h"
+#include "port/mapped_file.h"
 #include "port/mutex.h"
 #include "port/unique_fd.h"
 
@@ -65,6 +66,12 @@ class StateKeeperClient : public core::StatePublisher {
   // runs and gives it every vGPU and board this client knows, each vGPU on a
   // new socket at its old path. Run by the housekeeping thread.
   Status Check() EXCLUDES(mu_);
+
+  // A read-only mapping of GPU `uuid`'s board, for the daemon's own readers
+  // (daemon/board_sampler.h); NotFound-like error while no vGPU of the
+  // daemon has a board on that GPU. The board is sealed against resizing,
+  // so the mapping stays valid for the daemon's life.
+  StatusOr<port::MappedFile> MapBoard(const core::GpuUuid& uuid) const EXCLUDES(mu_);
 
   pid_t keeper_pid() const EXCLUDES(mu_) {
     port::MutexLock lock(&mu_);

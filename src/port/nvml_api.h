@@ -15,6 +15,9 @@
 //     nvmlDeviceGetNvLinkRemotePciInfo_v2 fill);
 //   - nvmlProcessUtilizationSample_t as nvmlDeviceGetProcessUtilization
 //     fills it;
+//   - nvmlSample_t (a timestamp and an 8-byte nvmlValue_t) as
+//     nvmlDeviceGetSamples fills it, and its sampling type
+//     NVML_GPU_UTILIZATION_SAMPLES ("nvmlSamplingType_t");
 //   - nvmlProcessInfo_t (the v2/v3 layout) as
 //     nvmlDeviceGetComputeRunningProcesses_v3 fills it;
 //   - event sets and nvmlEventData_t, as NVIDIA's nvml.h declares them
@@ -70,6 +73,24 @@ typedef struct {
   unsigned int encUtil;
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
+
+typedef union {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+} nvmlValue_t;
+typedef struct {
+  unsigned long long timeStamp;
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+typedef int nvmlValueType_t;  // NVML_VALUE_TYPE_*: which member of nvmlValue_t holds the value
+inline constexpr nvmlValueType_t NVML_VALUE_TYPE_DOUBLE = 0;
+inline constexpr nvmlValueType_t NVML_VALUE_TYPE_UNSIGNED_INT = 1;
+inline constexpr nvmlValueType_t NVML_VALUE_TYPE_UNSIGNED_LONG = 2;
+inline constexpr nvmlValueType_t NVML_VALUE_TYPE_UNSIGNED_LONG_LONG = 3;
+inline constexpr int NVML_GPU_UTILIZATION_SAMPLES = 1;  // percent of the period with a kernel running
 
 typedef struct {
   unsigned int pid;

@@ -31,6 +31,8 @@ using NvLinkRemoteTypeFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int, int*);
 using P2pStatusFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlDevice_t, int, int*);
 using ProcessUtilizationFn = nvmlReturn_t (*)(nvmlDevice_t, nvmlProcessUtilizationSample_t*, unsigned int*,
                                               unsigned long long);
+using SamplesFn = nvmlReturn_t (*)(nvmlDevice_t, int, unsigned long long, nvmlValueType_t*, unsigned int*,
+                                   nvmlSample_t*);
 using EnergyFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long*);
 using PowerFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*);
 using RunningProcessesFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int*, nvmlProcessInfo_t*);
@@ -304,6 +306,53 @@ std::optional<NvmlLibrary::XidEvent> NvmlLibrary::NextXid(uint32_t timeout_ms) {
   if (index_fn != nullptr && index_fn(data.device, &index) == NVML_SUCCESS) e.gpu_index = index;
   e.xid = data.eventData;
   return e;
+}
+
+StatusOr<std::vector<DeviceUtilization>> NvmlLibrary::DeviceUtilizations(uint32_t index, uint64_t since_us) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  auto fn = reinterpret_cast<SamplesFn>(Symbol("nvmlDeviceGetSamples"));
+  if (handle_fn == nullptr || fn == nullptr) {
+    return Status::Error("this NVIDIA driver cannot report GPU utilisation samples (nvmlDeviceGetSamples)");
+  }
+  nvmlDevice_t device = nullptr;
+  if (handle_fn(index, &device) != NVML_SUCCESS) return Status::Error("NVML lost GPU " + std::to_string(index));
+  const auto failed = [index](nvmlReturn_t r) {
+    return Status::Error("nvmlDeviceGetSamples failed on GPU " + std::to_string(index) + " (NVML error " +
+                         std::to_string(r) + ")");
+  };
+  nvmlValueType_t type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  unsigned int count = 0;
+  nvmlReturn_t r = fn(device, NVML_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, nullptr);
+  if (r == NVML_ERROR_NOT_FOUND) return std::vector<DeviceUtilization>{};
+  if (r != NVML_SUCCESS) return failed(r);
+  // NVML keeps a fixed ring of samples: the count asked first is room enough.
+  std::vector<nvmlSample_t> samples(count);
+  r = fn(device, NVML_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, samples.data());
+  if (r == NVML_ERROR_NOT_FOUND) return std::vector<DeviceUtilization>{};
+  if (r != NVML_SUCCESS) return failed(r);
+  std::vector<DeviceUtilization> out;
+  for (unsigned int k = 0; k < count && k < samples.size(); ++k) {
+    const nvmlValue_t& v = samples[k].sampleValue;
+    double percent = 0;
+    switch (type) {
+      case NVML_VALUE_TYPE_DOUBLE:
+        percent = v.dVal;
+        break;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        percent = static_cast<double>(v.ulVal);
+        break;
+      case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        percent = static_cast<double>(v.ullVal);
+        break;
+      default:
+        percent = v.uiVal;
+        break;
+    }
+    if (samples[k].timeStamp <= since_us) continue;
+    out.push_back({static_cast<uint32_t>(std::clamp(percent, 0.0, 100.0)), samples[k].timeStamp});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.timestamp_us < b.timestamp_us; });
+  return out;
 }
 
 std::optional<uint64_t> NvmlLibrary::TotalEnergyMillijoules(uint32_t index) {

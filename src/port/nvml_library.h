@@ -66,6 +66,13 @@ struct ProcessUtilization {
   uint64_t timestamp_us = 0;  // NVML's sample time, CPU clock in microseconds
 };
 
+// The GPU's own utilisation over one of NVML's sampling periods (about 200 ms
+// on an H100): the percent of the period in which any kernel ran.
+struct DeviceUtilization {
+  uint32_t percent = 0;
+  uint64_t timestamp_us = 0;  // NVML's sample time, CPU clock in microseconds
+};
+
 // One process's device memory on a GPU, as the driver accounts it.
 struct ProcessMemory {
   uint32_t pid = 0;         // in the host's (NVML's) pid namespace
@@ -87,6 +94,11 @@ class NvmlLibrary {
   // `since_us` (0: everything NVML still holds). An empty list when no
   // process ran; an error when this driver or GPU cannot report it.
   StatusOr<std::vector<ProcessUtilization>> ProcessUtilizations(uint32_t index, uint64_t since_us);
+  // The GPU's utilisation samples (nvmlDeviceGetSamples,
+  // NVML_GPU_UTILIZATION_SAMPLES) newer than `since_us`, oldest first. An
+  // empty list when there is none; an error when this driver or GPU cannot
+  // report them.
+  StatusOr<std::vector<DeviceUtilization>> DeviceUtilizations(uint32_t index, uint64_t since_us);
   // The GPU's energy since the driver loaded, mJ
   // (nvmlDeviceGetTotalEnergyConsumption, Volta and later), and its power
   // now, mW (nvmlDeviceGetPowerUsage); nullopt where the GPU cannot tell.

@@ -48,3 +48,49 @@ def test_gpu_seconds_and_energy_per_vgpu_add_up_to_the_devices(dworld):
 def pytest_approx(x):
     import pytest
     return pytest.approx(x, rel=1e-6, abs=1e-6)
+
+
+def test_vgpus_sharing_a_gpu_are_split_by_what_the_boards_saw_not_by_overlapping_samples(dworld):
+    """Three paced vGPUs at 20/30/50 on one GPU. NVML's per-process samples
+    overlap under time-slicing (each process 60% of a GPU that is 100% busy,
+    as on an H100: docs/benchmarks.md, "NVML's raw samples"), so they would
+    split it equally. The meter divides the GPU's busy time by what the
+    boards saw running (daemon/board_sampler.h), which follows the turns."""
+    samples, device = dworld.path("utilisation"), dworld.path("device")
+    open(samples, "w").close()
+    with open(device, "w") as f:
+        f.write("0 100\n")
+    d = dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples,
+                           "FAKE_NVML_DEVICE_UTILIZATION_FILE": device})
+    go = dworld.path("go")
+    apps, pids = [], []
+    for name, share in (("a", "20"), ("b", "30"), ("c", "50")):
+        ready = dworld.path(name + ".ready")
+        apps.append(dworld.start("run", "--name", name, "--compute", share, "--",
+                                 *dworld.app_cmd(["init", "ready", ready, "await", go, "spin", "8",
+                                                  dworld.path(name + ".runs")]),
+                                 env={"FAKE_KERNEL_US": "100"}))
+        pids.append(int(dworld.wait_for_file(ready)))
+    with open(samples, "w") as f:
+        f.write("".join(f"{pid} 60\n" for pid in pids))
+    open(go, "w").close()
+
+    def gpu_seconds():
+        s = series(scrape(d.metrics_port), "gpuslice_vgpu_gpu_seconds_total")
+        return {n: s.get(f'gpu="0",vgpu="{n}"', 0.0) for n in ("a", "b", "c")}
+
+    # The pass that spans the release mixes idle samples in: start after it.
+    start = gpu_seconds()
+    for _ in range(2):
+        start = poll(lambda: (lambda now: now if now != start else None)(gpu_seconds()), timeout=30,
+                     what="a sampler pass")
+    grown = poll(lambda: (lambda now: {n: now[n] - start[n] for n in now}
+                          if sum(now.values()) - sum(start.values()) > 2.5 else None)(gpu_seconds()),
+                 timeout=30, what="2.5 GPU-seconds measured")
+    assert grown["a"] > 0, grown
+    # Equal samples would give 1.0; the turns give 50/20 = 2.5.
+    assert grown["c"] / grown["a"] > 1.6, f"measured {grown}: split like the samples, not the turns"
+    assert grown["a"] < grown["b"] < grown["c"], grown
+    for app in apps:
+        out, err = app.communicate(timeout=60)
+        assert app.returncode == 0 and "spin ok" in out, err

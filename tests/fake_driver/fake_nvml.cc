@@ -21,6 +21,12 @@
 // (every GPU reports the same lines), so a test can script what the daemon
 // measures. Unset: no process has run (NVML_ERROR_NOT_FOUND).
 //
+// The GPU's own utilisation: FAKE_NVML_DEVICE_UTILIZATION_FILE names a file
+// of "GPU PERCENT" lines, re-read at every nvmlDeviceGetSamples
+// (NVML_GPU_UTILIZATION_SAMPLES): one sample, stamped now, of PERCENT. Unset,
+// or no line for the GPU: NVML_ERROR_NOT_FOUND, as when no sample is newer
+// than asked.
+//
 // Energy and power: FAKE_NVML_ENERGY_FILE names a file of "GPU MILLIJOULES
 // MILLIWATTS" lines, re-read at every call (a test scripts the counter);
 // unset, or no line for the GPU: NVML_ERROR_NOT_SUPPORTED, as on a GPU
@@ -329,6 +335,35 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
   return utilization == nullptr || found > room ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long last_seen,
+                                  nvmlValueType_t* value_type, unsigned int* count, nvmlSample_t* samples) {
+  int index = 0;
+  if (nvmlReturn_t r = fake_nvml::CheckDevice(device, count, &index); r != NVML_SUCCESS) return r;
+  if (value_type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (type != NVML_GPU_UTILIZATION_SAMPLES) return NVML_ERROR_NOT_SUPPORTED;
+  const char* path = getenv("FAKE_NVML_DEVICE_UTILIZATION_FILE");
+  FILE* f = path != nullptr ? fopen(path, "r") : nullptr;
+  if (f == nullptr) return NVML_ERROR_NOT_FOUND;
+  int gpu = 0;
+  unsigned int percent = 0;
+  bool found = false;
+  while (!found && fscanf(f, "%d %u", &gpu, &percent) == 2) found = gpu == index;
+  fclose(f);
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const unsigned long long stamp = static_cast<unsigned long long>(now.tv_sec) * 1000000ull + now.tv_nsec / 1000;
+  if (!found || stamp <= last_seen) return NVML_ERROR_NOT_FOUND;
+  *value_type = NVML_VALUE_TYPE_UNSIGNED_INT;
+  if (samples == nullptr) {
+    *count = 1;
+    return NVML_SUCCESS;
+  }
+  if (*count < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
+  *count = 1;
+  samples[0].timeStamp = stamp;
+  samples[0].sampleValue.uiVal = percent;
+  return NVML_SUCCESS;
+}
 
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj) {
   int index = 0;

@@ -3,7 +3,7 @@
 // declared here, with layouts and values as given by NVML's public API
 // reference (https://docs.nvidia.com/deploy/nvml-api/): nvmlReturn_t,
 // nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t (v3 layout), nvmlEnableState_t
-// nvmlGpuTopologyLevel_t, nvmlProcessUtilizationSample_t, nvmlProcessInfo_t and
+// nvmlGpuTopologyLevel_t, nvmlProcessUtilizationSample_t, nvmlSample_t, nvmlProcessInfo_t and
 // event sets (nvmlEventData_t), and the prototypes of the entry points the fake
 // implements. Only what fake_nvml.cc and its tests use.
 //
@@ -84,6 +84,20 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+typedef union nvmlValue_st {
+  double dVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+} nvmlValue_t;
+typedef struct nvmlSample_st {
+  unsigned long long timeStamp;  // CPU timestamp in microseconds
+  nvmlValue_t sampleValue;
+} nvmlSample_t;
+typedef enum nvmlValueType_enum { NVML_VALUE_TYPE_UNSIGNED_INT = 1 } nvmlValueType_t;
+typedef enum nvmlSamplingType_enum { NVML_GPU_UTILIZATION_SAMPLES = 1 } nvmlSamplingType_t;
+
 typedef struct nvmlProcessInfo_st {
   unsigned int pid;
   unsigned long long usedGpuMemory;
@@ -128,6 +142,8 @@ nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link,
 nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link, nvmlPciInfo_t* pci);
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUtilizationSample_t* utilization,
                                              unsigned int* count, unsigned long long last_seen);
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t device, nvmlSamplingType_t type, unsigned long long last_seen,
+                                  nvmlValueType_t* value_type, unsigned int* count, nvmlSample_t* samples);
 nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* energy_mj);
 nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* power_mw);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
