@@ -33,7 +33,9 @@ void GpuUsageMeter::Add(const Interval& in) {
   const double watts = *joules / seconds;
   g.lowest_watts = std::min(g.lowest_watts.value_or(watts), watts);
   if (busy == 0) g.idle_watts = std::min(g.idle_watts.value_or(watts), watts);
-  const double idle_watts = g.idle_watts.value_or(*g.lowest_watts);
+  g.fit_points.emplace_back(std::min(1.0, busy / seconds), watts);
+  if (g.fit_points.size() > kFitPoints) g.fit_points.pop_front();
+  const double idle_watts = IdleWatts(g);
   const double idle = busy == 0 ? *joules : std::min(*joules, idle_watts * std::max(0.0, seconds - busy));
   const double active = *joules - idle;
   for (const auto& [vgpu, s] : in.gpu_seconds) {
@@ -46,6 +48,31 @@ void GpuUsageMeter::Add(const Interval& in) {
   totals_.device_joules[in.gpu_index] += *joules;
   totals_.idle_watts[in.gpu_index] = idle_watts;
   totals_.energy_seconds[in.gpu_index] += seconds;
+}
+
+double GpuUsageMeter::IdleWatts(const Gpu& g) {
+  if (g.idle_watts) return *g.idle_watts;
+  const double lowest = g.lowest_watts.value_or(0.0);
+  double lo = 1, hi = 0, sx = 0, sy = 0;
+  for (const auto& [x, y] : g.fit_points) {
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sx += x;
+    sy += y;
+  }
+  if (hi - lo < kFitSpread) return lowest;
+  const double n = static_cast<double>(g.fit_points.size());
+  const double mx = sx / n, my = sy / n;
+  double sxx = 0, sxy = 0;
+  for (const auto& [x, y] : g.fit_points) {
+    sxx += (x - mx) * (x - mx);
+    sxy += (x - mx) * (y - my);
+  }
+  const double intercept = my - (sxy / sxx) * mx;
+  // Power grows with GPU time; a fit that says otherwise, or reads below
+  // zero, is noise: keep the upper bound.
+  if (sxy <= 0 || intercept < 0) return lowest;
+  return std::min(intercept, lowest);
 }
 
 GpuUsageMeter::Totals GpuUsageMeter::totals() const {

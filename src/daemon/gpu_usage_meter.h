@@ -12,8 +12,12 @@
 // counter, or where there is none, power times time) is split in two:
 //   - idle: the GPU's idle power times the part of the interval in which
 //     nothing ran, its own line. The idle power is the lowest power of an
-//     interval in which nothing ran, learnt as the daemon goes (until one is
-//     seen, the lowest power of any interval: an upper bound);
+//     interval in which nothing ran, learnt as the daemon goes. Until one is
+//     seen (a standalone `gpuslice run` opens NVML only once its job runs;
+//     a daemon may start on a busy GPU), it is the intercept at no GPU time
+//     of a straight line fitted to the last minute's power against busy
+//     fraction, where those fractions spread by at least kFitSpread; else the
+//     lowest power of any interval, an upper bound;
 //   - the rest, split between the vGPUs by their GPU time in the interval
 //     (processes of no vGPU under the name ""). A vGPU that keeps the GPU
 //     busy pays for all of it, static power included: nobody else could
@@ -83,11 +87,18 @@ class GpuUsageMeter {
   };
   // Longest window Recent can answer: older records are dropped.
   static constexpr uint64_t kHistoryUs = 60'000'000;
+  // The busy fractions an idle-power fit needs: a line through points
+  // bunched at one fraction says nothing of its intercept.
+  static constexpr double kFitSpread = 0.2;
+  static constexpr size_t kFitPoints = 60;  // a minute of passes
   struct Gpu {
     std::optional<uint64_t> last_energy_mj;
     std::optional<double> idle_watts;    // lowest power of an interval with nothing running
     std::optional<double> lowest_watts;  // lowest power of any interval
+    std::deque<std::pair<double, double>> fit_points;  // (busy fraction, watts), oldest first
   };
+  // The idle power to use now (see the top of this file).
+  static double IdleWatts(const Gpu& g);
   mutable port::Mutex mu_;
   std::map<uint32_t, Gpu> gpus_ GUARDED_BY(mu_);
   Totals totals_ GUARDED_BY(mu_);

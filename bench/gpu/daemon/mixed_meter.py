@@ -71,7 +71,8 @@ def main():
     daemon_log = open(OUT / "mixed_meter_daemon.log", "w")
     daemon = subprocess.Popen(command, env={**env, **extra}, stdout=daemon_log, stderr=daemon_log)
     jobs = [f"{k}-{i}" for i, k in enumerate(KINDS)]
-    procs, top, result = {}, None, {"kinds": dict(zip(jobs, KINDS)), "shares": dict(zip(jobs, SHARES))}
+    procs, top, result = {}, None, {"kinds": dict(zip(jobs, KINDS)), "shares": dict(zip(jobs, SHARES)),
+                                    "wall_minus_monotonic": time.time() - time.monotonic()}
 
     def start(job, kind, share, tag):
         files = {n: work / f"{job}.{tag}.{n}" for n in ("json", "ready", "stop")}

@@ -141,7 +141,8 @@ def main():
     command, extra = daemon_command()
     daemon_log = open(OUT / "share_meter_daemon.log", "w")
     daemon = subprocess.Popen(command, env={**env, **extra}, stdout=daemon_log, stderr=daemon_log)
-    procs, top, result, table = {}, None, {"ok": False, "shares": dict(zip(JOBS, SHARES))}, []
+    procs, top, result, table = {}, None, {"ok": False, "shares": dict(zip(JOBS, SHARES)),
+                                           "wall_minus_monotonic": time.time() - time.monotonic()}, []
     try:
         wait_for(work / "state" / "gpuslice.sock", 30, f"daemon socket ({OUT}/share_meter_daemon.log)", [daemon])
         time.sleep(1)
