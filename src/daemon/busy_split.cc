@@ -6,11 +6,18 @@ namespace gpuslice::daemon {
 
 std::map<std::string, double> SplitBusyTime(double busy_s, const std::map<std::string, double>& board_s,
                                             const std::map<std::string, double>& sampled_s) {
+  busy_s = std::max(0.0, busy_s);
   double attributed = 0;
   for (const auto& [name, s] : board_s) attributed += std::max(0.0, s);
-  if (attributed <= 0) return sampled_s;
-  busy_s = std::max(0.0, busy_s);
   std::map<std::string, double> out;
+  if (attributed <= 0) {
+    // The samples alone: who ran, scaled to how long the GPU was busy.
+    double sampled = 0;
+    for (const auto& [name, s] : sampled_s) sampled += std::max(0.0, s);
+    if (sampled <= 0) return sampled_s;
+    for (const auto& [name, s] : sampled_s) out[name] = std::max(0.0, s) * busy_s / sampled;
+    return out;
+  }
   const double scale = attributed > busy_s ? busy_s / attributed : 1.0;
   for (const auto& [name, s] : board_s) out[name] = std::max(0.0, s) * scale;
   const double left = busy_s - attributed * scale;

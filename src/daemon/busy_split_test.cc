@@ -11,9 +11,11 @@ double Sum(const std::map<std::string, double>& m) {
   return s;
 }
 
-TEST(BusySplitTest, WithoutTheBoardsTheSamplesStandAsTheyAre) {
-  const std::map<std::string, double> sampled = {{"a", 0.4}, {"", 0.1}};
-  EXPECT_EQ(SplitBusyTime(0.9, {}, sampled), sampled);
+TEST(BusySplitTest, WithoutTheBoardsTheSamplesSayWhoRanAndTheBusyTimeHowLong) {
+  const auto split = SplitBusyTime(0.9, {}, {{"a", 0.4}, {"", 0.1}});
+  EXPECT_NEAR(split.at("a"), 0.72, 1e-9);
+  EXPECT_NEAR(split.at(""), 0.18, 1e-9);
+  EXPECT_TRUE(SplitBusyTime(0.9, {}, {}).empty()) << "nothing sampled: nobody to give the busy time to";
 }
 
 TEST(BusySplitTest, OverlappingSamplesGiveWayToTheBoardsAndThePartsAddUpToTheBusyTime) {

@@ -35,6 +35,8 @@ std::optional<double> UtilizationSampler::DeviceBusySeconds(uint32_t index, uint
     warned_device_ = true;
     return std::nullopt;
   }
+  // None since the last pass (NVML_ERROR_NOT_FOUND): unknown, not idle.
+  if (samples.value().empty()) return std::nullopt;
   double busy = 0;
   for (const auto& s : samples.value()) {
     uint64_t& previous = last_device_us_[index];
@@ -104,11 +106,12 @@ void UtilizationSampler::Sample() {
       seconds[it->second] += ran;
       interval.gpu_seconds[it->second.first] += ran;
     }
-    // Paced vGPUs shared the GPU: the boards split its busy time.
+    // The GPU's busy time, split by what the boards saw (paced vGPUs that
+    // shared it) and the samples (busy_split.h).
     const std::map<std::string, double> board =
         boards_ != nullptr ? boards_->Take(gpu.index) : std::map<std::string, double>{};
     const std::optional<double> busy = DeviceBusySeconds(gpu.index, pass_start);
-    if (!board.empty() && busy) {
+    if (busy) {
       interval.gpu_seconds = SplitBusyTime(*busy, board, interval.gpu_seconds);
       seconds.clear();
       for (const auto& v : views) {

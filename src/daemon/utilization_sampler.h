@@ -13,11 +13,12 @@
 // show no measurement (nullopt) rather than a wrong 0, and their GPU time
 // counts under "" (no vGPU).
 //
-// Where paced vGPUs shared the GPU in the interval, the per-process samples
-// overlap and cannot split it. Then the GPU's own busy time (NVML's device
-// samples, integrated the same way) is divided by what the boards say ran
-// (board_sampler.h) and what the samples claim beyond it (busy_split.h);
-// a vGPU the boards saw running is measured even in another pid namespace.
+// Where NVML reports the GPU's own busy time (its device samples, integrated
+// the same way), that is the interval's total, divided by what the boards
+// say ran (board_sampler.h: paced vGPUs that shared the GPU, whose
+// per-process samples overlap and cannot split it) and by the samples
+// (busy_split.h); a vGPU the boards saw running is measured even in another
+// pid namespace.
 //
 // Called from the daemon's housekeeping thread only, which is the only user
 // of the NvmlLibrary after start. Blocks in NVML (about a millisecond per
@@ -51,7 +52,7 @@ class UtilizationSampler {
 
  private:
   // GPU `index`'s busy seconds in its device samples since the last pass;
-  // nullopt where NVML cannot tell.
+  // nullopt where NVML cannot tell or took no sample since.
   std::optional<double> DeviceBusySeconds(uint32_t index, uint64_t pass_start_us);
   port::NvmlLibrary* const nvml_;
   node::VgpuManager* const manager_;
