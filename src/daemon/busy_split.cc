@@ -38,7 +38,7 @@ std::map<std::string, double> SplitBusyTime(double busy_s, const std::map<std::s
     for (auto& [name, s] : out) s += left * s / (attributed * scale);
     return out;
   }
-  for (const auto& [name, u] : unexplained) out[name] += left * std::min(1.0, u / unexplained_total);
+  for (const auto& [name, u] : unexplained) out[name] += left * u / unexplained_total;
   return out;
 }
 

@@ -68,7 +68,7 @@ class StateKeeperClient : public core::StatePublisher {
   Status Check() EXCLUDES(mu_);
 
   // A read-only mapping of GPU `uuid`'s board, for the daemon's own readers
-  // (daemon/board_sampler.h); NotFound-like error while no vGPU of the
+  // (daemon/board_sampler.h); an error while no vGPU of the
   // daemon has a board on that GPU. The board is sealed against resizing,
   // so the mapping stays valid for the daemon's life.
   StatusOr<port::MappedFile> MapBoard(const core::GpuUuid& uuid) const EXCLUDES(mu_);

@@ -325,7 +325,8 @@ StatusOr<std::vector<DeviceUtilization>> NvmlLibrary::DeviceUtilizations(uint32_
   nvmlReturn_t r = fn(device, NVML_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, nullptr);
   if (r == NVML_ERROR_NOT_FOUND) return std::vector<DeviceUtilization>{};
   if (r != NVML_SUCCESS) return failed(r);
-  // NVML keeps a fixed ring of samples: the count asked first is room enough.
+  // Room for samples taken between the two calls (one per ~200 ms).
+  count += 8;
   std::vector<nvmlSample_t> samples(count);
   r = fn(device, NVML_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, samples.data());
   if (r == NVML_ERROR_NOT_FOUND) return std::vector<DeviceUtilization>{};
