@@ -30,12 +30,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power_cap import daemon_command  # noqa: E402
+from power_cap import start_daemon  # noqa: E402
 from share_meter import TopLog, scrape, usage  # noqa: E402
 from usage_energy import PowerLog, wait_for  # noqa: E402
 
@@ -62,14 +61,9 @@ def main():
     if len(KINDS) != len(SHARES):
         sys.exit("KINDS and SHARES must name as many jobs")
     OUT.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="gs-mixed-", dir="/tmp"))
-    env = dict(os.environ, GPUSLICE_STATE_DIR=str(work / "state"), CUDA_VISIBLE_DEVICES=GPU)
-    env.pop("GPUSLICE_SOCKET", None)
     power = PowerLog()
     power.start()
-    command, extra = daemon_command()
-    daemon_log = open(OUT / "mixed_meter_daemon.log", "w")
-    daemon = subprocess.Popen(command, env={**env, **extra}, stdout=daemon_log, stderr=daemon_log)
+    work, env, daemon = start_daemon("gs-mixed-", OUT / "mixed_meter_daemon.log")
     jobs = [f"{k}-{i}" for i, k in enumerate(KINDS)]
     procs, top, result = {}, None, {"kinds": dict(zip(jobs, KINDS)), "shares": dict(zip(jobs, SHARES)),
                                     "wall_minus_monotonic": time.time() - time.monotonic()}
@@ -193,7 +187,6 @@ def main():
             daemon.wait(timeout=30)
         except subprocess.TimeoutExpired:
             daemon.kill()
-        daemon_log.close()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
