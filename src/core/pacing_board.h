@@ -185,14 +185,6 @@ struct PacingConfig {
 inline constexpr uint64_t kHolderSliceUs = 10'000;
 inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 
-// How often a paced process looks at its completion markers for its drain
-// (NoteBusy; interposer/pacer.cc's compute thread): while its vGPU holds the
-// turn, whose drain ends it, and otherwise. So a row whose drained_ns is
-// newer than that found its queue empty at its last look (the daemon's
-// meter reads it so: daemon/board_sampler.h).
-inline constexpr uint64_t kHolderDrainPollNs = 250'000;
-inline constexpr uint64_t kPacedDrainPollNs = 1'000'000;
-
 struct MemberSpec {
   uint32_t weight = 100;
   uint32_t cap_pct = 0;

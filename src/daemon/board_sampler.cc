@@ -17,23 +17,14 @@ namespace {
 
 constexpr uint64_t kRefreshNs = 1'000'000'000;  // roster and new boards
 
-// Its work is on the GPU: it has work queued, and its processes' last look at
-// their completion markers found some pending. The busy mark alone says only
-// that a launch came since the last look that found the queue empty: a
-// launch-bound process, which queues a tiny kernel every few microseconds,
-// carries it through its whole turn while its GPU time is a fraction of it.
-bool Running(const core::BoardMember& m, bool holder, uint64_t now_ns) {
-  if (static_cast<int32_t>(core::LoadAcquire(m.busy_processes)) <= 0) return false;
-  const uint64_t look = holder ? core::kHolderDrainPollNs : core::kPacedDrainPollNs;
-  return core::LoadAcquire(m.drained_ns) + look <= now_ns;
-}
+bool Busy(const core::BoardMember& m) { return static_cast<int32_t>(core::LoadAcquire(m.busy_processes)) > 0; }
 
 }  // namespace
 
 void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, std::string>& listed, uint64_t now_ns,
                           double seconds, std::map<std::string, double>* out) {
   const uint64_t timeout = core::PacingConfig{}.member_timeout_ns;
-  // The listed, live rows with work on the GPU.
+  // The listed, live rows with work queued.
   const std::string* busy[core::kBoardMembers];
   int busy_count = 0;
   const std::string* holder = nullptr;
@@ -45,7 +36,7 @@ void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, std
     const auto it = listed.find(id);
     if (it == listed.end()) continue;
     const uint64_t beat = core::LoadAcquire(m.heartbeat_ns);
-    if (beat + timeout <= now_ns || !Running(m, i == holder_row, now_ns)) continue;
+    if (beat + timeout <= now_ns || !Busy(m)) continue;
     busy[busy_count++] = &it->second;
     if (i == holder_row) holder = &it->second;
   }

@@ -6,26 +6,21 @@
 // (core/pacing_board.h). The turn's holder runs a long timeslice and the
 // others a short one, so the GPU runs the holder whenever it has work queued
 // and the others only in its gaps. Each process marks its row busy while it
-// has work queued on the GPU, and notes when its queue runs dry (the
-// library's completion markers, looked at every kHolderDrainPollNs by the
-// holder and every kPacedDrainPollNs by the others). A row is *running* if it
-// is marked busy and its last look found work pending (its drained_ns is
-// older than a look). So at one instant the board says who runs:
-//   - the holder, if it is running;
-//   - else the running rows, equally (they share the gaps by short slices);
+// has work queued on the GPU (the library's completion markers). So at one
+// instant the board says who runs:
+//   - the holder, if its row is busy;
+//   - else the busy rows, equally (they share the gaps by short slices);
 //   - else no paced vGPU (the GPU is idle, or runs work the boards do not
 //     pace: latency-critical or unpaced processes, processes of no vGPU).
 // Each sample credits the time since the previous one (at most
 // kMaxCreditNs) so. Only rows the node's roster lists count, under the
 // roster's names; a forged row is ignored, as the pacer ignores it.
 //
-// How exact: a row's state is known as of its processes' last look, so each
-// hand-over between holder and gap is placed within a look; a process that
-// queues work and drains it between two looks is seen running at the looks
-// that find work pending, in proportion (a sample of its queue, not a
-// measure of its kernels). The sampling adds a statistical error of about a
-// millisecond per sample interval, which averages out over a second's
-// thousand samples.
+// How exact: a row's busy mark changes when its process sees its markers
+// complete, every 250 µs for the holder and every millisecond for the
+// others, so each hand-over between holder and gap is placed within that;
+// the sampling adds a statistical error of about a millisecond per sample
+// interval, which averages out over a second's thousand samples.
 //
 // Thread-safe: a thread of its own samples; Take is called from any thread
 // (the housekeeping thread's sampler). Allocates; its thread makes syscalls

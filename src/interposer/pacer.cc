@@ -41,11 +41,11 @@ constexpr uint64_t kMaxWaitNs = 2'000'000'000;     // then launch anyway (fail o
 constexpr uint64_t kSlowWaitNs = 500'000'000;      // then say why, once per wait
 constexpr uint64_t kSpinNs = 50'000;                // yield-spin before sleeping
 constexpr long kSleepNs = 30'000;                   // between gate checks
-constexpr uint64_t kPacedTickNs = core::kPacedDrainPollNs;  // compute thread, while paced
+constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while paced
 // ... and while this process's vGPU holds a turn: its drain ends the turn and
 // is charged up to when it is seen, so it is looked for more often. (A
 // training blocked in a synchronisation is not at the gate to see it itself.)
-constexpr uint64_t kHolderTickNs = core::kHolderDrainPollNs;
+constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 // A paced best-effort process with nothing queued, no launch waiting, none
 // since its last tick and no live LC above it ("quiet") also ticks at
