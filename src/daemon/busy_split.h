@@ -19,9 +19,9 @@
 // to more than the GPU was busy. What is left of the busy time goes to each
 // vGPU (and "", processes of no vGPU) in proportion to what its samples
 // claim beyond what the boards gave it: the part of its sampled time the
-// boards did not explain. So the parts add up to the busy time, a vGPU
-// alone keeps its samples' measure, and a vGPU whose marks say it ran less
-// than its samples show takes back the difference first.
+// boards did not explain. So the parts add up to the busy time, and a vGPU
+// whose marks say it ran less than its samples show takes back the
+// difference first.
 //
 // What this trusts: the boards are written by every vGPU on the GPU
 // (docs/design.md, "Threat model: shared state"), so a tenant that rewrites
@@ -39,7 +39,7 @@ namespace gpuslice::daemon {
 
 // GPU-seconds per vGPU ("" = processes of no vGPU): `busy_s` divided as
 // above, from the boards' attribution `board_s` and the integrated samples
-// `sampled_s`. With neither, the samples as they are.
+// `sampled_s`. With nothing attributed and nothing sampled, nothing.
 std::map<std::string, double> SplitBusyTime(double busy_s, const std::map<std::string, double>& board_s,
                                             const std::map<std::string, double>& sampled_s);
 
