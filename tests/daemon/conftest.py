@@ -142,8 +142,16 @@ def dworld(tmp_path):
     short = tempfile.mkdtemp(prefix="gsd-", dir="/tmp")
     w = DaemonWorld(tmp_path, short)
     yield w
+    # SIGTERM first: `gpuslice run` passes it to its application, which a
+    # SIGKILL would leave running (a failed test's apps wait for files that
+    # never appear).
     for p in w.procs:
         if p.poll() is None:
+            p.terminate()
+    for p in w.procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
             p.kill()
             p.wait(timeout=10)
     for d in w.daemons:
