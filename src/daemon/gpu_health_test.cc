@@ -108,7 +108,12 @@ TEST(GpuHealthTest, ChangeCallsNeverOverlapAndTheLastSeesTheLatestState) {
   h.OnChange([&](const std::map<uint32_t, GpuHealth::State>& s) {
     if (inside.fetch_add(1) != 0) overlapped = true;
     last = s;
-    for (int i = 0; i < 20; ++i) std::this_thread::yield();  // as long as a file write, roughly
+    // Stay inside a while, as a file write would; a spin, not sched_yield,
+    // which beside busy processes gives up the CPU for a whole timeslice
+    // each time (100,000 yields took minutes in a loaded CI run).
+    std::atomic<int> spin{0};
+    while (spin.fetch_add(1, std::memory_order_relaxed) < 2000) {
+    }
     inside.fetch_sub(1);
   });
   const auto t0 = GpuHealth::Clock::now();
