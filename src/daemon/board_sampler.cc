@@ -1,5 +1,6 @@
 #include "daemon/board_sampler.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -51,6 +52,7 @@ BoardSampler::BoardSampler(std::vector<Gpu> gpus, MapBoard map_board, std::strin
     : map_board_(std::move(map_board)), roster_path_(std::move(roster_path)) {
   for (Gpu& g : gpus) watched_.push_back(Watched{g, {}, 0, {}});
   thread_ = std::thread([this] { Loop(); });
+  pthread_setname_np(thread_.native_handle(), "board-sampler");  // seen in top -H and /proc
 }
 
 BoardSampler::~BoardSampler() {
@@ -82,7 +84,12 @@ void BoardSampler::Refresh(uint64_t now_ns) {
     auto roster = core::ParseRoster(text.str());
     if (roster.ok()) {
       roster_mtime_ = st.st_mtim;
-      for (Watched& w : watched_) w.listed.clear();
+      for (Watched& w : watched_) {
+        w.listed.clear();
+        // Names of vGPUs gone: what they were credited is handed over at the
+        // next flush, then they go.
+        for (auto it = w.pending.begin(); it != w.pending.end();) it = it->second == 0 ? w.pending.erase(it) : ++it;
+      }
       for (const core::RosterEntry& e : roster.value()) {
         for (Watched& w : watched_) {
           if (w.gpu.uuid == e.gpu) w.listed[e.vgpu_id] = e.name;
@@ -100,23 +107,27 @@ void BoardSampler::Refresh(uint64_t now_ns) {
 }
 
 bool BoardSampler::SampleAll(uint64_t now_ns) {
-  bool active = false;
-  std::map<uint32_t, std::map<std::string, double>> credit;
+  bool any_active = false;
   for (Watched& w : watched_) {
     if (w.board.data() == nullptr || w.listed.empty()) continue;
     const auto& board = *static_cast<const core::Board*>(w.board.data());
     const uint64_t since = w.last_ns == 0 ? 0 : std::min(now_ns - w.last_ns, kMaxCreditNs);
     w.last_ns = now_ns;
-    active = active || core::TurnHolder(board) >= 0;
-    if (since > 0) Credit(board, w.listed, now_ns, static_cast<double>(since) / 1e9, &credit[w.gpu.index]);
-  }
-  if (!credit.empty()) {
+    const bool active = core::TurnHolder(board) >= 0;
+    any_active = any_active || active;
+    // Into the thread's own totals (their names stay, so no allocation once
+    // every vGPU has run), handed over under the lock every kFlushSamples.
+    if (since > 0) Credit(board, w.listed, now_ns, static_cast<double>(since) / 1e9, &w.pending);
+    if (++w.pending_samples < kFlushSamples && active) continue;
+    w.pending_samples = 0;
     port::MutexLock lock(&mu_);
-    for (auto& [index, by_name] : credit) {
-      for (auto& [name, s] : by_name) credited_[index][name] += s;
+    for (auto& [name, s] : w.pending) {
+      if (s == 0) continue;
+      credited_[w.gpu.index][name] += s;
+      s = 0;
     }
   }
-  return active;
+  return any_active;
 }
 
 void BoardSampler::Loop() {

@@ -58,7 +58,7 @@ class BoardSampler {
   BoardSampler& operator=(const BoardSampler&) = delete;
 
   // The seconds each vGPU (by name) was found running on GPU `index` since
-  // the last Take for that GPU.
+  // the last Take for that GPU (up to the last kFlushSamples samples later).
   std::map<std::string, double> Take(uint32_t index) EXCLUDES(mu_);
 
   // One sample of one board at `now_ns`, crediting `seconds` to whoever the
@@ -73,6 +73,8 @@ class BoardSampler {
   static constexpr uint64_t kMaxCreditNs = 5'000'000;
   static constexpr uint64_t kActivePeriodNs = 1'000'000;  // while a turn is held
   static constexpr uint64_t kIdlePeriodNs = 50'000'000;   // otherwise
+  // Samples of an active board between hand-overs to Take (about 0.1 s).
+  static constexpr int kFlushSamples = 100;
 
  private:
   struct Watched {
@@ -80,6 +82,8 @@ class BoardSampler {
     port::MappedFile board;  // empty until the GPU has one
     uint64_t last_ns = 0;    // the previous sample
     std::map<uint64_t, std::string> listed;
+    std::map<std::string, double> pending;  // credited since the last hand-over
+    int pending_samples = 0;
   };
   void Loop();
   // Rereads the roster if it changed; maps boards that appeared.
