@@ -234,6 +234,9 @@ def library_loaded() -> bool:
 
 @atexit.register
 def _close_all() -> None:
-    # Worker threads must be done with Python before the interpreter ends.
+    # Worker threads must be done with Python before the interpreter ends:
+    # those of live schedulers, and those of schedulers dropped in one of
+    # their own tasks, which a thread of their own is stopping.
     for sched in list(_live):
         sched.close()
+    _gpuslice._wait_for_stoppers()

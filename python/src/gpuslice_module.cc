@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "gpuslice/scheduler.h"
+#include "port/mutex.h"
 #include "task/scheduler_core.h"
 #include "task/task_abi.h"
 
@@ -117,6 +118,44 @@ class PyJob final : public detail::Job {
   bool ran_ = false, cancelled_ = false;
 };
 
+// Schedulers whose last reference went in one of their own tasks: a worker
+// cannot wait for itself, so a thread of their own stops each. The package's
+// exit hook waits for them (Wait), so that no worker takes the GIL once the
+// interpreter is finalizing: that ends the thread by a forced unwind, which
+// aborts the process if it meets a destructor (seen in a loaded CI run:
+// "terminate called without an active exception").
+class Stoppers {
+ public:
+  static Stoppers& Get() {
+    static Stoppers* stoppers = new Stoppers;  // never destroyed: detached threads use it at exit
+    return *stoppers;
+  }
+  void Start(std::unique_ptr<task::SchedulerCore> core) EXCLUDES(mu_) {
+    {
+      port::MutexLock lock(&mu_);
+      ++running_;
+    }
+    std::thread([this, core = std::move(core)]() mutable {
+      core.reset();
+      port::MutexLock lock(&mu_);
+      if (--running_ == 0) done_.NotifyAll();
+    }).detach();
+  }
+  // Called without the GIL (a worker being stopped may need it to finish).
+  void Wait() EXCLUDES(mu_) {
+    port::MutexLock lock(&mu_);
+    done_.Wait(&mu_, [this] {
+      mu_.AssertHeld();
+      return running_ == 0;
+    });
+  }
+
+ private:
+  port::Mutex mu_;
+  port::CondVar done_;
+  int running_ GUARDED_BY(mu_) = 0;
+};
+
 // The scheduler as the Python package sees it (gpuslice/__init__.py wraps it).
 class PyScheduler {
  public:
@@ -140,7 +179,7 @@ class PyScheduler {
     // frees what a task captured when its worker drops it): then another
     // thread stops it, since a worker cannot wait for itself.
     if (core_->OnWorkerThread()) {
-      std::thread([core = std::move(core_)]() mutable { core.reset(); }).detach();
+      Stoppers::Get().Start(std::move(core_));
       return;
     }
     core_.reset();
@@ -236,6 +275,8 @@ PYBIND11_MODULE(_gpuslice, m) {
       .def("metrics", &PyScheduler::Metrics)
       .def("close", &PyScheduler::Close, py::call_guard<py::gil_scoped_release>());
 
+  m.def(
+      "_wait_for_stoppers", [] { gpuslice::python::Stoppers::Get().Wait(); }, py::call_guard<py::gil_scoped_release>());
   m.def("library_loaded", [] { return task::LibraryAbi()->Loaded(); });
   m.def("span_begin", [] { return Noted(task::LibraryAbi()->SpanBegin()); });
   m.def("span_end", [] { return task::LibraryAbi()->SpanEnd(); });
