@@ -25,7 +25,6 @@ Knobs: OUT, GPUSLICE_CMD/GPUSLICE_BIN, PYTHON, BENCH_GPU (0), KINDS
 """
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power_cap import start_daemon  # noqa: E402
+from power_cap import metrics_port, start_daemon  # noqa: E402
 from share_meter import TopLog, scrape, usage  # noqa: E402
 from usage_energy import PowerLog, wait_for  # noqa: E402
 
@@ -92,12 +91,7 @@ def main():
         return sum(1 for e in ends if w["t0"] <= e <= w["t1"]) / (w["t1"] - w["t0"])
 
     try:
-        wait_for(work / "state" / "gpuslice.sock", 30, f"daemon socket ({OUT}/mixed_meter_daemon.log)", [daemon])
-        time.sleep(1)
-        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/", (OUT / "mixed_meter_daemon.log").read_text())
-        if not found:
-            sys.exit(f"no metrics port in {OUT}/mixed_meter_daemon.log")
-        port = int(found.group(1))
+        port = metrics_port(work, daemon, OUT / "mixed_meter_daemon.log")
 
         def window(seconds):
             t0, m0 = time.monotonic(), scrape(port)

@@ -72,6 +72,17 @@ def start_daemon(prefix, log_path, args=()):
     return work, env, subprocess.Popen([*command, *args], env={**env, **extra}, stdout=log, stderr=log)
 
 
+def metrics_port(work, daemon, log_path):
+    """Waits for the daemon of `work` (start_daemon) to serve; its metrics
+    port, from the line it logs (`--metrics-address 127.0.0.1:0`)."""
+    wait_for(work / "state" / "gpuslice.sock", 30, f"daemon socket ({log_path})", [daemon])
+    time.sleep(1)  # the socket answers before the last log line is written
+    found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/", Path(log_path).read_text())
+    if not found:
+        sys.exit(f"no metrics port in {log_path}")
+    return int(found.group(1))
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     work, env, daemon = start_daemon("gs-power-", OUT / "daemon.log")
@@ -79,9 +90,7 @@ def main():
     power.start()
     job, result = None, {"ok": False}
     try:
-        wait_for(work / "state" / "gpuslice.sock", 30, "daemon socket", [daemon])
-        time.sleep(1)
-        port = int(re.search(r"metrics on http://127\.0\.0\.1:(\d+)/", (OUT / "daemon.log").read_text()).group(1))
+        port = metrics_port(work, daemon, OUT / "daemon.log")
         job = subprocess.Popen([*GPUSLICE, "run", "--gpu", GPU, "--name", "hot", "--", LC_BE, "be", "600",
                                 str(work / "be.json")],
                                env={**env, "STOP_FILE": str(work / "stop")}, stdout=open(OUT / "job.log", "w"),

@@ -26,16 +26,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from power_cap import GPU, GPUSLICE, LC_BE, SETTLE_S, WINDOW_S  # noqa: E402  (the daemon's version's knobs)
 from usage_energy import PowerLog  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 OUT = Path(os.environ.get("OUT", "/tmp/gpuslice-power-cap-standalone"))
-GPUSLICE = os.environ.get("GPUSLICE_CMD", str(HERE.parents[2] / "build/bin/gpuslice")).split()
-LC_BE = os.environ.get("LC_BE", str(HERE.parents[2] / "build/bench-compute/lc_be"))
-GPU = os.environ.get("BENCH_GPU", "0")
 IDLE_S = float(os.environ.get("IDLE_S", "4"))
-WINDOW_S = float(os.environ.get("WINDOW_S", "10"))
-SETTLE_S = float(os.environ.get("SETTLE_S", "15"))
 
 
 def main():

@@ -39,7 +39,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from power_cap import daemon_command  # noqa: E402
+from power_cap import daemon_command, metrics_port  # noqa: E402
 from usage_energy import PowerLog, delta, wait_for  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -144,12 +144,7 @@ def main():
     procs, top, result, table = {}, None, {"ok": False, "shares": dict(zip(JOBS, SHARES)),
                                            "wall_minus_monotonic": time.time() - time.monotonic()}, []
     try:
-        wait_for(work / "state" / "gpuslice.sock", 30, f"daemon socket ({OUT}/share_meter_daemon.log)", [daemon])
-        time.sleep(1)
-        found = re.search(r"metrics on http://127\.0\.0\.1:(\d+)/", (OUT / "share_meter_daemon.log").read_text())
-        if not found:
-            sys.exit(f"no metrics port in {OUT}/share_meter_daemon.log")
-        port = int(found.group(1))
+        port = metrics_port(work, daemon, OUT / "share_meter_daemon.log")
 
         def window(name, seconds):
             t0, m0 = time.monotonic(), scrape(port)
