@@ -29,7 +29,9 @@ struct Marker {
 Marker g_markers[kMaxMarkers];
 std::atomic<int> g_marker_high{0};
 
-std::atomic<int> g_querying{0};  // queries under way (polls, RanDryThenRecord)
+// Polls under way: those of two device slots may overlap, and a capture must
+// wait for both (a bool, cleared by the first to end, let it begin early).
+std::atomic<int> g_querying{0};
 std::atomic<bool> g_exhausted_logged{false};
 
 // The markers this thread records, by (context, stream).
@@ -129,25 +131,6 @@ void Record(CUstream stream, int slot) {
   }
 }
 
-int RanDryThenRecord(CUstream stream, int slot) {
-  // As Poll: either a capture beginning sees this query, or it sees the capture.
-  g_querying.fetch_add(1, std::memory_order_seq_cst);
-  int dry = -1;
-  if (g_captures.load(std::memory_order_seq_cst) == 0) {
-    if (Marker* m = MarkerFor(stream, slot)) {
-      if (m->records.load(std::memory_order_acquire) != 0) {
-        const CUresult q = GPUSLICE_REAL(cuEventQuery)(m->event);
-        dry = q == CUDA_SUCCESS ? 1 : q == CUDA_ERROR_NOT_READY ? 0 : -1;
-      }
-      if (GPUSLICE_REAL(cuEventRecord)(m->event, stream) == CUDA_SUCCESS) {
-        m->records.fetch_add(1, std::memory_order_acq_rel);
-      }
-    }
-  }
-  g_querying.fetch_sub(1, std::memory_order_seq_cst);
-  return dry;
-}
-
 bool Poll(int slot) {
   // Sequentially consistent with CaptureBegin: either the capture sees this
   // poll and waits for it, or this poll sees the capture and queries nothing.
@@ -228,7 +211,7 @@ void AfterFork() {
   for (Marker& m : g_markers) m.state.store(kFree);
   g_marker_high.store(0);
   g_captures.store(0);
-  g_querying.store(0);  // a query of another thread of the parent never ends here
+  g_querying.store(0);  // a poll of another thread of the parent never ends here
   t_markers.count = 0;
 }
 

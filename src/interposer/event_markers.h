@@ -1,8 +1,7 @@
 // event_markers.h — the pool of marker events that tells the pacer (pacer.h)
 // whether this process still has work queued on a GPU.
 //
-// A marker is one CUevent, re-recorded after each paced launch (and each
-// launch in a latency-critical process's bursts, lc_activity.h) on one
+// A marker is one CUevent, re-recorded after each paced launch on one
 // stream by one thread: one per (thread, context, stream), created at the
 // first such launch and kept. A marker not yet complete means work is
 // queued; when every marker of a device slot is complete the process has
@@ -36,14 +35,6 @@ extern std::atomic<int> g_captures;  // stream captures open in this process
 // slot `slot`. A pool with no free slot leaves the launch untracked (logged
 // once).
 void Record(CUstream stream, int slot);
-
-// For a latency-critical launch just made on `stream` (lc_activity.h):
-// whether the work this thread recorded on `stream` before it had all
-// completed (1: the stream ran dry before this launch), was still queued
-// (0), or is unknown (-1: no marker yet, the pool is full, or a capture is
-// open); then records the marker again, after this launch. Launch path: one
-// cuCtxGetCurrent, one cuEventQuery, one cuEventRecord.
-int RanDryThenRecord(CUstream stream, int slot);
 
 // Queries `slot`'s markers: true when every one has completed (errors count
 // as complete), false while work is queued or a capture is open.

@@ -3,7 +3,6 @@
 #include <stdlib.h>
 
 #include "core/pacing_board.h"
-#include "interposer/event_markers.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
 #include "port/clock.h"
@@ -23,15 +22,6 @@ std::atomic<uint64_t> g_gaps[kBuckets];
 std::atomic<uint64_t> g_last_launch_ns{0};
 std::atomic<uint64_t> g_last_stamp_ns{0};
 std::atomic<uint32_t> g_linger_us{0};
-// Whether the queue ran dry (GPUSLICE_LC_HOLD=auto only): launches in bursts
-// whose stream had finished its earlier work, all launches in bursts whose
-// stream could tell, and the time of the bursts that have ended (first to
-// last launch), since the last tick; and when the current burst began.
-std::atomic<bool> g_track_dry{false};
-std::atomic<uint64_t> g_dry_launches{0};
-std::atomic<uint64_t> g_burst_launches{0};
-std::atomic<uint64_t> g_burst_ns{0};
-std::atomic<uint64_t> g_burst_start_ns{0};
 
 enum class Mode { kAuto, kOff, kFixed };
 struct Config {
@@ -86,73 +76,15 @@ uint32_t LearnLinger() {
   return g_learnt_us;
 }
 
-// Thread-private to the compute thread: the dry launches, launches and
-// burst time, decayed over about a second.
-double g_seen_dry = 0, g_seen_launches = 0, g_seen_burst_ns = 0;
-uint64_t g_seen_at_ns = 0;
-bool g_paid_off = true;
-
-// Whether the hold pays off now, from what the launches counted since the
-// last tick.
-bool HoldPaysOffNow(uint64_t now) {
-  const double keep = g_seen_at_ns == 0 ? 1 : 1e9 / (1e9 + static_cast<double>(now - g_seen_at_ns));
-  g_seen_at_ns = now;
-  g_seen_dry = g_seen_dry * keep + static_cast<double>(g_dry_launches.exchange(0, std::memory_order_relaxed));
-  g_seen_launches =
-      g_seen_launches * keep + static_cast<double>(g_burst_launches.exchange(0, std::memory_order_relaxed));
-  g_seen_burst_ns = g_seen_burst_ns * keep + static_cast<double>(g_burst_ns.exchange(0, std::memory_order_relaxed));
-  // The burst under way counts too, up to a second (an LC that never pauses
-  // is one long burst).
-  const uint64_t start = g_burst_start_ns.load(std::memory_order_relaxed);
-  const uint64_t last = g_last_launch_ns.load(std::memory_order_relaxed);
-  const double ongoing =
-      start != 0 && last > start ? static_cast<double>(last - start < 1'000'000'000 ? last - start : 1'000'000'000) : 0;
-  const bool pays = HoldPaysOff(g_seen_dry, g_seen_launches, g_seen_burst_ns + ongoing);
-  if (pays != g_paid_off && g_seen_launches > 0) {
-    port::Log(port::LogLevel::kInfo,
-              "automatic hold %s: this process's queue ran dry before %.0f of %.0f launches "
-              "in its bursts lately",
-              pays ? "resumed" : "paused", g_seen_dry, g_seen_launches);
-  }
-  g_paid_off = pays;
-  return pays;
-}
-
-// The device slot a launch of this thread went to (markers are per slot).
-int LaunchSlot() {
-  if (pacer::SeatCount() <= 1) return 0;
-  VgpuRuntime* rt = VgpuRuntime::Get();
-  return rt == nullptr ? -1 : rt->CurrentDeviceSlot();
-}
-
 }  // namespace
 
-bool HoldPaysOff(double dry, double launches, double burst_ns) {
-  if (launches < kEnoughLaunches) return true;
-  return dry * static_cast<double>(kDryCostNs) >= kHoldWorthFraction * burst_ns;
-}
-
-void NoteLaunch(CUstream stream, bool per_thread_stream) {
+void NoteLaunch() {
   const uint64_t now = port::MonotonicNanos();
   const uint64_t prev = g_last_launch_ns.exchange(now, std::memory_order_relaxed);
   // Launches of two threads may stamp out of order: a gap of 0.
   const uint64_t gap_us = prev == 0 ? UINT64_MAX : now > prev ? (now - prev) / 1000 : 0;
   const bool starts_burst = gap_us >= (1ull << kBuckets);
   if (!starts_burst) g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
-  if (starts_burst) {
-    const uint64_t start = g_burst_start_ns.exchange(now, std::memory_order_relaxed);
-    if (start != 0 && prev > start) g_burst_ns.fetch_add(prev - start, std::memory_order_relaxed);
-  }
-  if (g_track_dry.load(std::memory_order_relaxed)) {
-    if (const int slot = LaunchSlot(); slot >= 0) {
-      if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-      const int dry = markers::RanDryThenRecord(stream, slot);
-      if (!starts_burst && dry >= 0) {
-        g_burst_launches.fetch_add(1, std::memory_order_relaxed);
-        if (dry == 1) g_dry_launches.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-  }
   // Publish at most every kStampIntervalNs: far below any linger, so the
   // board's burst never ends early; races between threads only stamp twice.
   // A burst's first launch always publishes, since it publishes no hold.
@@ -181,8 +113,7 @@ void Tick(VgpuRuntime* rt) {
       shared = seat.board != nullptr && core::OthersLive(*seat.board, seat.member, now);
     }
   }
-  uint32_t linger = !shared ? 0 : config.mode == Mode::kFixed ? config.fixed_us : LearnLinger();
-  if (shared && config.mode == Mode::kAuto && !HoldPaysOffNow(port::MonotonicNanos())) linger = 0;
+  const uint32_t linger = !shared ? 0 : config.mode == Mode::kFixed ? config.fixed_us : LearnLinger();
   if (linger != g_linger_us.load(std::memory_order_relaxed) && port::LogEnabled(port::LogLevel::kInfo)) {
     static uint32_t logged = ~0u;
     // Say when holding starts or stops, and when the linger moves by 2x.
@@ -193,7 +124,6 @@ void Tick(VgpuRuntime* rt) {
     }
   }
   g_linger_us.store(linger, std::memory_order_relaxed);
-  g_track_dry.store(shared && config.mode == Mode::kAuto, std::memory_order_relaxed);
   g_on.store(shared, std::memory_order_release);
 }
 
@@ -206,14 +136,6 @@ void AfterFork() {
   for (auto& b : g_gaps) b.store(0);
   for (double& d : g_smoothed) d = 0;
   g_learnt_us = kInitialLingerUs;
-  g_track_dry.store(false);
-  g_dry_launches.store(0);
-  g_burst_launches.store(0);
-  g_burst_ns.store(0);
-  g_burst_start_ns.store(0);
-  g_seen_dry = g_seen_launches = g_seen_burst_ns = 0;
-  g_seen_at_ns = 0;
-  g_paid_off = true;
 }
 
 }  // namespace gpuslice::interposer::lc_activity

@@ -85,14 +85,14 @@ template <typename Launch>
 CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   if (__builtin_expect(!g_active.load(std::memory_order_relaxed), 1)) {
     const CUresult r = launch();
-    lc_activity::AfterLaunch(stream, per_thread_stream);
+    lc_activity::AfterLaunch();
     AfterEveryLaunch();
     return r;
   }
   const int slot = EnterGate();
   const CUresult r = launch();
   if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
-  lc_activity::AfterLaunch(stream, per_thread_stream);
+  lc_activity::AfterLaunch();
   AfterEveryLaunch();
   return r;
 }

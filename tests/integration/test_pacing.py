@@ -378,26 +378,6 @@ def test_an_lc_whose_requests_are_bursts_of_launches_holds_the_be(world):
     assert be_waits_beside_lc_bursts(world, 8, 100) > 0, "an eager-like LC held nothing"
 
 
-def test_an_lc_whose_queue_never_runs_dry_stops_holding_the_be(world):
-    # Bursts of 8 launches 100 us apart, as in the test above, but each kernel
-    # takes 2 ms: the LC's queue never runs dry inside a burst, so no BE work
-    # can slip into its gaps and a hold would buy it nothing
-    # (interposer/lc_activity.h). The hold holds until the LC has shown that
-    # (64 launches in bursts), and never after: the BE's second second sees no
-    # gate wait while the LC still bursts.
-    out = run_together(world, [
-        ("be", ["--priority", "be"], ["spin", "1", world.path("be1.runs"), "gate_waits",
-                                      "spin", "1", world.path("be2.runs"), "gate_waits"]),
-        ("lc", ["--priority", "lc"], ["bursts", "150", "8", "100", "5000", "gate_waits", "board"]),
-    ], env={"lc": {"FAKE_KERNEL_US": "2000"}})
-    assert int(lines_of(out["lc"], "gate_waits")[-1][1]) == 0, "LC waited at the gate"
-    first, second = (int(w[1]) for w in lines_of(out["be"], "gate_waits"))
-    assert second == first, f"the BE waited {second - first} times in its second second"
-    # The LC was still bursting all through that second (its kernels, queued
-    # 64 at most, pace its launches), so there was something to hold.
-    assert boards(out["lc"])[-1]["at"] >= runs(world.path("be2.runs"))[-1][1], "the LC's bursts ended too soon"
-
-
 def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):
     go = world.path("go")
     be_ready = world.path("be.ready")

@@ -3,7 +3,13 @@
 2 MiB cuMemAlloc_v2 + cuMemFree_v2 pair (recorded), measured in one process
 by build/bench-gpu/launch_overhead (bench/gpu/launch_overhead.cu) running in an
 8 GiB vGPU. libpath injection by default: nothing is preloaded, so the process
-holds exactly the two libraries it dlopens (the real driver, then gpuslice's)."""
+holds exactly the two libraries it dlopens (the real driver, then gpuslice's).
+
+--paced measures a paced launch (the gate and its marker); --lc-beside HOLD a
+latency-critical one beside an idle best-effort vGPU on the same GPU, with
+GPUSLICE_LC_HOLD=HOLD: `off` (no activity noted), `auto` or a number of µs
+(the launch noted, and stamped on the board at most every 25 µs:
+interposer/lc_activity.h)."""
 
 import argparse
 import json
@@ -38,32 +44,56 @@ def real_libcuda():
     raise FileNotFoundError("no libcuda.so.1 found; set REAL_LIBCUDA")
 
 
-def body(inject, paced):
+# An idle best-effort vGPU's process: joins its GPU's board (cuInit starts
+# its compute thread), says so, and waits to be killed.
+IDLE_BE = ("import ctypes, sys, time\n"
+           "assert ctypes.CDLL('libcuda.so.1').cuInit(0) == 0\n"
+           "print('ready', flush=True)\n"
+           "time.sleep(600)\n")
+
+
+def body(inject, paced, lc_hold):
     if not BINARY.exists():  # not carried: build it here if this machine has nvcc
         subprocess.run(["bash", str(common.REPO / "bench/gpu/build.sh")], check=True)
     real = real_libcuda()
+    # A cap of 100% paces the process alone and never makes it wait: the
+    # gpuslice arm then pays the gate and a marker per launch.
+    flags = ["--compute-cap", "100"] if paced else ["--priority", "lc"] if lc_hold else []
     cmd = common.under_gpuslice([str(BINARY), "--gpuslice-lib", str(LIBRARY)],
-                                memory="8GiB", inject=inject,
-                                # A cap of 100% paces the process alone and never makes it wait:
-                                # the gpuslice arm then pays the gate and a marker per launch.
-                                flags=["--compute-cap", "100"] if paced else [])
+                                memory="8GiB", inject=inject, flags=flags)
     print("+ " + " ".join(cmd), flush=True)
     env = dict(os.environ, REAL_LIBCUDA=real)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    be = None
+    if lc_hold:
+        env["GPUSLICE_LC_HOLD"] = lc_hold
+        be = subprocess.Popen(common.under_gpuslice([sys.executable, "-c", IDLE_BE], memory="1GiB",
+                                                    name="idle-be", inject="libpath"),
+                              stdout=subprocess.PIPE, text=True, env=env)
+        if be.stdout.readline().strip() != "ready":
+            be.kill()
+            raise RuntimeError("the idle best-effort vGPU did not start")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    finally:
+        if be is not None:
+            be.kill()
+            be.wait()
     sys.stderr.write(proc.stderr)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if not lines:
         raise RuntimeError(f"exit {proc.returncode}, no JSON; stdout: {proc.stdout[-2000:]!r}")
     result = json.loads(lines[-1])
-    fields = {"inject": inject, "paced": paced, "real_libcuda_found": real, "exit_code": proc.returncode,
+    fields = {"inject": inject, "paced": paced, "lc_hold": lc_hold, "real_libcuda_found": real,
+              "exit_code": proc.returncode,
               "target_launch_added_ns": TARGET_LAUNCH_NS, **result}
     if "error" in result:
         return False, fields
     failures = sum(result[s][arm]["failures"] for s in ("launch", "alloc_free")
                    for arm in ("direct", "gpuslice", "direct_again"))
     asserts = {
-        # The target is for launches that are not paced; a paced launch's cost is recorded.
-        "launch_added_within_target": paced or result["launch"]["added_ns"] <= TARGET_LAUNCH_NS,
+        # The target is for launches that are not paced nor an LC's beside
+        # others; their cost is recorded.
+        "launch_added_within_target": paced or bool(lc_hold) or result["launch"]["added_ns"] <= TARGET_LAUNCH_NS,
         "no_call_failed": failures == 0,
         "ran_in_vgpu": result.get("vgpu_dir") is not None,
     }
@@ -75,9 +105,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inject", default="libpath", choices=["preload", "libpath"])
     ap.add_argument("--paced", action="store_true", help="run the vGPU paced (--compute-cap 100)")
+    ap.add_argument("--lc-beside", metavar="HOLD", help="run as an LC vGPU beside an idle BE one, with "
+                    "GPUSLICE_LC_HOLD=HOLD (off, auto or microseconds)")
     opts = ap.parse_args()
-    return common.run_check("launch_overhead_paced" if opts.paced else "launch_overhead",
-                            lambda: body(opts.inject, opts.paced))
+    name = "launch_overhead_paced" if opts.paced else f"launch_overhead_lc_{opts.lc_beside}" if opts.lc_beside \
+        else "launch_overhead"
+    return common.run_check(name, lambda: body(opts.inject, opts.paced, opts.lc_beside))
 
 
 if __name__ == "__main__":
