@@ -7,6 +7,7 @@
 #include "k8s/lc_slo.h"
 #include "k8s/names.h"
 #include "k8s/node_view.h"
+#include "k8s/object_names.h"
 #include "k8s/pod_request.h"
 
 namespace gpuslice::k8s {
@@ -213,6 +214,12 @@ HttpReply Extender::Bind(std::string_view body) {
   if (Status s = f.OptionalString("PodUID", &pod_uid); !s.ok()) return BadRequest(s.message());
   if (pod_name.empty() || node.empty()) return BadRequest("ExtenderBindingArgs.PodName and .Node must not be empty");
   if (pod_namespace.empty()) pod_namespace = "default";
+  // The names go into API paths with the extender's token (object_names.h).
+  for (const Status& s : {CheckLabelName("ExtenderBindingArgs.PodNamespace", pod_namespace),
+                          CheckSubdomainName("ExtenderBindingArgs.PodName", pod_name),
+                          CheckSubdomainName("ExtenderBindingArgs.Node", node)}) {
+    if (!s.ok()) return BadRequest(s.message());
+  }
   const std::string who = "pod " + pod_namespace + "/" + pod_name;
   auto fail = [](const std::string& message) { return Reply(json{{"Error", message}}); };
   if (api_ == nullptr) {

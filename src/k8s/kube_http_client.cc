@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "k8s/object_names.h"
+
 namespace gpuslice::k8s {
 namespace {
 
@@ -21,6 +23,12 @@ std::string ReadTrimmed(const std::string& path, bool* ok) {
   return text;
 }
 
+// A namespaced object's names, checked before they go into a path.
+Status CheckNamespaced(const std::string& what, const std::string& ns, const std::string& name) {
+  if (Status s = CheckLabelName("namespace", ns); !s.ok()) return s;
+  return CheckSubdomainName(what, name);
+}
+
 bool FileExists(const std::string& path) {
   std::ifstream in(path);
   return static_cast<bool>(in);
@@ -30,11 +38,15 @@ class KubeHttpClient final : public KubeApi {
  public:
   explicit KubeHttpClient(KubeClientConfig config) : config_(std::move(config)) {}
 
+  // Every name is checked before it goes into a path or query
+  // (object_names.h): none may lead the token to another object.
   StatusOr<json> GetPod(const std::string& ns, const std::string& name) override {
+    if (Status s = CheckNamespaced("pod name", ns, name); !s.ok()) return s;
     return Call("GET", "/api/v1/namespaces/" + ns + "/pods/" + name, "", "");
   }
 
   StatusOr<json> ListPodsOnNode(const std::string& node) override {
+    if (Status s = CheckSubdomainName("node name", node); !s.ok()) return s;
     auto list = Call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3D" + node, "", "");
     if (!list.ok()) return list;
     const auto items = list->find("items");
@@ -42,16 +54,21 @@ class KubeHttpClient final : public KubeApi {
     return *items;
   }
 
-  StatusOr<json> GetNode(const std::string& name) override { return Call("GET", "/api/v1/nodes/" + name, "", ""); }
+  StatusOr<json> GetNode(const std::string& name) override {
+    if (Status s = CheckSubdomainName("node name", name); !s.ok()) return s;
+    return Call("GET", "/api/v1/nodes/" + name, "", "");
+  }
 
   Status AnnotatePod(const std::string& ns, const std::string& name,
                      const std::map<std::string, std::string>& annotations) override {
+    if (Status s = CheckNamespaced("pod name", ns, name); !s.ok()) return s;
     json patch = {{"metadata", {{"annotations", annotations}}}};
     auto r = Call("PATCH", "/api/v1/namespaces/" + ns + "/pods/" + name, patch.dump(), "application/merge-patch+json");
     return r.ok() ? Status::Ok() : r.status();
   }
 
   Status AnnotateNode(const std::string& name, const std::map<std::string, std::string>& annotations) override {
+    if (Status s = CheckSubdomainName("node name", name); !s.ok()) return s;
     json patch = {{"metadata", {{"annotations", annotations}}}};
     auto r = Call("PATCH", "/api/v1/nodes/" + name, patch.dump(), "application/merge-patch+json");
     return r.ok() ? Status::Ok() : r.status();
@@ -59,6 +76,8 @@ class KubeHttpClient final : public KubeApi {
 
   Status BindPod(const std::string& ns, const std::string& name, const std::string& uid,
                  const std::string& node) override {
+    if (Status s = CheckNamespaced("pod name", ns, name); !s.ok()) return s;
+    if (Status s = CheckSubdomainName("node name", node); !s.ok()) return s;
     json binding = {{"apiVersion", "v1"},
                     {"kind", "Binding"},
                     {"metadata", {{"name", name}, {"namespace", ns}}},
@@ -70,6 +89,7 @@ class KubeHttpClient final : public KubeApi {
   }
 
   StatusOr<json> GetResourceClaim(const std::string& ns, const std::string& name) override {
+    if (Status s = CheckNamespaced("resource claim name", ns, name); !s.ok()) return s;
     return Call("GET", std::string(kResourceApi) + "/namespaces/" + ns + "/resourceclaims/" + name, "", "");
   }
 
@@ -78,6 +98,7 @@ class KubeHttpClient final : public KubeApi {
   // resourceVersion would overwrite a concurrent writer blindly.
   StatusOr<json> ApplyResourceSlice(const json& slice) override {
     const std::string name = slice.value("/metadata/name"_json_pointer, std::string());
+    if (Status s = CheckSubdomainName("resource slice name", name); !s.ok()) return s;
     const std::string collection = std::string(kResourceApi) + "/resourceslices";
     auto existing = Call("GET", collection + "/" + name, "", "");
     if (!existing.ok()) {

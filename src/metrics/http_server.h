@@ -1,5 +1,5 @@
 // http_server.h — serves a Registry over HTTP: GET /metrics (the text
-// format) and GET /healthz, with cpp-httplib, on one background thread.
+// format) and GET /healthz, on one background thread.
 //
 // Binds loopback by default; an address that is not loopback is refused
 // unless `allow_remote` (a metrics endpoint tells anyone who can reach it
@@ -7,24 +7,29 @@
 // bad address comes back as a Status naming it, then serves on a thread it
 // starts; Stop() (or the destructor) ends that thread and waits for it.
 //
+// Why its own small server: a client that sends half a request and then
+// nothing, or a byte at a time, must not keep scrapes waiting. With a pool of
+// blocking workers (cpp-httplib's), 64 such connections kept /metrics from
+// answering for over 20 s. Here one thread polls every connection without
+// blocking; each must send its whole request within `request_deadline_ms`
+// of being accepted, and be written to within a deadline too, or it is
+// closed. Beyond `max_connections`, the connection closest to its deadline
+// is closed to make room. Each connection carries one request (HTTP/1.0 or
+// 1.1, `Connection: close`); requests over 4 KiB are refused.
+//
 // Threads: Start() and Stop() from one owning thread (the daemon's main).
-// Requests are served on the server's threads; they call Registry::Render()
-// and the health check there. Start() blocks only while binding.
+// Requests are served on the server's thread; it calls Registry::Render()
+// and the health check. Start() blocks only while binding.
 #ifndef GPUSLICE_METRICS_HTTP_SERVER_H_
 #define GPUSLICE_METRICS_HTTP_SERVER_H_
 
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
 #include <thread>
 
 #include "core/status.h"
 #include "metrics/registry.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace gpuslice::metrics {
 
@@ -32,8 +37,12 @@ struct HttpServerOptions {
   std::string address = "127.0.0.1:9400";  // host:port or [v6]:port; port 0 = any free port
   bool allow_remote = false;
   // /healthz answers 200 "ok" when this returns OK (or is unset), else 503
-  // with the message. Runs on a server thread.
+  // with the message. Runs on the server thread.
   std::function<Status()> health_check;
+  // A connection's time to send its request, and then to take the answer.
+  int request_deadline_ms = 2000;
+  int response_deadline_ms = 5000;
+  int max_connections = 128;
 };
 
 class MetricsHttpServer {
@@ -57,9 +66,14 @@ class MetricsHttpServer {
   std::string bound_address() const;
 
  private:
+  void Serve();
+  // The whole answer to one request (its head ends in a blank line).
+  std::string Answer(const std::string& request);
+
   Registry* const registry_;
   const HttpServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: Stop() writes it
   std::thread thread_;
   std::string host_;
   uint16_t port_ = 0;

@@ -257,6 +257,24 @@ TEST_F(ExtenderBindTest, MultiGpuBindPicksTheNvlinkPair) {
             json::parse(R"({"trainer": [2, 3]})"));
 }
 
+TEST_F(ExtenderBindTest, NamesThatAreNotKubernetesNamesNeverReachTheApiServer) {
+  Extender extender({}, client_.get());
+  for (const json& args :
+       {json{{"PodName", "p/../../../api/v1/namespaces/kube-system/secrets"},
+             {"PodNamespace", "ml"},
+             {"Node", "gpu-node-a"}},
+        json{{"PodName", "train"}, {"PodNamespace", "ml/pods/train/../../../kube-system"}, {"Node", "gpu-node-a"}},
+        json{{"PodName", "train"}, {"PodNamespace", "ml"}, {"Node", "gpu-node-a/../../namespaces/kube-system"}},
+        json{{"PodName", "train?dryRun=All"}, {"PodNamespace", "ml"}, {"Node", "gpu-node-a"}}}) {
+    const HttpReply reply = extender.Bind(args.dump());
+    EXPECT_EQ(reply.status, 400) << args;
+    EXPECT_NE(json::parse(reply.body)["Error"].get<std::string>().find("is not a Kubernetes"), std::string::npos)
+        << reply.body;
+  }
+  EXPECT_TRUE(api_.Requests().empty());
+  EXPECT_EQ(extender.reservations().size(), 0u);
+}
+
 TEST_F(ExtenderBindTest, BindFailuresAreReportedAndLeaveNoReservation) {
   Extender extender({}, client_.get());
   // The pod is gone.

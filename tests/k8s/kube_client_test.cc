@@ -81,6 +81,23 @@ TEST_F(KubeClientTest, ErrorsNameTheCallStatusAndFix) {
   EXPECT_NE(nowhere.status().message().find("check the address"), std::string::npos);
 }
 
+TEST_F(KubeClientTest, NamesThatCouldChangeThePathAreRefusedBeforeAnyRequest) {
+  EXPECT_FALSE(client_->GetPod("ml", "a/../../../../api/v1/namespaces/kube-system/secrets").ok());
+  EXPECT_FALSE(client_->GetPod("../kube-system", "a").ok());
+  EXPECT_FALSE(client_->GetNode("node-a/..").ok());
+  EXPECT_FALSE(client_->ListPodsOnNode("node-a&labelSelector=x").ok());
+  EXPECT_FALSE(client_->AnnotatePod("ml", "a/status", {{"k", "v"}}).ok());
+  EXPECT_FALSE(client_->AnnotateNode("node-a/status", {{"k", "v"}}).ok());
+  EXPECT_FALSE(client_->BindPod("ml", "a", "uid-a", "node-a/../x").ok());
+  EXPECT_FALSE(client_->GetResourceClaim("ml", "claim/../x").ok());
+  EXPECT_FALSE(client_->ApplyResourceSlice(json{{"metadata", {{"name", "../x"}}}}).ok());
+  const auto refused = client_->GetPod("ml", "a/b");
+  EXPECT_NE(refused.status().message().find("pod name \"a/b\" is not a Kubernetes object name"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(api_.Requests().empty());
+  EXPECT_TRUE(client_->GetPod("ml", "a").ok());  // a good name still goes through
+}
+
 TEST(KubeClientConfig, InClusterDefaults) {
   unsetenv("KUBERNETES_SERVICE_HOST");
   KubeClientConfig empty;
