@@ -200,7 +200,7 @@ int RunCommand(const RunOptions& options) {
   // SIGTERM could kill this process and orphan the command.
   if (port::UnixSocketAnswers(socket)) BlockSupervisedSignals();
   if (auto client = daemon::DaemonClient::ConnectIfRunning(socket)) {
-    return RunViaDaemon(*client, options, name, environment);
+    if (std::optional<int> code = RunViaDaemon(*client, options, name, environment)) return *code;
   }
   if (options.suspendable) {
     // Fail open: without a daemon nothing suspends anyone; the run goes on.

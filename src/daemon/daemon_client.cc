@@ -43,8 +43,10 @@ StatusOr<Response> DaemonClient::Invoke(Call call, std::chrono::seconds deadline
   context.set_deadline(std::chrono::system_clock::now() + deadline);
   Response response;
   const grpc::Status s = call(&context, &response);
+  unanswered_ =
+      s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
   if (s.ok()) return response;
-  if (s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (unanswered_) {
     return Status::Error("the gpuslice daemon on " + socket_path_ + " did not answer (" + s.error_message() +
                          "); check it with systemctl status gpuslice");
   }
@@ -66,9 +68,10 @@ StatusOr<pb::GetDevicesResponse> DaemonClient::GetDevices() {
   });
 }
 
-StatusOr<pb::CreateVgpuResponse> DaemonClient::CreateVgpu(const pb::CreateVgpuRequest& request) {
+StatusOr<pb::CreateVgpuResponse> DaemonClient::CreateVgpu(const pb::CreateVgpuRequest& request,
+                                                          std::chrono::seconds deadline) {
   return Invoke<pb::CreateVgpuResponse>(
-      [&](grpc::ClientContext* c, pb::CreateVgpuResponse* r) { return stub_->CreateVgpu(c, request, r); });
+      [&](grpc::ClientContext* c, pb::CreateVgpuResponse* r) { return stub_->CreateVgpu(c, request, r); }, deadline);
 }
 
 StatusOr<pb::ListVgpusResponse> DaemonClient::ListVgpus(const pb::ListVgpusRequest& request) {

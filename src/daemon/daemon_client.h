@@ -29,7 +29,8 @@ class DaemonClient {
 
   StatusOr<control::v1::GetStatusResponse> GetStatus();
   StatusOr<control::v1::GetDevicesResponse> GetDevices();
-  StatusOr<control::v1::CreateVgpuResponse> CreateVgpu(const control::v1::CreateVgpuRequest& request);
+  StatusOr<control::v1::CreateVgpuResponse> CreateVgpu(const control::v1::CreateVgpuRequest& request,
+                                                       std::chrono::seconds deadline = std::chrono::seconds(10));
   StatusOr<control::v1::ListVgpusResponse> ListVgpus(const control::v1::ListVgpusRequest& request);
   StatusOr<control::v1::ResizeVgpuResponse> ResizeVgpu(const control::v1::ResizeVgpuRequest& request);
   StatusOr<control::v1::DeleteVgpuResponse> DeleteVgpu(const control::v1::DeleteVgpuRequest& request);
@@ -41,6 +42,10 @@ class DaemonClient {
   StatusOr<control::v1::ClearGpuHealthResponse> ClearGpuHealth(const control::v1::ClearGpuHealthRequest& request);
 
   const std::string& socket_path() const { return socket_path_; }
+  // Whether the last call failed because nothing answered in time (the
+  // daemon restarting, hung, or gone): not an answer, so nothing was done
+  // that the caller knows of.
+  bool last_call_unanswered() const { return unanswered_; }
 
  private:
   DaemonClient(std::string socket_path, std::unique_ptr<control::v1::Control::Stub> stub)
@@ -50,6 +55,7 @@ class DaemonClient {
 
   std::string socket_path_;
   std::unique_ptr<control::v1::Control::Stub> stub_;
+  bool unanswered_ = false;
 };
 
 }  // namespace gpuslice::daemon

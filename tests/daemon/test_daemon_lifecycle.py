@@ -107,6 +107,24 @@ def test_run_without_a_daemon_stays_standalone_even_with_a_stale_socket(dworld):
     assert not os.path.exists(dworld.vgpu_dir("alone"))
 
 
+def test_run_goes_on_standalone_when_the_daemon_accepts_but_does_not_answer(dworld):
+    # A hung (here: stopped) daemon still has its socket accept connections,
+    # so the run finds it "running"; the creation's deadline then passes and
+    # the run goes on without it, limits and all, instead of exiting 2.
+    d = dworld.daemon()
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    try:
+        r = dworld.gpuslice("run", "--name", "unanswered", "--memory", "64MiB", "--",
+                            *dworld.app_cmd(["init", "fill", "1M"]))
+    finally:
+        os.kill(d.proc.pid, signal.SIGCONT)
+    assert r.returncode == 0, r.stderr
+    assert "did not answer" in r.stderr and "running vGPU 'unanswered' without the daemon" in r.stderr, r.stderr
+    assert value(r, "fill") == 64 * MiB
+    # The daemon, answering again, serves as before.
+    assert dworld.gpuslice("ls").returncode == 0
+
+
 def test_sigterm_to_runs_reaches_their_commands(dworld):
     # `gpuslice run` through the daemon has gRPC threads; a SIGTERM must
     # still be forwarded to the command, never kill the run and orphan it.
