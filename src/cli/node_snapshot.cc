@@ -1,5 +1,10 @@
 #include "cli/node_snapshot.h"
 
+#include <dirent.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
 #include "node/node_devices.h"
@@ -48,6 +53,18 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
   if (!with_vgpus) return snapshot;
   // The manager without a schedule only reads: List adopts read-only.
   const core::VgpuStore store(state_dir.empty() ? core::VgpuStore::DefaultRoot() : state_dir);
+  // A state directory this user may not read is not an empty one: say so,
+  // rather than "no vGPUs" (a daemon's state directory is its owner's, and
+  // its group's where socket.group names one).
+  for (const std::string& dir : {store.root(), store.root() + "/vgpus"}) {
+    if (DIR* d = opendir(dir.c_str())) {
+      closedir(d);
+    } else if (errno == EACCES) {
+      return Status::Error("cannot read " + dir + " (" + std::strerror(EACCES) +
+                           "): its vGPUs are another user's. Run this as the user that runs the daemon (or root), "
+                           "or ask for membership of its socket.group, or point --state-dir at your own");
+    }
+  }
   node::ManagerOptions options;
   // Unreadable stored levels only cost the names (views say "lc+1").
   if (auto levels = node::LoadLevels(store.root()); levels.ok()) options.levels = levels.value();

@@ -1,9 +1,13 @@
 """The daemon as a process: start-up refusals, the socket, `gpuslice run`
 through the daemon, and garbage collection of what runs leave behind."""
 import os
+import shutil
 import signal
 import stat
 import subprocess
+import tempfile
+
+import pytest
 
 from conftest import GPUSLICE, MiB, poll, value
 
@@ -123,6 +127,28 @@ def test_run_goes_on_standalone_when_the_daemon_accepts_but_does_not_answer(dwor
     assert value(r, "fill") == 64 * MiB
     # The daemon, answering again, serves as before.
     assert dworld.gpuslice("ls").returncode == 0
+
+
+def test_a_user_who_may_not_read_the_state_directory_is_told_so_not_shown_no_vgpus(dworld):
+    # The daemon's state directory is its owner's (0700); another user, who
+    # cannot reach the daemon's socket either, reads it directly and gets a
+    # permission error naming it, not an empty list.
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is not installed")
+    dworld.daemon()
+    # The binary, where the other user can run it whatever the checkout's
+    # modes (a clone may sit in a 0700 directory).
+    bindir = tempfile.mkdtemp(prefix="gpuslice-bin-")
+    os.chmod(bindir, 0o755)
+    binary = shutil.copy(GPUSLICE, bindir)
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary]
+    for command in (["ls"], ["top", "--once"]):
+        r = subprocess.run(nobody + command + ["--state-dir", dworld.state], env=dworld.env, capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 2, (command, r.stdout, r.stderr)
+        assert f"cannot read {dworld.state}" in r.stderr and "Permission denied" in r.stderr, r.stderr
+        assert "no vGPUs" not in r.stdout
+    shutil.rmtree(bindir)
 
 
 def test_sigterm_to_runs_reaches_their_commands(dworld):
