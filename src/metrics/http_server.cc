@@ -229,7 +229,7 @@ void MetricsHttpServer::Serve() {
     }
     if (fds[1].revents & POLLIN) {
       for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
-        if (static_cast<int>(conns.size()) >= options_.max_connections) {
+        if (!conns.empty() && static_cast<int>(conns.size()) >= options_.max_connections) {
           size_t oldest = 0;  // the one closest to its deadline makes room
           for (size_t i = 1; i < conns.size(); ++i) {
             if (conns[i].deadline_ms < conns[oldest].deadline_ms) oldest = i;
