@@ -17,8 +17,8 @@ namespace pb = control::v1;
 // process only stands in while the daemon is down, so it reaps less often:
 // with hundreds of runs on a node, each reaping its ledger every 200 ms would
 // be thousands of /proc reads a second. Half a second keeps a dead process's
-// memory back within the second promised (at 2 s, a daemon's death left it
-// charged 1.7 s at the median). The library still reaps at once when an
+// memory back within the second promised (at 2 s, issue 11 reported it
+// charged 1.7 s at the median after a daemon's death). The library still reaps at once when an
 // allocation needs a dead process's memory.
 constexpr int kFallbackReapIntervalMs = 500;
 
@@ -61,9 +61,8 @@ std::optional<int> RunViaDaemon(daemon::DaemonClient& client, const RunOptions& 
   if (!request.ok()) return Fail(request.status().message());
   auto vgpu = client.CreateVgpu(request.value(), kCreateDeadline);
   if (!vgpu.ok() && client.last_call_unanswered()) {
-    // Nothing runs yet, so nothing is lost by running without the daemon:
-    // the vGPU is the same files either way, and a daemon that answers
-    // later adopts it as it adopts any it finds.
+    // Nothing runs yet, so nothing is lost by running without the daemon,
+    // as a run does when no daemon answers at all.
     std::cerr << "gpuslice: warning: " << vgpu.status().message() << "; running vGPU '" << name
               << "' without the daemon\n";
     return std::nullopt;

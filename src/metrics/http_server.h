@@ -10,7 +10,7 @@
 // Why its own small server: a client that sends half a request and then
 // nothing, or a byte at a time, must not keep scrapes waiting. With a pool of
 // blocking workers (cpp-httplib's), 64 such connections kept /metrics from
-// answering for over 20 s. Here one thread polls every connection without
+// answering for over 10 s. Here one thread polls every connection without
 // blocking; each must send its whole request within `request_deadline_ms`
 // of being accepted, and be written to within a deadline too, or it is
 // closed. Beyond `max_connections`, the connection closest to its deadline

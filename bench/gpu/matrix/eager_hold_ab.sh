@@ -29,7 +29,8 @@ for name, c in sorted(cells.items()):
         print(sys.argv[2], name, {k: e.get(k) for k in ("p50_us", "p99_us", "be_kept")})
 PY
 done | tee "$out/summary.txt"
-# What the LC's automatic hold decided (lc_activity.h logs each pause and resume).
+# What the LC's automatic hold did (lc_activity.h logs when it starts and stops
+# holding, and its linger).
 grep -rh "automatic hold" "$out"/*/logs 2>/dev/null | sed 's/^.*automatic hold/automatic hold/' | sort | uniq -c \
   | sort -rn | head -40 > "$out/hold-log.txt" || true
 cat "$out/hold-log.txt"
