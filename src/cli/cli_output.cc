@@ -179,6 +179,7 @@ Json VgpuJson(const pb::Vgpu& v) {
   out["generation"] = v.generation();
   out["dir"] = v.dir();
   out["power_cap_watts"] = v.has_power_cap_watts() ? Json(v.power_cap_watts()) : Json(nullptr);
+  out["owner_uid"] = v.has_owner_uid() ? Json(v.owner_uid()) : Json(nullptr);
   // Sums over the vGPU's GPUs (each device has its own below).
   double gpu_seconds = 0, energy = 0, watts = 0;
   bool any_watts = false;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <optional>
 
+#include "node/vgpu_owner.h"
+
 namespace gpuslice::daemon {
 namespace {
 
@@ -16,6 +18,8 @@ grpc::Status ToGrpc(const node::ApiStatus& s) {
     case node::ApiCode::kNotFound: return {grpc::StatusCode::NOT_FOUND, s.message()};
     case node::ApiCode::kAlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, s.message()};
     case node::ApiCode::kFailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, s.message()};
+    case node::ApiCode::kPermissionDenied:
+      return {grpc::StatusCode::PERMISSION_DENIED, s.message()};
     case node::ApiCode::kInternal: break;
   }
   return {grpc::StatusCode::INTERNAL, s.message()};
@@ -69,6 +73,7 @@ void ToProto(const node::VgpuView& view, pb::Vgpu* out) {
   out->set_state(view.corrupt.empty() ? "ok" : "corrupt");
   out->set_state_detail(view.corrupt);
   if (view.power_cap_watts) out->set_power_cap_watts(*view.power_cap_watts);
+  if (view.owner_uid) out->set_owner_uid(*view.owner_uid);
   for (const auto& d : view.devices) {
     pb::VgpuDevice* pd = out->add_devices();
     if (d.gpu_index) pd->set_gpu_index(*d.gpu_index);
@@ -188,8 +193,25 @@ grpc::Status ControlService::GetDevices(grpc::ServerContext*, const pb::GetDevic
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::ClearGpuHealth(grpc::ServerContext*, const pb::ClearGpuHealthRequest* request,
+grpc::Status ControlService::CallerOf(const grpc::ServerContext* context, std::optional<uid_t>* uid) const {
+  uid->reset();
+  if (!caller_source_) return grpc::Status::OK;
+  *uid = caller_source_(*context);
+  if (*uid) return grpc::Status::OK;
+  return {grpc::StatusCode::PERMISSION_DENIED, "the daemon cannot tell which user is calling (" + context->peer() +
+                                                   "), so it changes nothing; call it through its unix socket (" +
+                                                   identity_->socket_path + ")"};
+}
+
+grpc::Status ControlService::ClearGpuHealth(grpc::ServerContext* context, const pb::ClearGpuHealthRequest* request,
                                             pb::ClearGpuHealthResponse* response) {
+  std::optional<uid_t> caller;
+  if (grpc::Status s = CallerOf(context, &caller); !s.ok()) return s;
+  if (!node::MayChange(caller, std::nullopt, manager_->operator_uid())) {
+    return {grpc::StatusCode::PERMISSION_DENIED, "clearing a GPU's health is for root or the daemon's " +
+                                                     node::DescribeUid(manager_->operator_uid()) +
+                                                     "; ask the node's operator"};
+  }
   std::vector<std::string> names(request->gpus().begin(), request->gpus().end());
   std::vector<uint32_t> indices;
   if (!names.empty()) {
@@ -205,9 +227,10 @@ grpc::Status ControlService::ClearGpuHealth(grpc::ServerContext*, const pb::Clea
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::CreateVgpu(grpc::ServerContext*, const pb::CreateVgpuRequest* request,
+grpc::Status ControlService::CreateVgpu(grpc::ServerContext* context, const pb::CreateVgpuRequest* request,
                                         pb::CreateVgpuResponse* response) {
   node::CreateOptions o;
+  if (grpc::Status s = CallerOf(context, &o.caller); !s.ok()) return s;
   o.name = request->name();
   o.gpus.assign(request->gpus().begin(), request->gpus().end());
   if (request->has_memory_limit_bytes()) o.memory_limit_bytes = request->memory_limit_bytes();
@@ -243,9 +266,10 @@ grpc::Status ControlService::ListVgpus(grpc::ServerContext*, const pb::ListVgpus
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVgpuRequest* request,
+grpc::Status ControlService::ResizeVgpu(grpc::ServerContext* context, const pb::ResizeVgpuRequest* request,
                                         pb::ResizeVgpuResponse* response) {
   node::ResizeOptions o;
+  if (grpc::Status s = CallerOf(context, &o.caller); !s.ok()) return s;
   o.name = request->name();
   if (request->memory_unlimited() && request->has_memory_limit_bytes()) {
     return Invalid("memory_limit_bytes and memory_unlimited contradict each other; give one");
@@ -265,19 +289,24 @@ grpc::Status ControlService::ResizeVgpu(grpc::ServerContext*, const pb::ResizeVg
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::DeleteVgpu(grpc::ServerContext*, const pb::DeleteVgpuRequest* request,
+grpc::Status ControlService::DeleteVgpu(grpc::ServerContext* context, const pb::DeleteVgpuRequest* request,
                                         pb::DeleteVgpuResponse* response) {
+  std::optional<uid_t> caller;
+  if (grpc::Status s = CallerOf(context, &caller); !s.ok()) return s;
   bool deleted = false;
-  if (node::ApiStatus s = manager_->Delete(request->name(), request->if_unused(), request->client_pid(), &deleted); !s.ok()) {
+  if (node::ApiStatus s =
+          manager_->Delete(request->name(), request->if_unused(), request->client_pid(), &deleted, caller);
+      !s.ok()) {
     return ToGrpc(s);
   }
   response->set_deleted(deleted);
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::SuspendVgpu(grpc::ServerContext*, const pb::SuspendVgpuRequest* request,
+grpc::Status ControlService::SuspendVgpu(grpc::ServerContext* context, const pb::SuspendVgpuRequest* request,
                                          pb::SuspendVgpuResponse* response) {
   node::SuspendOptions o;
+  if (grpc::Status s = CallerOf(context, &o.caller); !s.ok()) return s;
   o.name = request->name();
   if (request->lock_timeout_ms() > 0) o.lock_timeout = std::chrono::milliseconds(request->lock_timeout_ms());
   node::VgpuView after;
@@ -286,17 +315,20 @@ grpc::Status ControlService::SuspendVgpu(grpc::ServerContext*, const pb::Suspend
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::ResumeVgpu(grpc::ServerContext*, const pb::ResumeVgpuRequest* request,
+grpc::Status ControlService::ResumeVgpu(grpc::ServerContext* context, const pb::ResumeVgpuRequest* request,
                                         pb::ResumeVgpuResponse* response) {
+  std::optional<uid_t> caller;
+  if (grpc::Status s = CallerOf(context, &caller); !s.ok()) return s;
   node::VgpuView after;
-  if (node::ApiStatus s = manager_->Resume(request->name(), &after); !s.ok()) return ToGrpc(s);
+  if (node::ApiStatus s = manager_->Resume(request->name(), &after, caller); !s.ok()) return ToGrpc(s);
   ToProto(after, response->mutable_vgpu());
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::MigrateVgpu(grpc::ServerContext*, const pb::MigrateVgpuRequest* request,
+grpc::Status ControlService::MigrateVgpu(grpc::ServerContext* context, const pb::MigrateVgpuRequest* request,
                                          pb::MigrateVgpuResponse* response) {
   node::MigrateOptions o;
+  if (grpc::Status s = CallerOf(context, &o.caller); !s.ok()) return s;
   o.name = request->name();
   o.gpu = request->gpu();
   if (request->lock_timeout_ms() > 0) o.lock_timeout = std::chrono::milliseconds(request->lock_timeout_ms());

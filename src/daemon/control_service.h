@@ -9,14 +9,18 @@
 #ifndef GPUSLICE_DAEMON_CONTROL_SERVICE_H_
 #define GPUSLICE_DAEMON_CONTROL_SERVICE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "daemon/gpu_health.h"
 #include "daemon/gpu_usage_meter.h"
+#include "gpuslice/control.grpc.pb.h"
 #include "node/node_devices.h"
 #include "node/vgpu_manager.h"
-#include "gpuslice/control.grpc.pb.h"
 
 namespace gpuslice::daemon {
 
@@ -38,6 +42,15 @@ class ControlService final : public control::v1::Control::Service {
   ControlService(node::VgpuManager* manager, const node::NodeDevices* devices, const DaemonIdentity* identity,
                  const GpuUsageMeter* meter = nullptr, GpuHealth* health = nullptr)
       : manager_(manager), devices_(devices), identity_(identity), meter_(meter), health_(health) {}
+
+  // Who makes a call (daemon/control_listener.h): the uid of its peer, or
+  // nullopt where that cannot be told, and then nothing is changed. Calls
+  // that change a vGPU pass it to the manager, which lets only the vGPU's
+  // owner and the operator through (node/vgpu_owner.h); clearing GPU health
+  // is the operator's alone. Unset (tests, the fuzzer): every call is the
+  // operator's. Set before serving.
+  using CallerSource = std::function<std::optional<uid_t>(const grpc::ServerContext&)>;
+  void set_caller_source(CallerSource source) { caller_source_ = std::move(source); }
 
   grpc::Status GetDevices(grpc::ServerContext*, const control::v1::GetDevicesRequest*,
                           control::v1::GetDevicesResponse*) override;
@@ -68,11 +81,15 @@ class ControlService final : public control::v1::Control::Service {
   void AddUsage(const GpuUsageMeter::Totals& totals, const GpuUsageMeter::Window& window,
                 control::v1::Vgpu* vgpu) const;
   void AddHealth(control::v1::GetDevicesResponse* response) const;
+  // The caller for the manager into `uid` (nullopt: the operator, where no
+  // source is set); PERMISSION_DENIED where the source cannot tell.
+  grpc::Status CallerOf(const grpc::ServerContext* context, std::optional<uid_t>* uid) const;
   node::VgpuManager* const manager_;
   const node::NodeDevices* const devices_;
   const DaemonIdentity* const identity_;
   const GpuUsageMeter* const meter_;
   GpuHealth* const health_;
+  CallerSource caller_source_;
 };
 
 // Exposed for the CLI's standalone views and for tests.

@@ -18,6 +18,7 @@
 #include "core/board_roster.h"
 #include "core/vgpu_store.h"
 #include "daemon/board_sampler.h"
+#include "daemon/control_listener.h"
 #include "daemon/control_service.h"
 #include "daemon/control_socket.h"
 #include "daemon/gpu_health.h"
@@ -317,17 +318,23 @@ int RunDaemon(const config::DaemonConfig& config) {
     identity.metrics_address = metrics_server->bound_address();
   }
 
+  // The daemon accepts connections itself, to know who calls
+  // (control_listener.h), and hands each to gRPC.
+  auto listener = ControlListener::Listen(socket_path);
+  if (!listener.ok()) return Fail(listener.status().message());
   ControlService service(&manager, &devices.value(), &identity, &usage, &health);
+  ControlListener* callers = listener.value().get();
+  service.set_caller_source([callers](const grpc::ServerContext& context) -> std::optional<uid_t> {
+    const std::optional<ControlListener::Caller> caller = callers->CallerOf(context);
+    if (!caller) return std::nullopt;
+    return caller->uid;
+  });
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.RegisterService(&service);
-  // The socket is created by gRPC's bind; umask makes it owner-only from
-  // its first instant, before RestrictSocket sets the final mode.
-  const mode_t old_umask = umask(0177);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  umask(old_umask);
   if (server == nullptr) {
-    return Fail("cannot listen on " + socket_path + "; check that its directory is writable, or set socket.path");
+    unlink(socket_path.c_str());
+    return Fail("cannot start the control API's gRPC server");
   }
   if (Status s = RestrictSocket(socket_path, group); !s.ok()) {
     server->Shutdown();
@@ -391,6 +398,9 @@ int RunDaemon(const config::DaemonConfig& config) {
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
                       keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
                       nvml.value().get(), &health, &power_caps);
+  // Last: no return between here and the end leaves the loop running
+  // against a server that is gone.
+  listener.value()->Start(server.get());
   spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
                devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");
@@ -398,6 +408,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   spdlog::info("stopping on signal {}", signal_number);
+  listener.value()->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   housekeeper.reset();
   pressure.reset();

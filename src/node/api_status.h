@@ -19,6 +19,7 @@ enum class ApiCode {
   kNotFound,            // no such vGPU
   kAlreadyExists,       // create of an existing vGPU without join
   kFailedPrecondition,  // the vGPU's state refuses the change (in use, over a shrink)
+  kPermissionDenied,    // the caller may not change this vGPU (node/vgpu_owner.h)
   kInternal,            // the node's own fault (state directory, driver)
 };
 

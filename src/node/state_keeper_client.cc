@@ -17,6 +17,7 @@
 #include "core/state_handout.h"
 #include "node/state_keeper.h"
 #include "node/state_recovery.h"
+#include "node/vgpu_owner.h"
 #include "port/fd_passing.h"
 #include "port/sealed_memfd.h"
 
@@ -142,11 +143,20 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u, port::Unique
 }
 
 void StateKeeperClient::ShareSocket(const std::string& socket_path) const {
-  if (options_.socket_group && chown(socket_path.c_str(), static_cast<uid_t>(-1), *options_.socket_group) != 0) {
-    spdlog::warn("cannot share {} with group {}: {}", socket_path, *options_.socket_group, strerror(errno));
+  // In group mode the socket is its vGPU's owner's alone where it can be
+  // (vgpu_owner.h), as the manager made it: a socket served again keeps it.
+  uid_t uid = static_cast<uid_t>(-1);
+  mode_t mode = options_.socket_mode;
+  if (options_.socket_group) {
+    const GroupGrant grant = GrantInGroupMode(LoadOwner(socket_path.substr(0, socket_path.rfind('/'))));
+    uid = grant.uid;
+    mode = grant.mode;
+    if (chown(socket_path.c_str(), uid, *options_.socket_group) != 0) {
+      spdlog::warn("cannot share {} with group {}: {}", socket_path, *options_.socket_group, strerror(errno));
+    }
   }
-  if (options_.socket_mode != 0600 && chmod(socket_path.c_str(), options_.socket_mode) != 0) {
-    spdlog::warn("cannot open {} to mode {:o}: {}", socket_path, options_.socket_mode, strerror(errno));
+  if (mode != 0600 && chmod(socket_path.c_str(), mode) != 0) {
+    spdlog::warn("cannot open {} to mode {:o}: {}", socket_path, mode, strerror(errno));
   }
 }
 

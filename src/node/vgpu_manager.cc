@@ -12,9 +12,11 @@
 #include "core/byte_size.h"
 #include "core/memory_ledger.h"
 #include "core/shared_word.h"
+#include "core/state_handout.h"
 #include "node/flag_values.h"
 #include "node/power_cap_file.h"
 #include "node/suspend_record.h"
+#include "node/vgpu_owner.h"
 #include "port/process.h"
 
 namespace gpuslice::node {
@@ -141,7 +143,23 @@ ApiStatus CheckPowerCap(const std::optional<double>& watts, bool zero_removes) {
 
 VgpuManager::VgpuManager(core::VgpuStore store, const NodeDevices* devices, ScheduleWorker* schedule,
                          ManagerOptions options)
-    : store_(std::move(store)), devices_(devices), schedule_(schedule), options_(std::move(options)) {}
+    : store_(std::move(store)),
+      devices_(devices),
+      schedule_(schedule),
+      options_(std::move(options)),
+      operator_uid_(options_.operator_uid.value_or(geteuid())) {}
+
+ApiStatus VgpuManager::CheckCaller(const std::string& name, const std::string& dir, std::optional<uid_t> caller,
+                                   const char* verb) const {
+  const std::optional<uid_t> owner = LoadOwner(dir);
+  if (MayChange(caller, owner, operator_uid_)) return ApiStatus::Ok();
+  const std::string who =
+      operator_uid_ == 0 ? "its owner or root" : "its owner, root or the daemon's " + DescribeUid(operator_uid_);
+  return {ApiCode::kPermissionDenied, std::string("cannot ") + verb + " vGPU '" + name + "': it belongs to " +
+                                          (owner ? DescribeUid(*owner) : "the node's operator (it records no owner)") +
+                                          ", and only " + who +
+                                          " may change it; pick another --name for a vGPU of your own"};
+}
 
 size_t VgpuManager::Adopt() {
   port::MutexLock lock(&mu_);
@@ -202,23 +220,39 @@ void VgpuManager::RefreshLocked() {
   corrupt_ = std::move(corrupt);
 }
 
-void VgpuManager::ApplyGroupPermissions(const std::string& dir) const {
+void VgpuManager::ApplyGroupPermissions(const std::string& dir, uid_t owner) const {
   if (!options_.group) return;
   // Group members' applications map the ledger read-write and take the
-  // members lock, so the group needs those files and a path to them.
+  // members lock, so they need those files and a path to them; but only the
+  // vGPU's owner may have them (vgpu_owner.h).
   const gid_t gid = *options_.group;
+  const GroupGrant grant = GrantInGroupMode(owner);
+  if (!grant.owners_alone()) {
+    spdlog::warn(
+        "vGPU {}: its files stay open to group {}, not to its owner {} alone: only a daemon run as root "
+        "can give them to another user",
+        dir, gid, DescribeUid(owner));
+  }
   struct Item {
     std::string path;
+    uid_t uid;
     mode_t mode;
   };
-  const Item items[] = {{store_.root(), 0710},   {store_.root() + "/vgpus", 0710}, {dir, 0750},
-                        {dir + "/limits", 0444}, {dir + "/ledger", 0660},          {dir + "/members", 0660}};
+  const uid_t keep = static_cast<uid_t>(-1);
+  // The directory last: until it opens, no member can reach the files.
+  const Item items[] = {{dir + "/limits", keep, 0444},
+                        {dir + "/ledger", grant.uid, grant.mode},
+                        {dir + "/members", grant.uid, grant.mode},
+                        {dir + "/" + core::kStateSocketName, grant.uid, grant.mode},
+                        {store_.root(), keep, 0710},
+                        {store_.root() + "/vgpus", keep, 0710},
+                        {dir, keep, 0750}};
   for (const Item& item : items) {
     struct stat st;
     // A vGPU that hands out its state has no ledger file (the keeper's
     // client shares its socket instead).
     if (lstat(item.path.c_str(), &st) != 0 && errno == ENOENT) continue;
-    if (chown(item.path.c_str(), static_cast<uid_t>(-1), gid) != 0 || chmod(item.path.c_str(), item.mode) != 0) {
+    if (chown(item.path.c_str(), item.uid, gid) != 0 || chmod(item.path.c_str(), item.mode) != 0) {
       spdlog::warn("cannot share {} with group {}: {}", item.path, gid, strerror(errno));
     }
   }
@@ -273,6 +307,7 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
             "vGPU '" + o.name + "' already exists; join it, delete it first, or pick another name"};
   }
   if (exists) {
+    if (ApiStatus s = CheckCaller(o.name, dir, o.caller, "join"); !s.ok()) return s;
     // A join that states memory, GPUs or compute must agree with the vGPU:
     // silently joining a different one would break the caller's assumptions.
     auto existing = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
@@ -340,7 +375,14 @@ ApiStatus VgpuManager::Create(const CreateOptions& o, CreateResult* result) {
       const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
       if (fd >= 0) close(fd);
     }
-    ApplyGroupPermissions(dir);
+    const uid_t owner = o.caller.value_or(geteuid());
+    if (Status s = StoreOwner(dir, owner); !s.ok()) {
+      // Without its owner only the operator could change it: refused
+      // rather than made half-owned.
+      (void)store_.RemoveIfUnused(o.name);
+      return {ApiCode::kInternal, s.message()};
+    }
+    ApplyGroupPermissions(dir, owner);
   } else if (o.persistent && !Exists(dir + "/" + kPersistentMarker)) {
     const int fd = open((dir + "/" + kPersistentMarker).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
     if (fd >= 0) close(fd);
@@ -402,6 +444,7 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   if (it == vgpus_.end()) {
     return {ApiCode::kNotFound, "no vGPU '" + o.name + "' on this node; `gpuslice ls` lists them"};
   }
+  if (ApiStatus s = CheckCaller(o.name, store_.DirOf(o.name), o.caller, "resize"); !s.ok()) return s;
   Managed& m = *it->second;
   const core::Limits& limits = m.handle.limits();
   core::MemoryLedger account(&limits, &m.handle.ledger());
@@ -473,7 +516,8 @@ ApiStatus VgpuManager::Resize(const ResizeOptions& o, VgpuView* after) {
   return ApiStatus::Ok();
 }
 
-ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) {
+ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted,
+                              std::optional<uid_t> caller) {
   *deleted = false;
   if (ApiStatus s = CheckName(name); !s.ok()) return s;
   port::MutexLock lock(&mu_);
@@ -486,6 +530,7 @@ ApiStatus VgpuManager::Delete(const std::string& name, bool if_unused, uint32_t 
     if (auto bad = corrupt_.find(name); bad != corrupt_.end()) return {ApiCode::kFailedPrecondition, bad->second};
     return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
   }
+  if (ApiStatus s = CheckCaller(name, store_.DirOf(name), caller, "delete"); !s.ok()) return s;
   Managed& m = *it->second;
   if (client_pid != 0) {
     std::erase_if(m.pending, [&](const Pending& p) { return p.pid == client_pid; });
@@ -565,6 +610,7 @@ VgpuView VgpuManager::ViewLocked(const std::string&, const Managed& m) const {
       view.devices[i].power_budget_pct = i < m.power_budget.size() ? m.power_budget[i] : 0;
     }
   }
+  if (const std::optional<uid_t> owner = LoadOwner(m.handle.dir())) view.owner_uid = *owner;
   for (size_t i = 0; i < view.devices.size() && i < m.measured.size(); ++i) {
     view.devices[i].compute_measured_ratio = m.measured[i];
   }

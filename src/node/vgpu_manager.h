@@ -73,7 +73,11 @@ struct ManagerOptions {
   // answer and the client's membership lock.
   std::chrono::milliseconds grace{std::chrono::seconds(3)};
   // Group that may use vGPUs besides the daemon's user; unset: owner only.
+  // Each vGPU's own files go to its owner (vgpu_owner.h) within the group.
   std::optional<gid_t> group;
+  // The daemon's user, who may change every vGPU (vgpu_owner.h); unset:
+  // this process's effective uid.
+  std::optional<uid_t> operator_uid;
   // LC latency quantiles in views are over about this much recent time (see
   // SampleLcLatency). A p99 needs a hundred requests or more to mean
   // anything, and one second of a sparse LC service rarely has them.
@@ -99,12 +103,14 @@ struct SuspendOptions {
   std::string name;
   std::optional<std::chrono::milliseconds> lock_timeout;  // unset: ManagerOptions's
   std::string by;                                         // SuspendRecord::by: "" an operator
+  std::optional<uid_t> caller;                            // vgpu_owner.h; unset: in-process
 };
 
 struct MigrateOptions {
   std::string name;
   std::string gpu;                                        // the target: an index or a UUID
   std::optional<std::chrono::milliseconds> lock_timeout;  // unset: ManagerOptions's
+  std::optional<uid_t> caller;                            // vgpu_owner.h; unset: in-process
 };
 
 struct CreateOptions {
@@ -122,6 +128,9 @@ struct CreateOptions {
   // levels (node/memory_pressure.h; core::VgpuSpec::suspendable).
   bool suspendable = false;
   uint32_t client_pid = 0;  // kept while this process lives, until it releases; 0 = grace
+  // Who asks (vgpu_owner.h): a new vGPU's owner, and a join is refused to
+  // others. Unset: in-process; the new vGPU is this process's user's.
+  std::optional<uid_t> caller;
 };
 
 struct CreateResult {
@@ -140,6 +149,7 @@ struct ResizeOptions {
   std::string priority_level;              // or a level by name ("": none), as `--priority` takes it
   std::optional<double> power_cap_watts;   // per GPU; 0 removes the power cap
   bool force = false;
+  std::optional<uid_t> caller;  // vgpu_owner.h; unset: in-process
 };
 
 struct GcResult {
@@ -161,8 +171,10 @@ class VgpuManager {
   ApiStatus Resize(const ResizeOptions& options, VgpuView* after) EXCLUDES(mu_);
   // if_unused: only an unused ephemeral vGPU, and never an error. Otherwise
   // refused while processes or members use it. `client_pid` (if_unused):
-  // the departing client, whose pending claim is dropped first.
-  ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted) EXCLUDES(mu_);
+  // the departing client, whose pending claim is dropped first. `caller`:
+  // vgpu_owner.h (unset: in-process).
+  ApiStatus Delete(const std::string& name, bool if_unused, uint32_t client_pid, bool* deleted,
+                   std::optional<uid_t> caller = std::nullopt) EXCLUDES(mu_);
   // Every vGPU, or the one named ("" = all). Unknown name: NOT_FOUND.
   ApiStatus List(const std::string& name, std::vector<VgpuView>* views) EXCLUDES(mu_);
 
@@ -173,7 +185,7 @@ class VgpuManager {
   // that the bytes they hold fit in the host's available memory.
   ApiStatus Suspend(const SuspendOptions& options, VgpuView* after) EXCLUDES(mu_);
   // Restores and unlocks every process of a suspended vGPU.
-  ApiStatus Resume(const std::string& name, VgpuView* after) EXCLUDES(mu_);
+  ApiStatus Resume(const std::string& name, VgpuView* after, std::optional<uid_t> caller = std::nullopt) EXCLUDES(mu_);
   // Moves a running one-GPU vGPU to another GPU of the same model: suspend,
   // its limits moved to the target (one generation bump, and the node's
   // schedule and roster recomputed), every process restored onto the
@@ -223,6 +235,8 @@ class VgpuManager {
   void SampleLcLatency() EXCLUDES(mu_);
 
   const core::VgpuStore& store() const { return store_; }
+  // The user who may change every vGPU besides root (vgpu_owner.h).
+  uid_t operator_uid() const { return operator_uid_; }
   const NodeDevices& devices() const { return *devices_; }
 
  private:
@@ -250,14 +264,18 @@ class VgpuManager {
 
   // The vGPU `name` and the checkpoint API, for a `verb` ("suspend",
   // "resume", "migrate") that needs both; the error names what is missing.
-  ApiStatus CheckpointTargetLocked(const std::string& name, const char* verb, Managed** m, CheckpointDriver** driver)
-      REQUIRES(mu_);
+  ApiStatus CheckpointTargetLocked(const std::string& name, const char* verb, std::optional<uid_t> caller, Managed** m,
+                                   CheckpointDriver** driver) REQUIRES(mu_);
+  // PERMISSION_DENIED unless `caller` may `verb` the vGPU in `dir`
+  // (vgpu_owner.h).
+  ApiStatus CheckCaller(const std::string& name, const std::string& dir, std::optional<uid_t> caller,
+                        const char* verb) const;
   // After a migration that did not finish (SuspendRecord::migrating_from):
   // the vGPU's limits back on the GPU its processes were checkpointed on.
   void PutLimitsBack(const std::string& name, const SuspendRecord& record) EXCLUDES(mu_);
   // Resume's work, optionally onto other GPUs (Migrate).
-  ApiStatus ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto, VgpuView* after)
-      EXCLUDES(mu_);
+  ApiStatus ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto, VgpuView* after,
+                       std::optional<uid_t> caller) EXCLUDES(mu_);
   // Brings the map in line with the directory (new, gone and replaced
   // vGPUs).
   void RefreshLocked() REQUIRES(mu_);
@@ -266,13 +284,17 @@ class VgpuManager {
   bool RemovableLocked(const std::string& name, Managed& m, Clock::time_point now) REQUIRES(mu_);
   // ManagerOptions::max_memory_overcommit_pct for a new vGPU of `spec`.
   ApiStatus AdmitLocked(const core::VgpuSpec& spec) REQUIRES(mu_);
-  void ApplyGroupPermissions(const std::string& dir) const;
+  // Group mode: the vGPU's directory opened to the group, and its ledger,
+  // members lock and state socket given to `owner` alone, the directory
+  // last, so that no member finds them open to all.
+  void ApplyGroupPermissions(const std::string& dir, uid_t owner) const;
   VgpuView ViewLocked(const std::string& name, const Managed& m) const REQUIRES(mu_);
 
   core::VgpuStore store_;
   const NodeDevices* const devices_;
   ScheduleWorker* const schedule_;
   const ManagerOptions options_;
+  const uid_t operator_uid_;
   CheckpointDriver* checkpoint_ = nullptr;  // set before serving, then read-only
   std::string checkpoint_unavailable_;
   port::Mutex mu_;

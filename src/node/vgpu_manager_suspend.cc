@@ -54,11 +54,12 @@ void VgpuManager::SetCheckpointDriver(CheckpointDriver* driver, std::string unav
   checkpoint_unavailable_ = std::move(unavailable);
 }
 
-ApiStatus VgpuManager::CheckpointTargetLocked(const std::string& name, const char* verb, Managed** m,
-                                              CheckpointDriver** driver) {
+ApiStatus VgpuManager::CheckpointTargetLocked(const std::string& name, const char* verb, std::optional<uid_t> caller,
+                                              Managed** m, CheckpointDriver** driver) {
   RefreshLocked();
   auto it = vgpus_.find(name);
   if (it == vgpus_.end()) return {ApiCode::kNotFound, "no vGPU '" + name + "' on this node; `gpuslice ls` lists them"};
+  if (ApiStatus s = CheckCaller(name, store_.DirOf(name), caller, verb); !s.ok()) return s;
   if (checkpoint_ == nullptr) {
     return {ApiCode::kFailedPrecondition, std::string("cannot ") + verb + ": " + checkpoint_unavailable_};
   }
@@ -76,7 +77,7 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   {
     port::MutexLock lock(&mu_);
     Managed* m = nullptr;
-    if (ApiStatus s = CheckpointTargetLocked(o.name, "suspend", &m, &driver); !s.ok()) return s;
+    if (ApiStatus s = CheckpointTargetLocked(o.name, "suspend", o.caller, &m, &driver); !s.ok()) return s;
     auto read = ReadSuspendRecord(dir);
     if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
     record = read.value();
@@ -146,17 +147,19 @@ ApiStatus VgpuManager::Suspend(const SuspendOptions& o, VgpuView* after) {
   return result;
 }
 
-ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after) { return ResumeOnto(name, {}, after); }
+ApiStatus VgpuManager::Resume(const std::string& name, VgpuView* after, std::optional<uid_t> caller) {
+  return ResumeOnto(name, {}, after, caller);
+}
 
 ApiStatus VgpuManager::ResumeOnto(const std::string& name, const std::vector<CheckpointDriver::GpuPair>& onto,
-                                  VgpuView* after) {
+                                  VgpuView* after, std::optional<uid_t> caller) {
   const std::string dir = store_.DirOf(name);
   SuspendRecord record;
   CheckpointDriver* driver = nullptr;
   {
     port::MutexLock lock(&mu_);
     Managed* m = nullptr;
-    if (ApiStatus s = CheckpointTargetLocked(name, "resume", &m, &driver); !s.ok()) return s;
+    if (ApiStatus s = CheckpointTargetLocked(name, "resume", caller, &m, &driver); !s.ok()) return s;
     auto read = ReadSuspendRecord(dir);
     if (!read.ok()) return {ApiCode::kInternal, read.status().message()};
     record = read.value();
@@ -227,7 +230,7 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
   {
     port::MutexLock lock(&mu_);
     Managed* m = nullptr;
-    if (ApiStatus s = CheckpointTargetLocked(o.name, "migrate", &m, &driver); !s.ok()) return s;
+    if (ApiStatus s = CheckpointTargetLocked(o.name, "migrate", o.caller, &m, &driver); !s.ok()) return s;
     const core::Limits& limits = m->handle.limits();
     if (limits.device_count != 1) {
       return {ApiCode::kFailedPrecondition, "vGPU '" + o.name + "' has " + std::to_string(limits.device_count) +
@@ -279,7 +282,7 @@ ApiStatus VgpuManager::Migrate(const MigrateOptions& o, VgpuView* after) {
     pairs.push_back({g.uuid, g.uuid == from ? to.uuid : g.uuid == to.uuid ? from : g.uuid});
   }
   if (source == devices_->gpus.end()) pairs.push_back({from, to.uuid});
-  const ApiStatus moved = ResumeOnto(o.name, pairs, after);
+  const ApiStatus moved = ResumeOnto(o.name, pairs, after, o.caller);
   if (moved.ok()) {
     spdlog::info("migrated vGPU '{}' to GPU {}", o.name, to.index);
     return moved;

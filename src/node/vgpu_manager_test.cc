@@ -8,11 +8,13 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 
 #include "core/lc_latency.h"
 #include "core/memory_ledger.h"
 #include "daemon/control_service.h"
 #include "node/node_schedule.h"
+#include "node/vgpu_owner.h"
 #include "node/vgpu_view.h"
 
 namespace gpuslice::node {
@@ -430,7 +432,7 @@ TEST_F(VgpuManagerTest, ACorruptVgpuIsListedAsCorruptAndNeverRemoved) {
   EXPECT_FALSE(Exists("bad"));
 }
 
-TEST_F(VgpuManagerTest, AConfiguredGroupMayReachAndUseNewVgpus) {
+TEST_F(VgpuManagerTest, AConfiguredGroupMayReachNewVgpusAndUseOnlyItsOwn) {
   ManagerOptions o;
   o.grace = std::chrono::milliseconds(0);
   o.group = getgid();  // our own group: changing to it needs no privilege
@@ -446,8 +448,111 @@ TEST_F(VgpuManagerTest, AConfiguredGroupMayReachAndUseNewVgpus) {
   EXPECT_EQ(mode(root_), 0710u);  // reach, not list
   EXPECT_EQ(mode(r.dir), 0750u);
   EXPECT_EQ(mode(r.dir + "/limits"), 0444u);  // still nobody's to write
-  EXPECT_EQ(mode(r.dir + "/ledger"), 0660u);
-  EXPECT_EQ(mode(r.dir + "/members"), 0660u);
+  // Made in-process, so this process's user owns it, and its accounting is
+  // that owner's alone (vgpu_owner.h); members reach only their own.
+  EXPECT_EQ(mode(r.dir + "/ledger"), 0600u);
+  EXPECT_EQ(mode(r.dir + "/members"), 0600u);
+}
+
+// Ownership (vgpu_owner.h): the creator, root and the operator may change
+// a vGPU; anyone else is refused every change, and the vGPU stays as it was.
+TEST_F(VgpuManagerTest, OnlyTheOwnerOrTheOperatorMayChangeAVgpu) {
+  ManagerOptions o;
+  o.grace = std::chrono::milliseconds(0);
+  o.operator_uid = 4000;
+  VgpuManager m(core::VgpuStore(root_), &devices_, &schedule_, o);
+  constexpr uid_t kAlice = 4201, kBob = 4202;
+  CreateOptions c = Create("alices");
+  c.caller = kAlice;
+  CreateResult r;
+  ASSERT_TRUE(m.Create(c, &r).ok());
+  EXPECT_EQ(LoadOwner(r.dir), kAlice);
+
+  ResizeOptions shrink;
+  shrink.name = "alices";
+  shrink.memory_limit_bytes = 1 * kMiB;
+  shrink.force = true;
+  shrink.caller = kBob;
+  VgpuView after;
+  ApiStatus s = m.Resize(shrink, &after);
+  EXPECT_EQ(s.code(), ApiCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("cannot resize vGPU 'alices': it belongs to uid 4201"), std::string::npos) << s.message();
+  CreateOptions join = Create("alices", std::nullopt);
+  join.join_existing = true;
+  join.caller = kBob;
+  EXPECT_EQ(m.Create(join, &r).code(), ApiCode::kPermissionDenied);
+  bool deleted = false;
+  EXPECT_EQ(m.Delete("alices", /*if_unused=*/false, 0, &deleted, kBob).code(), ApiCode::kPermissionDenied);
+  EXPECT_EQ(m.Delete("alices", /*if_unused=*/true, 0, &deleted, kBob).code(), ApiCode::kPermissionDenied);
+  SuspendOptions suspend;
+  suspend.name = "alices";
+  suspend.caller = kBob;
+  EXPECT_EQ(m.Suspend(suspend, &after).code(), ApiCode::kPermissionDenied);
+  EXPECT_EQ(m.Resume("alices", &after, kBob).code(), ApiCode::kPermissionDenied);
+  MigrateOptions migrate;
+  migrate.name = "alices";
+  migrate.gpu = "1";
+  migrate.caller = kBob;
+  EXPECT_EQ(m.Migrate(migrate, &after).code(), ApiCode::kPermissionDenied);
+  std::vector<VgpuView> views;
+  ASSERT_TRUE(m.List("alices", &views).ok());
+  ASSERT_EQ(views.size(), 1u);
+  EXPECT_EQ(views[0].devices[0].memory_limit_bytes, 64 * kMiB);
+  EXPECT_FALSE(deleted);
+
+  // The owner, root and the operator may.
+  for (uid_t who : {kAlice, uid_t{0}, uid_t{4000}}) {
+    ResizeOptions grow = shrink;
+    grow.memory_limit_bytes = (128 + who % 7) * kMiB;
+    grow.caller = who;
+    EXPECT_TRUE(m.Resize(grow, &after).ok()) << who;
+  }
+  join.caller = kAlice;
+  EXPECT_TRUE(m.Create(join, &r).ok());
+  EXPECT_TRUE(m.Delete("alices", /*if_unused=*/false, 0, &deleted, kAlice).ok());
+  EXPECT_TRUE(deleted);
+}
+
+// A vGPU that records no owner (made before owners were, or whose file is
+// gone) is the operator's alone; in-process callers (standalone commands)
+// pass no caller and may change anything.
+TEST_F(VgpuManagerTest, AVgpuWithoutAnOwnerIsTheOperators) {
+  ManagerOptions o;
+  o.operator_uid = 4000;
+  VgpuManager m(core::VgpuStore(root_), &devices_, &schedule_, o);
+  CreateResult r;
+  ASSERT_TRUE(m.Create(Create("old"), &r).ok());
+  EXPECT_EQ(LoadOwner(r.dir), geteuid());  // in-process: this process's user
+  ASSERT_EQ(unlink((r.dir + "/" + kOwnerFile).c_str()), 0);
+  ResizeOptions resize;
+  resize.name = "old";
+  resize.compute_share_pct = 50;
+  resize.caller = 4201;
+  VgpuView after;
+  ApiStatus s = m.Resize(resize, &after);
+  EXPECT_EQ(s.code(), ApiCode::kPermissionDenied);
+  EXPECT_NE(s.message().find("records no owner"), std::string::npos) << s.message();
+  resize.caller.reset();
+  EXPECT_TRUE(m.Resize(resize, &after).ok());
+}
+
+TEST(VgpuOwnerTest, AnOwnerFileThatIsNotOneUidNamesNoOwner) {
+  char tmpl[] = "/tmp/gs-owner-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  EXPECT_EQ(LoadOwner(dir), std::nullopt);  // missing
+  for (const char* text : {"", "abc\n", "-1\n", "12 34\n", "99999999999\n", "4294967295\n"}) {
+    std::ofstream(dir + "/" + kOwnerFile) << text;
+    EXPECT_EQ(LoadOwner(dir), std::nullopt) << text;
+  }
+  std::ofstream(dir + "/" + kOwnerFile) << "4201\n";
+  EXPECT_EQ(LoadOwner(dir), 4201u);
+  std::filesystem::remove_all(dir);
+  EXPECT_TRUE(MayChange(std::nullopt, std::nullopt, 4000));
+  EXPECT_TRUE(MayChange(0, 4201, 4000));
+  EXPECT_TRUE(MayChange(4000, std::nullopt, 4000));
+  EXPECT_TRUE(MayChange(4201, 4201, 4000));
+  EXPECT_FALSE(MayChange(4202, 4201, 4000));
+  EXPECT_FALSE(MayChange(4201, std::nullopt, 4000));
 }
 
 // A restarted daemon finds every vGPU in the store, with its persistence,

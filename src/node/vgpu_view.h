@@ -89,6 +89,7 @@ struct VgpuView {
   uint32_t priority_rank = 0;                             // the first device's
   std::string priority_level;  // its level's name; set by VgpuManager, which knows the node's levels
   std::optional<double> power_cap_watts;  // per GPU; set by VgpuManager (node/power_cap_file.h)
+  std::optional<uint32_t> owner_uid;      // set by VgpuManager (node/vgpu_owner.h); unset: none recorded
   std::vector<VgpuDeviceView> devices;
   std::vector<VgpuProcessView> processes;
   uint64_t denied_allocations = 0;
