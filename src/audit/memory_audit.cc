@@ -98,24 +98,35 @@ const char* ViolationKindName(Violation::Kind kind) {
   return "?";
 }
 
-std::string Describe(const Violation& v) {
-  std::string what;
+namespace {
+
+std::string What(const Violation& v) {
   switch (v.kind) {
     case Violation::Kind::kUnaccounted:
-      what = "process " + std::to_string(v.pid) + " of vGPU '" + v.vgpu + "' holds " + Mib(v.used_bytes) + " on GPU " +
+      return "process " + std::to_string(v.pid) + " of vGPU '" + v.vgpu + "' holds " + Mib(v.used_bytes) + " on GPU " +
              std::to_string(v.gpu_index) + " but is in no ledger of it (it bypassed the gpuslice library)";
-      break;
     case Violation::Kind::kOverLimit:
-      what = "vGPU '" + v.vgpu + "' holds " + Mib(v.used_bytes) + " on GPU " + std::to_string(v.gpu_index) +
+      return "vGPU '" + v.vgpu + "' holds " + Mib(v.used_bytes) + " on GPU " + std::to_string(v.gpu_index) +
              ", over its limit and context allowance of " + Mib(v.allowed_bytes) + "; its process " +
              std::to_string(v.pid) + " holds the most that its ledger slot does not show";
-      break;
     case Violation::Kind::kUnmanaged:
-      what = "process " + std::to_string(v.pid) + " holds " + Mib(v.used_bytes) + " on GPU " +
+      return "process " + std::to_string(v.pid) + " holds " + Mib(v.used_bytes) + " on GPU " +
              std::to_string(v.gpu_index) + " and belongs to no vGPU";
-      break;
   }
-  return what + "; action: " + AuditActionName(v.action);
+  return "";
+}
+
+}  // namespace
+
+std::string Describe(const Violation& v) { return What(v) + "; action: " + AuditActionName(v.action); }
+
+std::string DescribeFound(const Violation& v, uint64_t grace_ns) {
+  const char* done = v.action == AuditAction::kKill   ? "killed"
+                     : v.action == AuditAction::kDeny ? "stopped"
+                                                      : "reported";
+  char grace[32];
+  snprintf(grace, sizeof grace, "%.1f s", static_cast<double>(grace_ns) / 1e9);
+  return "found: " + What(v) + "; it is " + done + " if this lasts " + grace;
 }
 
 const ProcessTable& SystemProcessTable() {
@@ -202,6 +213,7 @@ std::vector<Violation> MemoryAudit::Check(const std::vector<GpuProcess>& process
       v.acted = prev->second.acted;
     } else {
       v.first_seen_ns = now_ns;
+      v.found = true;
     }
     v.action = v.kind == Violation::Kind::kUnmanaged ? config_.unmanaged_action : config_.action;
     if (!v.acted && now_ns - v.first_seen_ns >= config_.grace_ns) {
@@ -215,6 +227,7 @@ std::vector<Violation> MemoryAudit::Check(const std::vector<GpuProcess>& process
       shown.acted = false;  // only this pass's actions are reported as acted
       now_open.push_back(shown);
     }
+    v.found = false;
     kept.emplace(key, v);
   }
   open_ = std::move(kept);

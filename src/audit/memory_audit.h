@@ -105,11 +105,16 @@ struct Violation {
   uint64_t allowed_bytes = 0;  // kOverLimit: limit + allowance per process
   uint64_t first_seen_ns = 0;
   bool acted = false;  // acted on in this pass (each violation is acted on once, when its grace is over)
+  bool found = false;  // first seen in this pass: its grace starts now
   AuditAction action = AuditAction::kReport;
 };
 const char* ViolationKindName(Violation::Kind kind);
 // One line for logs: what, who, how much, and what was done.
 std::string Describe(const Violation& v);
+// One line for a violation just found: what, who, how much, and what will
+// be done if it lasts `grace_ns`. Owners print it at once, so that an
+// escape is told within one audit pass, not only once its grace is over.
+std::string DescribeFound(const Violation& v, uint64_t grace_ns);
 
 class MemoryAudit {
  public:
@@ -122,6 +127,7 @@ class MemoryAudit {
   std::vector<Violation> Check(const std::vector<GpuProcess>& processes, const std::vector<AuditedVgpu>& vgpus,
                                uint64_t now_ns);
 
+  const AuditConfig& config() const { return config_; }
   // Violations acted on so far, per vGPU ("" = unmanaged processes).
   const std::map<std::string, uint64_t>& acted_totals() const { return acted_totals_; }
 

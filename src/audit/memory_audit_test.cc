@@ -73,10 +73,13 @@ TEST(MemoryAuditTest, AProcessOfASessionThatBypassedTheLibraryIsKilledAfterItsGr
   for (const Violation& v : first) {
     unaccounted |= v.kind == Violation::Kind::kUnaccounted && v.pid == 102 && v.vgpu == "a";
     EXPECT_FALSE(v.acted) << "within its grace";
+    EXPECT_TRUE(v.found) << "told in the pass that first sees it";
   }
   EXPECT_TRUE(unaccounted);
   EXPECT_TRUE(f.actions.killed.empty());
-  audit.Check(gpu, f.vgpus, 10 * kSec + kSec / 2);
+  for (const Violation& v : audit.Check(gpu, f.vgpus, 10 * kSec + kSec / 2)) {
+    EXPECT_FALSE(v.found) << "told once";
+  }
   EXPECT_TRUE(f.actions.killed.empty());
   audit.Check(gpu, f.vgpus, 11 * kSec);
   ASSERT_FALSE(f.actions.killed.empty());
@@ -87,6 +90,19 @@ TEST(MemoryAuditTest, AProcessOfASessionThatBypassedTheLibraryIsKilledAfterItsGr
   const size_t kills = f.actions.killed.size();
   audit.Check(gpu, f.vgpus, 12 * kSec);
   EXPECT_EQ(f.actions.killed.size(), kills);
+}
+
+TEST(MemoryAuditTest, AFoundViolationSaysWhatWillBeDoneAndWhen) {
+  Violation v;
+  v.kind = Violation::Kind::kUnaccounted;
+  v.vgpu = "a";
+  v.pid = 102;
+  v.used_bytes = 4096 * kMiB;
+  v.action = AuditAction::kKill;
+  EXPECT_EQ(DescribeFound(v, kSec),
+            "found: process 102 of vGPU 'a' holds 4096 MiB on GPU 0 but is in no ledger of it (it bypassed the "
+            "gpuslice library); it is killed if this lasts 1.0 s");
+  EXPECT_EQ(Describe(v).find("found"), std::string::npos);
 }
 
 TEST(MemoryAuditTest, AProcessThatRewroteItsOwnSlotIsFoundOverTheLimit) {

@@ -66,7 +66,11 @@ void SessionAudit::Tick() {
   for (const audit::Violation& v : audit_->Check(processes.value(), vgpus, now)) {
     // Processes outside this session are the daemon's to judge, not ours.
     if (v.kind == audit::Violation::Kind::kUnmanaged) continue;
-    if (v.acted) std::cerr << "gpuslice: memory audit: " << audit::Describe(v) << "\n";
+    if (v.acted) {
+      std::cerr << "gpuslice: memory audit: " << audit::Describe(v) << "\n";
+    } else if (v.found) {
+      std::cerr << "gpuslice: memory audit: " << audit::DescribeFound(v, audit_->config().grace_ns) << "\n";
+    }
   }
 }
 

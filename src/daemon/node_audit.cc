@@ -27,6 +27,7 @@ void NodeAudit::Pass(uint64_t now_ns) {
   if (!manager_->List("", &views).ok()) return;
   const std::vector<audit::AuditedVgpu> vgpus = AuditedVgpusOf(views, processes.value(), *table_);
   for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns)) {
+    if (v.found && !v.acted) spdlog::warn("memory audit: {}", audit::DescribeFound(v, audit_.config().grace_ns));
     if (!v.acted) continue;
     spdlog::warn("memory audit: {}", audit::Describe(v));
     if (on_violation_) on_violation_(v);

@@ -41,7 +41,7 @@ def test_by_default_a_process_of_no_vgpu_is_only_reported_and_one_in_a_vgpu_is_l
     dworld.procs.append(stray)
     inside = dworld.start("run", "--name", "in", "--memory", "512MiB", "--", CUDA_APP, "--lookup=dlsym", "init",
                           "alloc", "256M", "await", go, env=env)
-    poll(lambda: "belongs to no vGPU" in d.text(), 20, "the audit's report")
+    poll(lambda: "belongs to no vGPU; action: report" in d.text(), 20, "the audit's report")
     open(go, "w").close()
     assert stray.wait(timeout=30) == 0, "reported, not killed"
     assert inside.wait(timeout=30) == 0

@@ -47,10 +47,13 @@ def test_report_only_leaves_the_process_running_and_says_so(world):
     p = start_run(world, "report", ["alloc", "512M", "await", go])
     try:
         seen = []
-        for line in p.stderr:  # blocks until the audit speaks, or the run ends
+        for line in p.stderr:  # blocks until the audit acts, or the run ends
             seen.append(line)
-            if "memory audit" in line:
+            if "memory audit" in line and "action:" in line:
                 break
+        # Told when found, and again when its grace is over.
+        found = [l for l in seen if "memory audit: found:" in l]
+        assert found and "it is reported if this lasts" in found[0], seen
         assert any("action: report" in l and "bypassed the gpuslice library" in l for l in seen), seen
         open(go, "w").close()
         out, err = p.communicate(timeout=60)
@@ -65,7 +68,7 @@ def test_deny_stops_the_process(world):
     p = start_run(world, "deny", ["alloc", "512M", "hold"])
     try:
         for line in p.stderr:
-            if "memory audit" in line:
+            if "memory audit" in line and "action:" in line:
                 assert "action: deny" in line
                 break
         # The escaped process is stopped (state T), not dead.

@@ -6,10 +6,11 @@
              charge), for a bare CUDA context, PyTorch ResNet-18 and
              transformer training, and CuPy: what audit.context_allowance
              must cover;
-  escape     a command's child that drops LD_PRELOAD and GPUSLICE_VGPU_DIR
-             and takes 4 GiB under a 1 GiB vGPU: killed by the run's audit
-             (--audit kill), and how long after its allocation; the same with
-             --audit report (it lives, and is reported);
+  escape     a command's child that unsets GPUSLICE_VGPU_DIR (and, the
+             second time, drops LD_PRELOAD too) and takes 4 GiB under a
+             1 GiB vGPU: caught by the run's audit, how long after its
+             allocation the audit's line came and the child died (--audit
+             kill); the same with --audit report (it lives, and is reported);
   vmm        NVIDIA's VMM idiom (create, map, release) 16 x 256 MiB under
              --memory 1GiB: 4 fit, the 5th is refused, and the GPU agrees;
   cost       ResNet-18 training steps with --audit kill against --audit off,
@@ -24,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -146,10 +148,21 @@ print("survived", flush=True)
 """
 
 
-def escape(action, hold_s):
-    cmd = run_cmd("1GiB", ["env", "-u", "LD_PRELOAD", "-u", "GPUSLICE_VGPU_DIR", sys.executable, "-c", ESCAPE,
-                           str(hold_s)], audit=action)
+def escape(action, hold_s, drop):
+    """`drop`: "env" unsets GPUSLICE_VGPU_DIR only (the library still loads,
+    pointed at no vGPU); "preload" also drops LD_PRELOAD (no library)."""
+    unset = ["-u", "GPUSLICE_VGPU_DIR"] + (["-u", "LD_PRELOAD"] if drop == "preload" else [])
+    cmd = run_cmd("1GiB", ["env", *unset, sys.executable, "-c", ESCAPE, str(hold_s)], audit=action)
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The audit's lines as they arrive, timed: when it caught the child, not
+    # only when the child died.
+    err_lines = []
+
+    def read_stderr():
+        for line in p.stderr:
+            err_lines.append((time.monotonic(), line.rstrip("\n")))
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
     allocated_at = None
     for line in p.stdout:
         if line.startswith("allocated"):
@@ -157,12 +170,19 @@ def escape(action, hold_s):
             break
     rc = p.wait(timeout=hold_s + 120)
     ended_at = time.monotonic()
-    out, err = p.stdout.read(), p.stderr.read()
-    audit_lines = [l for l in err.splitlines() if "memory audit" in l]
-    record("escape", action=action, allocated=allocated_at is not None, exit_code=rc,
-           survived="survived" in out, seconds_from_alloc_to_exit=None if allocated_at is None
-           else round(ended_at - allocated_at, 2), audit_lines=audit_lines[:2],
-           stderr_tail=None if audit_lines else err[-600:])
+    out = p.stdout.read()
+    reader.join(timeout=10)
+    audit = [(t, l) for t, l in err_lines if "memory audit" in l]
+
+    def since_alloc(lines):
+        return None if allocated_at is None or not lines else round(lines[0][0] - allocated_at, 3)
+    record("escape", action=action, drop=drop, allocated=allocated_at is not None, exit_code=rc,
+           survived="survived" in out,
+           seconds_from_alloc_to_found=since_alloc([x for x in audit if "found:" in x[1]]),
+           seconds_from_alloc_to_action=since_alloc([x for x in audit if "action:" in x[1]]),
+           seconds_from_alloc_to_exit=None if allocated_at is None else round(ended_at - allocated_at, 2),
+           audit_lines=[l for _, l in audit[:4]],
+           stderr_tail=None if audit else "\n".join(l for _, l in err_lines)[-600:])
 
 
 def vmm():
@@ -219,8 +239,9 @@ def main():
     if "allowance" in parts:
         allowance()
     if "escape" in parts:
-        escape("kill", 60)
-        escape("report", 4)
+        for drop in ("env", "preload"):
+            escape("kill", 60, drop)
+            escape("report", 4, drop)
     if "vmm" in parts:
         vmm()
     if "cost" in parts:
