@@ -64,6 +64,7 @@ void ControlListener::Stop() {
 void ControlListener::AcceptLoop(grpc::Server* server) {
   pollfd fds[2] = {{listen_fd_.get(), POLLIN, 0}, {wake_fd_.get(), POLLIN, 0}};
   int timeout_ms = -1;
+  bool starved = false;  // out of descriptors, and said so
   for (;;) {
     if (poll(fds, 2, timeout_ms) < 0 && errno != EINTR) {
       spdlog::error("control socket: {}; no more connections are accepted", strerror(errno));
@@ -76,12 +77,14 @@ void ControlListener::AcceptLoop(grpc::Server* server) {
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         // Out of descriptors: the connection waits in the backlog; look again
-        // shortly rather than spin on it.
-        spdlog::warn("control socket: cannot accept a connection: {}; retrying", strerror(errno));
+        // shortly rather than spin on it, and say so once.
+        if (!starved) spdlog::warn("control socket: cannot accept a connection: {}; retrying", strerror(errno));
+        starved = true;
         timeout_ms = 100;
       }
       continue;
     }
+    starved = false;
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {

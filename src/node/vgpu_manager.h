@@ -169,7 +169,8 @@ class VgpuManager {
 
   ApiStatus Create(const CreateOptions& options, CreateResult* result) EXCLUDES(mu_);
   ApiStatus Resize(const ResizeOptions& options, VgpuView* after) EXCLUDES(mu_);
-  // if_unused: only an unused ephemeral vGPU, and never an error. Otherwise
+  // if_unused: only an unused ephemeral vGPU, and no error but another
+  // user's PERMISSION_DENIED. Otherwise
   // refused while processes or members use it. `client_pid` (if_unused):
   // the departing client, whose pending claim is dropped first. `caller`:
   // vgpu_owner.h (unset: in-process).
