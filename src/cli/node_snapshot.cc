@@ -1,9 +1,13 @@
 #include "cli/node_snapshot.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "core/vgpu_store.h"
 #include "daemon/control_service.h"
@@ -15,6 +19,17 @@
 
 namespace gpuslice::cli {
 namespace {
+
+// Whether this process is in the group of `path` (a daemon's state
+// directory, opened to its socket.group).
+bool InGroupOf(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return false;
+  if (st.st_gid == getegid()) return true;
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(getgroups(0, nullptr), 0)));
+  const int n = getgroups(static_cast<int>(groups.size()), groups.data());
+  return n > 0 && std::find(groups.begin(), groups.begin() + n, st.st_gid) != groups.begin() + n;
+}
 
 StatusOr<NodeSnapshot> FromDaemon(daemon::DaemonClient& client, const std::string& name, bool with_vgpus) {
   NodeSnapshot snapshot;
@@ -60,6 +75,13 @@ StatusOr<NodeSnapshot> Standalone(const std::string& state_dir, const std::strin
     if (DIR* d = opendir(dir.c_str())) {
       closedir(d);
     } else if (errno == EACCES) {
+      // A member of the daemon's socket.group reaches the vGPUs only
+      // through the daemon, which did not answer.
+      if (InGroupOf(store.root())) {
+        return Status::Error("cannot read " + dir + " (" + std::strerror(EACCES) +
+                             "), and the daemon that serves it for its group did not answer; start it "
+                             "(systemctl start gpuslice) or ask its operator, then try again");
+      }
       return Status::Error("cannot read " + dir + " (" + std::strerror(EACCES) +
                            "): its vGPUs are another user's. Run this as the user that runs the daemon (or root), "
                            "or ask for membership of its socket.group, or point --state-dir at your own");

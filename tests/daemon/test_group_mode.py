@@ -162,3 +162,15 @@ def test_a_members_application_is_paced_and_charged_in_its_own_vgpu(group_world)
     assert "NOT enforced" not in r.stderr, r.stderr
     assert r.stdout.splitlines()[:3] == ["init ok", "alloc ok", "alloc oom"], r.stdout
     assert r.stdout.splitlines()[3].startswith("spin ok"), r.stdout
+
+
+def test_a_member_is_told_when_the_daemon_does_not_answer(group_world):
+    """Members reach the vGPUs only through the daemon: with it stopped,
+    `ls` says so, instead of asking them to join the group they are in."""
+    w = group_world
+    start_member_vgpu(w, ALICE, "alices")
+    w.daemons[-1].stop()
+    r = member(w, BOB, "ls")
+    assert r.returncode == 2
+    assert "the daemon that serves it for its group did not answer" in r.stderr, r.stderr
+    assert "membership" not in r.stderr
