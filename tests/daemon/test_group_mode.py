@@ -122,9 +122,9 @@ def test_a_member_cannot_open_another_members_vgpu_state(group_world):
         assert r.stdout == expected, (uid, r.stdout, r.stderr)
 
 
-def test_the_daemon_records_the_kernels_caller_not_the_clients_word(group_world):
-    """The owner is SO_PEERCRED's uid. A member who asks for a vGPU's
-    creation owns it, and the record is a file members cannot write."""
+def test_the_owner_is_the_creators_uid_in_a_file_members_cannot_write(group_world):
+    """The owner is the uid SO_PEERCRED gave for the creating call, kept in
+    a file of the daemon's that members cannot write."""
     w = group_world
     start_member_vgpu(w, BOB, "bobs")
     owner = os.path.join(w.vgpu_dir("bobs"), "owner")
