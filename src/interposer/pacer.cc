@@ -112,6 +112,7 @@ Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
 bool g_backfill = true;  // set once by Start, before any device is paced
+bool g_slices_only = false;  // GPUSLICE_TURNS=slices: turns order nothing, the policy's slices do
 std::mutex g_start_mutex;
 bool g_started = false;
 char g_roster_path[4096];  // the compute thread's only (no destructor: see Device)
@@ -181,6 +182,10 @@ bool BackfillTurnsWanted() {
   const char* v = getenv("GPUSLICE_TURNS");
   if (v == nullptr || *v == '\0' || strcmp(v, "backfill") == 0) return true;
   if (strcmp(v, "exclusive") == 0) return false;
+  if (strcmp(v, "slices") == 0) {
+    g_slices_only = true;
+    return true;
+  }
   port::Log(port::LogLevel::kWarn, "GPUSLICE_TURNS=%s is neither `backfill` nor `exclusive`; using backfill", v);
   return true;
 }
@@ -617,7 +622,7 @@ void ReleaseBestEffort() {
 }
 
 TurnRole RoleOn(int slot) {
-  if (slot < 0 || slot >= g_device_count || !g_backfill) return TurnRole::kNone;
+  if (slot < 0 || slot >= g_device_count || !g_backfill || g_slices_only) return TurnRole::kNone;
   const Device& d = g_devices[slot];
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
   const int member = d.member.load(std::memory_order_relaxed);
