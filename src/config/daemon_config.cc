@@ -177,6 +177,16 @@ Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string&
   return Status::Ok();
 }
 
+Status ParseShareMode(const Reader& r, const YAML::Node& v, const std::string& key, policy::ShareMode* out) {
+  std::string text;
+  if (Status s = r.String(v, key, &text); !s.ok()) return s;
+  if (text != "slices" && text != "turns") {
+    return r.Error(v, key, Quote(text) + " is not a way to share; want slices (the default) or turns");
+  }
+  *out = text == "turns" ? policy::ShareMode::kTurns : policy::ShareMode::kSlices;
+  return Status::Ok();
+}
+
 // `levels:` is kept as its own YAML document and checked by the task API's
 // parser, which `gpuslice run/set` and the daemon resolve names with.
 Status ParseLevels(const Reader& r, const YAML::Node& v, const std::string& key, std::string* out) {
@@ -252,6 +262,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"slice_beside_lc_us", slice(&t.be_slice_beside_lc_us)},
       {"period_with_lc_us", slice(&t.be_period_with_lc_us)},
       {"min_slice_with_lc_us", slice(&t.be_min_slice_with_lc_us)},
+      {"shares", [&](N v, K k) { return ParseShareMode(r, v, k, &t.be_shares); }},
   };
   const std::vector<F> latency_critical = {
       {"slice_us", slice(&t.lc_slice_us)},

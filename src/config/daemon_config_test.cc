@@ -48,7 +48,7 @@ defaults:
   priority: lc
 timeslices:
   best_effort: {period_us: 20000, min_slice_us: 2000, slice_beside_lc_us: 70, period_with_lc_us: 800,
-                min_slice_with_lc_us: 100}
+                min_slice_with_lc_us: 100, shares: turns}
   latency_critical: {slice_us: 1000000, shared_slice_us: 3000}
 reap_interval_ms: 50
 log_level: debug
@@ -64,6 +64,7 @@ log_level: debug
   EXPECT_EQ(c->defaults.compute_pct, 30u);
   EXPECT_EQ(c->defaults.priority, core::Priority::kLatencyCritical);
   EXPECT_EQ(c->timeslices.be_period_us, 20000u);
+  EXPECT_EQ(c->timeslices.be_shares, policy::ShareMode::kTurns);
   EXPECT_EQ(c->timeslices.be_min_slice_us, 2000u);
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, 800u);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, 100u);
@@ -119,6 +120,8 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
       {"version: 1\ntimeslices:\n  best_effort:\n    period_us: 100\n",
        "c.yaml:4: timeslices.best_effort.min_slice_us: 1000 is longer than period_us (100); make min_slice_us at "
        "most period_us"},
+      {"version: 1\ntimeslices:\n  best_effort:\n    shares: fair\n",
+       "c.yaml:4: timeslices.best_effort.shares: \"fair\" is not a way to share; want slices (the default) or turns"},
       {"version: 1\naudit:\n  action: shoot\n",
        "c.yaml:3: audit.action: \"shoot\" is not an audit action; want report, deny, kill or off"},
       {"version: 1\ntimeslices:\n  latency_critical:\n    slice_us: 0\n",

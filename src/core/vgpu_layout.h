@@ -96,6 +96,11 @@ struct DeviceLimit {
   uint64_t timeslice_beside_lc_us;
 };
 inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
+// Contending best-effort vGPUs on this GPU split it by GPU turns, not by the
+// policy's slices alone (policy::ShareMode::kTurns; docs/design.md,
+// "Shares"). Written by the node schedule from the node's policy, so every
+// vGPU on a GPU follows one rule and no tenant chooses its own.
+inline constexpr uint32_t kDeviceFlagShareTurns = 1u << 1;
 // A best-effort vGPU's slice beside a latency-critical one when its limits
 // name none (timeslice_beside_lc_us == 0): with nothing else to switch to but
 // the LC, the slice bounds the LC's wait for the GPU (docs/gpu-facts.md).

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -22,13 +23,14 @@ bool Busy(const core::BoardMember& m) { return static_cast<int32_t>(core::LoadAc
 
 }  // namespace
 
-void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, std::string>& listed, uint64_t now_ns,
-                          double seconds, std::map<std::string, double>* out) {
+void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, Listed>& listed, policy::ShareMode shares,
+                          uint64_t now_ns, double seconds, std::map<std::string, double>* out) {
   const uint64_t timeout = core::PacingConfig{}.member_timeout_ns;
   // The listed, live rows with work queued.
-  const std::string* busy[core::kBoardMembers];
+  const Listed* busy[core::kBoardMembers];
   int busy_count = 0;
-  const std::string* holder = nullptr;
+  uint64_t busy_weight = 0;
+  const Listed* holder = nullptr;
   const int holder_row = core::TurnHolder(board);
   for (int i = 0; i < core::kBoardMembers; ++i) {
     const core::BoardMember& m = board.members[i];
@@ -39,17 +41,24 @@ void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, std
     const uint64_t beat = core::LoadAcquire(m.heartbeat_ns);
     if (beat + timeout <= now_ns || !Busy(m)) continue;
     busy[busy_count++] = &it->second;
+    busy_weight += std::max<uint32_t>(it->second.weight, 1);
     if (i == holder_row) holder = &it->second;
   }
-  if (holder != nullptr) {
-    (*out)[*holder] += seconds;
+  if (shares == policy::ShareMode::kTurns) {
+    if (holder != nullptr) {
+      (*out)[holder->name] += seconds;
+      return;
+    }
+    for (int k = 0; k < busy_count; ++k) (*out)[busy[k]->name] += seconds / busy_count;
     return;
   }
-  for (int k = 0; k < busy_count; ++k) (*out)[*busy[k]] += seconds / busy_count;
+  for (int k = 0; k < busy_count; ++k) {
+    (*out)[busy[k]->name] += seconds * std::max<uint32_t>(busy[k]->weight, 1) / static_cast<double>(busy_weight);
+  }
 }
 
-BoardSampler::BoardSampler(std::vector<Gpu> gpus, MapBoard map_board, std::string roster_path)
-    : map_board_(std::move(map_board)), roster_path_(std::move(roster_path)) {
+BoardSampler::BoardSampler(std::vector<Gpu> gpus, MapBoard map_board, std::string roster_path, policy::ShareMode shares)
+    : map_board_(std::move(map_board)), roster_path_(std::move(roster_path)), shares_(shares) {
   for (Gpu& g : gpus) watched_.push_back(Watched{g, {}, 0, {}});
   thread_ = std::thread([this] { Loop(); });
   pthread_setname_np(thread_.native_handle(), "board-sampler");  // seen in top -H and /proc
@@ -92,7 +101,7 @@ void BoardSampler::Refresh(uint64_t now_ns) {
       }
       for (const core::RosterEntry& e : roster.value()) {
         for (Watched& w : watched_) {
-          if (w.gpu.uuid == e.gpu) w.listed[e.vgpu_id] = e.name;
+          if (w.gpu.uuid == e.gpu) w.listed[e.vgpu_id] = Listed{e.name, e.weight};
         }
       }
     } else {
@@ -117,7 +126,7 @@ bool BoardSampler::SampleAll(uint64_t now_ns) {
     any_active = any_active || active;
     // Into the thread's own totals (their names stay, so no allocation once
     // every vGPU has run), handed over under the lock every kFlushSamples.
-    if (since > 0) Credit(board, w.listed, now_ns, static_cast<double>(since) / 1e9, &w.pending);
+    if (since > 0) Credit(board, w.listed, shares_, now_ns, static_cast<double>(since) / 1e9, &w.pending);
     if (++w.pending_samples < kFlushSamples && active) continue;
     w.pending_samples = 0;
     port::MutexLock lock(&mu_);

@@ -2,16 +2,17 @@
 // board about a thousand times a second while paced vGPUs share it: the
 // split that NVML's per-process samples cannot give (busy_split.h).
 //
-// While best-effort vGPUs contend for a GPU they take turns
-// (core/pacing_board.h). The turn's holder runs a long timeslice and the
-// others a short one, so the GPU runs the holder whenever it has work queued
-// and the others only in its gaps. Each process marks its row busy while it
-// has work queued on the GPU (the library's completion markers). So at one
-// instant the board says who runs:
-//   - the holder, if its row is busy;
-//   - else the busy rows, equally (they share the gaps by short slices);
-//   - else no paced vGPU (the GPU is idle, or runs work the boards do not
-//     pace: latency-critical or unpaced processes, processes of no vGPU).
+// Each process of a paced vGPU marks its row busy while it has work queued
+// on the GPU (the library's completion markers). How the GPU shares itself
+// between busy rows depends on the node's share mode (policy::ShareMode):
+//   - by slices (the default), each vGPU's channel groups run its share of
+//     a period, so the busy rows share the instant by their weights;
+//   - by turns (core/pacing_board.h), the turn's holder runs a long slice
+//     and the others a short one, so the GPU runs the holder whenever it
+//     has work queued and the others only in its gaps: the holder, if its
+//     row is busy; else the busy rows equally (short slices each).
+// No busy row: no paced vGPU runs (the GPU is idle, or runs work the boards
+// do not pace: latency-critical or unpaced processes, processes of no vGPU).
 // Each sample credits the time since the previous one (at most
 // kMaxCreditNs) so. Only rows the node's roster lists count, under the
 // roster's names; a forged row is ignored, as the pacer ignores it.
@@ -37,6 +38,7 @@
 
 #include "core/pacing_board.h"
 #include "core/state_handout.h"
+#include "policy/timeslice_policy.h"
 #include "port/mapped_file.h"
 #include "port/mutex.h"
 
@@ -51,8 +53,16 @@ class BoardSampler {
   // A read-only mapping of a GPU's board, or an error while it has none yet.
   using MapBoard = std::function<StatusOr<port::MappedFile>(const core::GpuUuid&)>;
 
-  // Starts sampling; `roster_path` is the node's roster (core/board_roster.h).
-  BoardSampler(std::vector<Gpu> gpus, MapBoard map_board, std::string roster_path);
+  // A vGPU the roster lists on a GPU: its name and its weight (--compute).
+  struct Listed {
+    std::string name;
+    uint32_t weight = 100;
+  };
+
+  // Starts sampling; `roster_path` is the node's roster (core/board_roster.h),
+  // `shares` the node's share mode.
+  BoardSampler(std::vector<Gpu> gpus, MapBoard map_board, std::string roster_path,
+               policy::ShareMode shares = policy::ShareMode::kSlices);
   ~BoardSampler();  // stops and joins the thread
   BoardSampler(const BoardSampler&) = delete;
   BoardSampler& operator=(const BoardSampler&) = delete;
@@ -62,10 +72,10 @@ class BoardSampler {
   std::map<std::string, double> Take(uint32_t index) EXCLUDES(mu_);
 
   // One sample of one board at `now_ns`, crediting `seconds` to whoever the
-  // board says runs (the rule above). `listed`: the roster's vGPUs on this
-  // GPU, id to name.
-  static void Credit(const core::Board& board, const std::map<uint64_t, std::string>& listed, uint64_t now_ns,
-                     double seconds, std::map<std::string, double>* out);
+  // board says runs (the rules above). `listed`: the roster's vGPUs on this
+  // GPU, by id.
+  static void Credit(const core::Board& board, const std::map<uint64_t, Listed>& listed, policy::ShareMode shares,
+                     uint64_t now_ns, double seconds, std::map<std::string, double>* out);
 
   // Longest gap one sample credits: a sample after the thread slept (idle
   // boards are looked at every kIdlePeriodNs) or was kept off a CPU does not
@@ -81,7 +91,7 @@ class BoardSampler {
     Gpu gpu;
     port::MappedFile board;  // empty until the GPU has one
     uint64_t last_ns = 0;    // the previous sample
-    std::map<uint64_t, std::string> listed;
+    std::map<uint64_t, Listed> listed;
     std::map<std::string, double> pending;  // credited since the last hand-over
     int pending_samples = 0;
   };
@@ -93,6 +103,7 @@ class BoardSampler {
 
   const MapBoard map_board_;
   const std::string roster_path_;
+  const policy::ShareMode shares_;
   std::vector<Watched> watched_;     // the thread's
   uint64_t refreshed_ns_ = 0;        // the thread's
   struct timespec roster_mtime_ {};  // the thread's

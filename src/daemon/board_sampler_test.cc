@@ -21,7 +21,8 @@ using core::GateDecision;
 using core::MemberSpec;
 
 constexpr uint64_t kNow = 10'000'000'000;
-const std::map<uint64_t, std::string> kListed = {{1, "a"}, {2, "b"}, {3, "c"}};
+const std::map<uint64_t, BoardSampler::Listed> kListed = {{1, {"a", 100}}, {2, {"b", 100}}, {3, {"c", 100}}};
+constexpr policy::ShareMode kTurns = policy::ShareMode::kTurns;
 
 std::unique_ptr<Board> NewBoard() {
   auto board = std::make_unique<Board>();
@@ -38,7 +39,7 @@ TEST(BoardSamplerTest, TheHolderWithWorkQueuedIsWhatTheGpuRuns) {
   core::NoteBusy(board.get(), a, true, kNow);
   core::NoteBusy(board.get(), b, true, kNow);  // queued behind the holder: it does not run
   std::map<std::string, double> credit;
-  BoardSampler::Credit(*board, kListed, kNow, 0.001, &credit);
+  BoardSampler::Credit(*board, kListed, kTurns, kNow, 0.001, &credit);
   EXPECT_EQ(credit, (std::map<std::string, double>{{"a", 0.001}}));
 }
 
@@ -51,8 +52,27 @@ TEST(BoardSamplerTest, WhileTheHolderHasNothingQueuedTheBusyOthersShareTheGaps) 
   core::NoteBusy(board.get(), b, true, kNow);
   core::NoteBusy(board.get(), c, true, kNow);
   std::map<std::string, double> credit;
-  BoardSampler::Credit(*board, kListed, kNow, 0.002, &credit);
+  BoardSampler::Credit(*board, kListed, kTurns, kNow, 0.002, &credit);
   EXPECT_EQ(credit, (std::map<std::string, double>{{"b", 0.001}, {"c", 0.001}}));
+}
+
+// Shares by slices (the node's default): each busy row's channel groups run
+// its share of the period, whoever holds the board's turn.
+TEST(BoardSamplerTest, UnderSharesBySlicesTheBusyRowsShareByTheirWeights) {
+  auto board = NewBoard();
+  const int a = core::JoinBoard(board.get(), 1, MemberSpec{}, kNow);
+  const int b = core::JoinBoard(board.get(), 2, MemberSpec{}, kNow);
+  const int c = core::JoinBoard(board.get(), 3, MemberSpec{}, kNow);
+  ASSERT_EQ(core::TryEnter(board.get(), a, kNow), GateDecision::kGo);
+  core::NoteBusy(board.get(), a, true, kNow);
+  core::NoteBusy(board.get(), b, true, kNow);
+  core::NoteBusy(board.get(), c, false, kNow);
+  const std::map<uint64_t, BoardSampler::Listed> listed = {{1, {"a", 30}}, {2, {"b", 70}}, {3, {"c", 50}}};
+  std::map<std::string, double> credit;
+  BoardSampler::Credit(*board, listed, policy::ShareMode::kSlices, kNow, 0.010, &credit);
+  ASSERT_EQ(credit.size(), 2u);
+  EXPECT_DOUBLE_EQ(credit["a"], 0.003);
+  EXPECT_DOUBLE_EQ(credit["b"], 0.007);
 }
 
 TEST(BoardSamplerTest, NothingQueuedCreditsNobody) {
@@ -61,7 +81,7 @@ TEST(BoardSamplerTest, NothingQueuedCreditsNobody) {
   core::JoinBoard(board.get(), 2, MemberSpec{}, kNow);
   ASSERT_EQ(core::TryEnter(board.get(), a, kNow), GateDecision::kGo);
   std::map<std::string, double> credit;
-  BoardSampler::Credit(*board, kListed, kNow, 0.001, &credit);
+  BoardSampler::Credit(*board, kListed, kTurns, kNow, 0.001, &credit);
   EXPECT_TRUE(credit.empty());
 }
 
@@ -74,7 +94,7 @@ TEST(BoardSamplerTest, RowsTheRosterDoesNotListAndDeadRowsAreIgnored) {
   core::NoteBusy(board.get(), dead, true, kNow);
   core::NoteBusy(board.get(), live, true, kNow);
   std::map<std::string, double> credit;
-  BoardSampler::Credit(*board, kListed, kNow, 0.001, &credit);
+  BoardSampler::Credit(*board, kListed, kTurns, kNow, 0.001, &credit);
   EXPECT_EQ(credit, (std::map<std::string, double>{{"c", 0.001}}));
 }
 

@@ -348,7 +348,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   node::StateKeeperClient* board_source = keeper.value().get();
   BoardSampler boards(
       board_gpus, [board_source](const core::GpuUuid& uuid) { return board_source->MapBoard(uuid); },
-      state_dir + "/" + core::kRosterDirName + "/" + core::kRosterFileName);
+      state_dir + "/" + core::kRosterDirName + "/" + core::kRosterFileName, timeslices.be_shares);
   UtilizationSampler sampler(nvml.value().get(), &manager, &usage, &boards);
   PowerCapEnforcer power_caps(&usage, &manager);
   std::optional<NodeAudit> audit;

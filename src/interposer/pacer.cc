@@ -84,6 +84,9 @@ struct Device {
   // same unless someone wrote over it.
   std::atomic<bool> own_lc{false};
   std::atomic<bool> own_capped{false};
+  // The node splits this GPU by turns (kDeviceFlagShareTurns), not by the
+  // policy's slices alone; from the limits, which the node writes.
+  std::atomic<bool> share_turns{false};
   // Which rows to believe; `config.trust` points at `trust` where the vGPU
   // has a roster (set by Start, before the device is paced; never changed
   // after).
@@ -112,7 +115,6 @@ Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
 bool g_backfill = true;  // set once by Start, before any device is paced
-bool g_slices_only = false;  // GPUSLICE_TURNS=slices: turns order nothing, the policy's slices do
 std::mutex g_start_mutex;
 bool g_started = false;
 char g_roster_path[4096];  // the compute thread's only (no destructor: see Device)
@@ -182,10 +184,6 @@ bool BackfillTurnsWanted() {
   const char* v = getenv("GPUSLICE_TURNS");
   if (v == nullptr || *v == '\0' || strcmp(v, "backfill") == 0) return true;
   if (strcmp(v, "exclusive") == 0) return false;
-  if (strcmp(v, "slices") == 0) {
-    g_slices_only = true;
-    return true;
-  }
   port::Log(port::LogLevel::kWarn, "GPUSLICE_TURNS=%s is neither `backfill` nor `exclusive`; using backfill", v);
   return true;
 }
@@ -432,6 +430,8 @@ uint64_t Tick(VgpuRuntime* rt) {
     }
     d.own_lc.store(spec.priority == core::Priority::kLatencyCritical, std::memory_order_relaxed);
     d.own_capped.store(spec.cap_pct != 0, std::memory_order_relaxed);
+    d.share_turns.store((core::LoadRelaxed(limits.devices[s].flags) & core::kDeviceFlagShareTurns) != 0,
+                        std::memory_order_relaxed);
     const bool paced = core::PacingNeeded(*d.board, member, now, d.config);
     if (paced != d.paced.load(std::memory_order_relaxed)) {
       d.paced.store(paced, std::memory_order_release);
@@ -455,7 +455,8 @@ uint64_t Tick(VgpuRuntime* rt) {
       quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
                !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
       d.ticked_launches = work >> 1;
-      if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
+      if (g_backfill && d.share_turns.load(std::memory_order_relaxed) && spec.cap_pct == 0 &&
+          spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
       }
     }
@@ -622,9 +623,12 @@ void ReleaseBestEffort() {
 }
 
 TurnRole RoleOn(int slot) {
-  if (slot < 0 || slot >= g_device_count || !g_backfill || g_slices_only) return TurnRole::kNone;
+  if (slot < 0 || slot >= g_device_count || !g_backfill) return TurnRole::kNone;
   const Device& d = g_devices[slot];
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
+  // Shares by slices (the node's default): the policy's slice, whoever
+  // holds the turn.
+  if (!d.share_turns.load(std::memory_order_relaxed)) return TurnRole::kNone;
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.

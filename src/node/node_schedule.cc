@@ -30,6 +30,12 @@ struct OpenVgpu {
   std::array<uint64_t, core::kMaxDevices> beside_lc{};
 };
 
+// A device's flags with the node's share mode in them.
+uint32_t FlagsWithShareMode(uint32_t flags, const policy::TimeslicePolicyConfig& config) {
+  flags &= ~core::kDeviceFlagShareTurns;
+  return config.be_shares == policy::ShareMode::kTurns ? flags | core::kDeviceFlagShareTurns : flags;
+}
+
 StatusOr<port::MappedFile> OpenLimitsForWrite(const std::string& vgpu_dir) {
   const std::string path = vgpu_dir + "/limits";
   auto file = port::MappedFile::Open(path, sizeof(core::Limits), port::MappedFile::Access::kReadWrite);
@@ -204,7 +210,9 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     bool changed = is_change;
     for (uint32_t i = 0; i < current.device_count; ++i) {
       if (core::LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
-          core::LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i]) {
+          core::LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i] ||
+          core::LoadAcquire(current.devices[i].flags) !=
+              FlagsWithShareMode(core::LoadAcquire(current.devices[i].flags), config)) {
         changed = true;
       }
     }
@@ -222,6 +230,8 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     for (uint32_t i = 0; i < limits->device_count && i < core::kMaxDevices; ++i) {
       core::StoreRelaxed(limits->devices[i].timeslice_us, v->wanted[i]);
       core::StoreRelaxed(limits->devices[i].timeslice_beside_lc_us, v->beside_lc[i]);
+      core::StoreRelaxed(limits->devices[i].flags,
+                         FlagsWithShareMode(core::LoadRelaxed(limits->devices[i].flags), config));
     }
     // Release: a reader that sees the new generation sees the new slices.
     core::FetchAddRelease(limits->generation, 1);

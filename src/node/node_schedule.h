@@ -64,8 +64,9 @@ struct NodeScheduleResult {
 
 // For every GPU (by UUID), gathers the vGPUs in `store` that include it,
 // computes their slices with policy::ComputeTimeslices, and stores each vGPU's slice
-// into its limits' DeviceLimit::timeslice_us, bumping `generation` once per
-// vGPU and only when one of its slices changed. vGPUs that cannot be opened
+// into its limits' DeviceLimit::timeslice_us, with the node's share mode
+// (kDeviceFlagShareTurns), bumping `generation` once per vGPU and only when
+// one of these changed. vGPUs that cannot be opened
 // (being removed, corrupted) are left out of the computation; the first such
 // problem, or a limits file that cannot be written, is returned after every
 // other vGPU has been scheduled.

@@ -77,6 +77,34 @@ TEST_F(NodeScheduleTest, SharesOnOneGpuBecomeSlicesAndBumpGeneration) {
   EXPECT_EQ(a.limits().generation, gen_a + 1);
 }
 
+// The node's share mode reaches every vGPU's limits, where tenants read it
+// and cannot write it; changing it is a change its processes must see.
+TEST_F(NodeScheduleTest, TheShareModeIsWrittenToEveryVgpuOnTheGpu) {
+  store_ = core::VgpuStore(root_);
+  Create("a", {1}, 30);
+  Create("b", {1}, 70);
+  core::VgpuHandle a = Open("a");
+  core::VgpuHandle b = Open("b");
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  EXPECT_EQ(a.limits().devices[0].flags & core::kDeviceFlagShareTurns, 0u) << "slices are the default";
+  const uint64_t gen_a = a.limits().generation;
+
+  policy::TimeslicePolicyConfig turns;
+  turns.be_shares = policy::ShareMode::kTurns;
+  NodeScheduleResult result;
+  ASSERT_TRUE(ApplyNodeSchedule(store_, turns, &result).ok());
+  EXPECT_EQ(result.changed, (std::vector<std::string>{"a", "b"}));
+  for (core::VgpuHandle* h : {&a, &b}) {
+    EXPECT_EQ(h->limits().devices[0].flags, core::kDeviceFlagPresent | core::kDeviceFlagShareTurns);
+    EXPECT_EQ(h->limits().devices[0].timeslice_us, h == &a ? 3000u : 7000u) << "the slices stay the policy's";
+  }
+  EXPECT_EQ(a.limits().generation, gen_a + 1);
+
+  ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
+  EXPECT_EQ(a.limits().devices[0].flags, core::kDeviceFlagPresent);
+  EXPECT_EQ(a.limits().generation, gen_a + 2);
+}
+
 TEST_F(NodeScheduleTest, AChangeIsWrittenBeforeTheSlicesAndBumpedOnce) {
   store_ = core::VgpuStore(root_);
   Create("a", {1, 2}, 30);

@@ -27,6 +27,9 @@ std::vector<std::pair<const char*, uint64_t policy::TimeslicePolicyConfig::*>> F
           {"lc_shared_slice_us", &C::lc_shared_slice_us}};
 }
 
+// The share mode, by its name (policy::ShareModeName).
+constexpr char kSharesKey[] = "be_shares";
+
 std::string PathOf(const std::string& root) { return root + "/" + kPolicyFileName; }
 std::string LevelsPathOf(const std::string& root) { return root + "/" + kLevelsFileName; }
 
@@ -53,6 +56,7 @@ Status WriteWhole(const std::string& path, const std::string& text) {
 Status StorePolicyConfig(const std::string& state_root, const policy::TimeslicePolicyConfig& config) {
   std::string text;
   for (const auto& [key, field] : Fields()) text += std::string(key) + " " + std::to_string(config.*field) + "\n";
+  text += std::string(kSharesKey) + " " + policy::ShareModeName(config.be_shares) + "\n";
   return WriteWhole(PathOf(state_root), text);
 }
 
@@ -72,13 +76,17 @@ StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& stat
     ++line_no;
     if (line.empty()) continue;
     std::istringstream words(line);
-    std::string key, rest;
-    uint64_t value = 0;
+    std::string key, value, rest;
     bool known = false;
     if (words >> key >> value && !(words >> rest)) {
+      if (key == kSharesKey && (value == "slices" || value == "turns")) {
+        config.be_shares = value == "turns" ? policy::ShareMode::kTurns : policy::ShareMode::kSlices;
+        known = true;
+      }
       for (const auto& [name, field] : fields) {
-        if (key == name) {
-          config.*field = value;
+        if (key == name && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
+            value.size() <= 19) {
+          config.*field = std::stoull(value);
           known = true;
         }
       }

@@ -38,6 +38,25 @@ TEST_F(PolicyFileTest, StoredLevelsAreWhatEveryStandaloneCommandResolvesWith) {
   EXPECT_TRUE(LoadLevels(root_)->Find("critical").has_value());
 }
 
+TEST_F(PolicyFileTest, TheShareModeRoundTripsAndAnUnknownOneIsRefused) {
+  EXPECT_EQ(LoadPolicyConfig(root_)->be_shares, policy::ShareMode::kSlices) << "none stored: the default";
+  policy::TimeslicePolicyConfig config;
+  config.be_shares = policy::ShareMode::kTurns;
+  config.be_period_us = 20000;
+  ASSERT_TRUE(StorePolicyConfig(root_, config).ok());
+  auto loaded = LoadPolicyConfig(root_);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ(loaded->be_shares, policy::ShareMode::kTurns);
+  EXPECT_EQ(loaded->be_period_us, 20000u);
+
+  for (const char* bad : {"be_shares fastest\n", "be_period_us turns\n", "be_shares\n"}) {
+    std::ofstream(root_ + "/" + kPolicyFileName) << bad;
+    auto refused = LoadPolicyConfig(root_);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("is not a policy setting"), std::string::npos) << bad;
+  }
+}
+
 TEST_F(PolicyFileTest, ACorruptLevelsFileIsAnErrorNamingTheFix) {
   std::ofstream(root_ + "/levels.yaml") << "levels: [oops";
   auto bad = LoadLevels(root_);

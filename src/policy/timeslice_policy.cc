@@ -15,6 +15,8 @@ std::optional<uint32_t> TopLcRank(const std::vector<VgpuOnGpu>& vgpus) {
 }
 }  // namespace
 
+const char* ShareModeName(ShareMode mode) { return mode == ShareMode::kTurns ? "turns" : "slices"; }
+
 std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config) {
   // The highest LC level present is "the LC"; BE vGPUs are sliced against
   // it as before levels existed. LC vGPUs of lower levels get the floor of

@@ -37,7 +37,22 @@ struct VgpuOnGpu {
   uint32_t rank = 0;         // its level's rank in its class (core::LevelWord)
 };
 
+// How best-effort vGPUs that contend for a GPU split it by `--compute`
+// (docs/design.md, "Shares: slices or turns").
+//   kSlices: each keeps the slice above (its share of be_period_us), and the
+//     GPU's own round-robin does the rest: work-conserving as stock
+//     time-slicing is, so a vGPU that cannot use its share (a launch-bound
+//     training) leaves it to the others. Between jobs that run dry at every
+//     step, the split drifts from the shares by a few points.
+//   kTurns: GPU turns (core/pacing_board.h) charged by time: splits within
+//     ~2 points between GPU-bound jobs, but a launch-bound tenant's gaps are
+//     filled only at a 50 us slice (a third of stock's total lost).
+// Measured side by side in docs/benchmarks.md ("Shares by slices or by turns").
+enum class ShareMode : uint64_t { kSlices = 0, kTurns = 1 };
+const char* ShareModeName(ShareMode mode);
+
 struct TimeslicePolicyConfig {
+  ShareMode be_shares = ShareMode::kSlices;
   // BE vGPUs alone split this period by share: 10 ms keeps every slice at or
   // above 1 ms for shares down to 10%, where switching costs ~1%.
   uint64_t be_period_us = 10000;

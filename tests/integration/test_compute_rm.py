@@ -98,9 +98,10 @@ def test_the_compute_group_gets_the_vgpus_slice_in_both_load_modes(world, inject
 
 
 def test_a_second_vgpu_joining_and_leaving_changes_the_first_ones_slice(world):
-    # The node schedule's slices for contending BE vGPUs are what exclusive
-    # turns run (backfill turns set the turn's slices instead).
-    rm = Rm(world, GPUSLICE_TURNS="exclusive")
+    # The node schedule's slices for contending BE vGPUs are what they run
+    # when the node shares GPUs by slices, the default (shares by turns set
+    # the turn's slices instead).
+    rm = Rm(world)
     pid_a, release_a = rm.hold("a", "--compute", "30")
     rm.wait_slice(pid_a, 10000)
     joined = time.monotonic()

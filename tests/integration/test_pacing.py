@@ -126,6 +126,25 @@ def spin_beside(world, a_flags, b_flags, env=None):
 EXCLUSIVE = {"GPUSLICE_TURNS": "exclusive"}
 
 
+def share_by_turns(world):
+    """The node splits GPUs by turns (`timeslices.best_effort.shares: turns`),
+    as a daemon with that config stores it for standalone commands."""
+    state = world.env["GPUSLICE_STATE_DIR"]
+    os.makedirs(state, exist_ok=True)
+    with open(os.path.join(state, "policy"), "w") as f:
+        f.write("be_shares turns\n")
+
+
+def compute_slices_by_pid(log):
+    """Every compute-group slice each process set, in order (the fake RM
+    device's record)."""
+    by_pid = {}
+    for pid, obj, us, status, _ in timed_sets(log):
+        if obj == COMPUTE_TSG and status == 0:
+            by_pid.setdefault(pid, []).append(us)
+    return by_pid
+
+
 def test_two_vgpus_take_exclusive_turns_in_proportion_to_their_shares(world):
     first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"], env=EXCLUSIVE)
     a0, a1 = row(first, self=True), row(last, self=True)
@@ -167,12 +186,39 @@ def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(worl
     assert charged_a >= gpu_a - 2 * 64 * 100_000 - 10_000_000, f"charged {charged_a} ns for {gpu_a} ns of kernels"
 
 
+def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(world):
+    """Shares by slices (the node's default): neither uncapped vGPU waits at
+    the gate, and each process's compute channel group keeps its vGPU's
+    policy slice (30/70 of 10 ms) whoever holds the board's turn: never a
+    turn's slice (the fake RM device's record of every SET_TIMESLICE)."""
+    log = world.path("rm.log")
+    env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
+    out = run_together(world, [
+        (name, ["--compute", share], ["spin", "0.5", world.path(name + ".warm"), "board", "spin", str(SECONDS),
+                                      world.path(name + ".runs"), "board", "gate_waits"])
+        for name, share in (("a", "30"), ("b", "70"))], env={"a": env, "b": env})
+    for name in ("a", "b"):
+        assert int(lines_of(out[name], "gate_waits")[-1][1]) == 0, f"{name} waited at the gate"
+    first, last = boards(out["a"])
+    # Both were paced beside each other: the board gave turns meanwhile.
+    assert row(last, weight=30)["turns"] + row(last, weight=70)["turns"] > 2
+    by_pid = compute_slices_by_pid(log)
+    assert len(by_pid) == 2, by_pid
+    # Each process's last slice is its policy slice (the first, before the
+    # other vGPU existed, may be 10000 us, a vGPU alone's), and no slice of
+    # either was the backfiller's.
+    assert sorted(s[-1] for s in by_pid.values()) == [3000, 7000], by_pid
+    for pid, slices in by_pid.items():
+        assert BACKFILL_SLICE_US not in slices, f"pid {pid} set {slices}"
+
+
 def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice(world):
-    """Backfill turns (the default): neither uncapped vGPU ever waits at the
-    gate, the board still charges turns 30/70, and each process's compute
+    """Shares by turns (`shares: turns`): neither uncapped vGPU ever waits at
+    the gate, the board still charges turns 30/70, and each process's compute
     channel group follows its vGPU's turn: the holder's slice while it holds
     it, the backfiller's short one otherwise (the fake RM device's record of
     every SET_TIMESLICE)."""
+    share_by_turns(world)
     log = world.path("rm.log")
     env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
     out = run_together(world, [
@@ -191,10 +237,7 @@ def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice
     # process had both (it held and lost turns). Turns begin at the first
     # backfill slice: the policy's slice of a vGPU alone (10000 us) is the
     # holder's too, so it cannot mark the start.
-    by_pid = {}
-    for pid, obj, us, status, _ in timed_sets(log):
-        if obj == COMPUTE_TSG and status == 0:
-            by_pid.setdefault(pid, []).append(us)
+    by_pid = compute_slices_by_pid(log)
     assert len(by_pid) == 2, by_pid
     turn_slices = {HOLDER_SLICE_US, BACKFILL_SLICE_US}
     for pid, slices in by_pid.items():
@@ -447,7 +490,8 @@ def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
     # never the holder, would backfill at the 50 us slice for good; it finds
     # itself held under half its floor of turns (core/turn_floor.h) and puts
     # its channel group back on the policy's slice (the fake RM device's
-    # record of every SET_TIMESLICE).
+    # record of every SET_TIMESLICE). Only turns give it a backfill slice.
+    share_by_turns(world)
     log = world.path("rm.log")
     env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
     out = run_together(world, [
@@ -458,11 +502,7 @@ def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
         ("attacker", ["--compute", "40"], ["spin", "0.5", world.path("attacker.warm"), "forge_turns", "8"]),
     ], env={"victim": env, "attacker": env})
     assert int(lines_of(out["attacker"], "forge_turns")[-1][1]) > 100, "the forger never found its row"
-    policy = {}
-    by_pid = {}
-    for pid, obj, us, status, _ in timed_sets(log):
-        if obj == COMPUTE_TSG and status == 0:
-            by_pid.setdefault(pid, []).append(us)
+    by_pid = compute_slices_by_pid(log)
     # The victim's policy slice is 6000 us (as 30/70 gives 3000/7000); the
     # attacker's is 4000. Once the victim's turns began (its first backfill
     # slice), it is given its policy slice again.
