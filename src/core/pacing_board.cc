@@ -557,4 +557,11 @@ int TurnHolder(const Board& board) {
   return Turn::Decode(LoadSeqCst(board.turn)).holder;
 }
 
+bool CappedTurnHeldByOther(const Board& board, int member, uint64_t now, const PacingConfig& c) {
+  const int holder = TurnHolder(board);
+  if (holder < 0 || holder >= kBoardMembers || holder == member) return false;
+  BoardMember& m = const_cast<Board*>(&board)->members[holder];
+  return Alive(m, now, c) && CapOf(m, c) != 0;
+}
+
 }  // namespace gpuslice::core

@@ -276,6 +276,11 @@ bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns, 
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);
 
+// Another member holds the turn, live, with a cap (through config.trust):
+// its turn is the GPU time its cap is charged, so under shares by slices
+// the uncapped members backfill meanwhile, as every member does under turns.
+bool CappedTurnHeldByOther(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
+
 }  // namespace gpuslice::core
 
 #endif  // GPUSLICE_CORE_PACING_BOARD_H_

@@ -1041,6 +1041,35 @@ TEST(PacingBoardTest, ACapWipedFromItsRowStillHolds) {
   EXPECT_NEAR(run(&TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 30}}})), 30.0, 2.0);
 }
 
+// Under shares by slices the uncapped members backfill only while a capped
+// one holds the turn: its turn is the GPU time its cap is charged.
+TEST(PacingBoardTest, OnlyALiveCappedHolderMakesTheOthersBackfill) {
+  const uint64_t now = 5'000'000'000;
+  Board board;
+  InitBoard(&board);
+  const int capped = JoinBoard(&board, 1, MemberSpec{100, 30}, now);
+  const int free = JoinBoard(&board, 2, Share(50), now);
+  PacingConfig config = Backfill();
+  ASSERT_EQ(TryEnter(&board, capped, now, config), GateDecision::kGo);
+  ASSERT_EQ(TurnHolder(board), capped);
+  EXPECT_TRUE(CappedTurnHeldByOther(board, free, now, config));
+  EXPECT_FALSE(CappedTurnHeldByOther(board, capped, now, config)) << "the holder does not backfill itself";
+  EXPECT_FALSE(CappedTurnHeldByOther(board, free, now + 2'000'000'000, config)) << "its heartbeat stopped";
+  // A row that claims a cap the roster does not give it moves nobody.
+  const BoardTrust& trust =
+      TrustOf({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}}, {2, {LevelWord(Priority::kBestEffort, 0), 50, 0}}});
+  config.trust = &trust;
+  EXPECT_FALSE(CappedTurnHeldByOther(board, free, now, config));
+
+  Board uncapped_board;
+  InitBoard(&uncapped_board);
+  const int a = JoinBoard(&uncapped_board, 1, Share(50), now);
+  const int b = JoinBoard(&uncapped_board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&uncapped_board, a, now, Backfill()), GateDecision::kGo);
+  ASSERT_EQ(TurnHolder(uncapped_board), a);
+  EXPECT_FALSE(CappedTurnHeldByOther(uncapped_board, b, now, Backfill())) << "an uncapped holder: slices only";
+}
+
 TEST(PacingBoardTest, RejectsAForeignFile) {
   Board board;
   InitBoard(&board);

@@ -455,8 +455,7 @@ uint64_t Tick(VgpuRuntime* rt) {
       quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
                !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
       d.ticked_launches = work >> 1;
-      if (g_backfill && d.share_turns.load(std::memory_order_relaxed) && spec.cap_pct == 0 &&
-          spec.priority == core::Priority::kBestEffort) {
+      if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
       }
     }
@@ -626,9 +625,6 @@ TurnRole RoleOn(int slot) {
   if (slot < 0 || slot >= g_device_count || !g_backfill) return TurnRole::kNone;
   const Device& d = g_devices[slot];
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
-  // Shares by slices (the node's default): the policy's slice, whoever
-  // holds the turn.
-  if (!d.share_turns.load(std::memory_order_relaxed)) return TurnRole::kNone;
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return TurnRole::kNone;
   // A capped vGPU runs only in its own (exclusive) turns: the policy's slice.
@@ -639,6 +635,13 @@ TurnRole RoleOn(int slot) {
   // turns, so it is neither holder nor backfiller: its slice is the
   // policy's (as a backfiller it ran at 50 us beside the BE holder).
   if (d.own_lc.load(std::memory_order_relaxed)) return TurnRole::kNone;
+  // Shares by slices (the node's default): the policy's slice, except while
+  // a capped vGPU holds the turn. The turn is the GPU time its cap is
+  // charged, so it must have the GPU to itself then, as under turns.
+  if (!d.share_turns.load(std::memory_order_relaxed)) {
+    return core::CappedTurnHeldByOther(*d.board, member, port::MonotonicNanos(), d.config) ? TurnRole::kBackfiller
+                                                                                           : TurnRole::kNone;
+  }
   return core::TurnHolder(*d.board) == member ? TurnRole::kHolder : TurnRole::kBackfiller;
 }
 

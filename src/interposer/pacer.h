@@ -107,10 +107,11 @@ void HoldBestEffort(uint64_t until_ns);
 void ReleaseBestEffort();
 
 // What this process's channel groups on device `slot` should be under
-// backfill turns (core/pacing_board.h): kNone where it is not paced, the
-// node shares the GPU by slices (the default: no kDeviceFlagShareTurns),
-// turns are exclusive or its vGPU is capped (the policy's slice applies: a
-// capped vGPU runs only in its own turns), else whether its vGPU holds the turn
+// backfill turns (core/pacing_board.h): kNone where it is not paced, turns
+// are exclusive or its vGPU is capped (the policy's slice applies: a capped
+// vGPU runs only in its own turns); where the node shares the GPU by slices
+// (the default: no kDeviceFlagShareTurns), kBackfiller while a capped vGPU
+// holds the turn, else kNone; else whether its vGPU holds the turn
 // there (the long slice) or backfills (the short one).
 enum class TurnRole { kNone, kHolder, kBackfiller };
 TurnRole RoleOn(int slot);

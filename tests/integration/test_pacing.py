@@ -253,6 +253,34 @@ def test_backfill_turns_still_make_a_capped_vgpu_wait(world):
     assert result["free"] == 0, "the uncapped one waited"
 
 
+def test_under_shares_by_slices_an_uncapped_vgpu_backfills_only_in_a_capped_ones_turns(world):
+    """Shares by slices, a capped vGPU beside an uncapped one: the capped one
+    waits for its turns and keeps its policy slice; the uncapped one never
+    waits, and backfills (the short slice) while the capped one holds the
+    turn, its policy slice otherwise. Without the backfill, the capped
+    vGPU's turns, charged to its cap, would be shared with the other."""
+    log = world.path("rm.log")
+    env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
+    out = run_together(world, [
+        (name, flags, ["spin", "0.5", world.path(name + ".warm"), "spin", str(SECONDS), world.path(name + ".runs"),
+                       "gate_waits"])
+        for name, flags in (("capped", ["--compute-cap", "30"]), ("free", ["--compute", "50"]))],
+        env={"capped": env, "free": env})
+    assert int(lines_of(out["capped"], "gate_waits")[-1][1]) > 0, "the capped vGPU never waited"
+    assert int(lines_of(out["free"], "gate_waits")[-1][1]) == 0, "the uncapped one waited"
+    by_pid = compute_slices_by_pid(log)
+    assert len(by_pid) == 2, by_pid
+    # Policy slices: the capped vGPU's share is 100 beside 50 (6666 / 3333 us).
+    capped = [s for s in by_pid.values() if 6666 in s]
+    free = [s for s in by_pid.values() if 3333 in s]
+    assert len(capped) == 1 and len(free) == 1, by_pid
+    assert BACKFILL_SLICE_US not in capped[0], f"the capped vGPU backfilled: {capped[0]}"
+    assert HOLDER_SLICE_US not in free[0], f"a turn's long slice under slices: {free[0]}"
+    backfills = free[0].count(BACKFILL_SLICE_US)
+    assert backfills >= 2 and 3333 in free[0][free[0].index(BACKFILL_SLICE_US):], \
+        f"the uncapped vGPU did not move between backfill and its policy slice: {free[0]}"
+
+
 def cap_window(world, env=None):
     """A vGPU capped at 30%, alone: its board rows before and after it
     launches back to back for SECONDS, its launches and its gate waits."""
