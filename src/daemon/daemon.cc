@@ -401,8 +401,9 @@ int RunDaemon(const config::DaemonConfig& config) {
   // Last: no return between here and the end leaves the loop running
   // against a server that is gone.
   listener.value()->Start(server.get());
-  spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted{}{})", socket_path, state_dir,
-               devices->gpus.size(), adopted, identity.metrics_address.empty() ? "" : ", metrics on http://",
+  spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted, shares by {}{}{})", socket_path,
+               state_dir, devices->gpus.size(), adopted, policy::ShareModeName(timeslices.be_shares),
+               identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");
 
   int signal_number = 0;
