@@ -186,11 +186,10 @@ def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(worl
     assert charged_a >= gpu_a - 2 * 64 * 100_000 - 10_000_000, f"charged {charged_a} ns for {gpu_a} ns of kernels"
 
 
-def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(world):
-    """Shares by slices (the node's default): neither uncapped vGPU waits at
-    the gate, and each process's compute channel group keeps its vGPU's
-    policy slice (30/70 of 10 ms) whoever holds the board's turn: never a
-    turn's slice (the fake RM device's record of every SET_TIMESLICE)."""
+def spin_30_70_recording_slices(world):
+    """vGPUs a (30%) and b (70%) spin together, neither waiting at the gate;
+    returns a's first and last board snapshots around its window and every
+    compute-group slice each of the two processes set."""
     log = world.path("rm.log")
     env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
     out = run_together(world, [
@@ -200,10 +199,19 @@ def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(worl
     for name in ("a", "b"):
         assert int(lines_of(out[name], "gate_waits")[-1][1]) == 0, f"{name} waited at the gate"
     first, last = boards(out["a"])
-    # Both were paced beside each other: the board gave turns meanwhile.
-    assert row(last, weight=30)["turns"] + row(last, weight=70)["turns"] > 2
     by_pid = compute_slices_by_pid(log)
     assert len(by_pid) == 2, by_pid
+    return first, last, by_pid
+
+
+def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(world):
+    """Shares by slices (the node's default): neither uncapped vGPU waits at
+    the gate, and each process's compute channel group keeps its vGPU's
+    policy slice (30/70 of 10 ms) whoever holds the board's turn: never a
+    turn's slice (the fake RM device's record of every SET_TIMESLICE)."""
+    first, last, by_pid = spin_30_70_recording_slices(world)
+    # Both were paced beside each other: the board gave turns meanwhile.
+    assert row(last, weight=30)["turns"] + row(last, weight=70)["turns"] > 2
     # Each process's last slice is its policy slice (the first, before the
     # other vGPU existed, may be 10000 us, a vGPU alone's), and no slice of
     # either was the backfiller's.
@@ -219,15 +227,7 @@ def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice
     it, the backfiller's short one otherwise (the fake RM device's record of
     every SET_TIMESLICE)."""
     share_by_turns(world)
-    log = world.path("rm.log")
-    env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
-    out = run_together(world, [
-        (name, ["--compute", share], ["spin", "0.5", world.path(name + ".warm"), "board", "spin", str(SECONDS),
-                                      world.path(name + ".runs"), "board", "gate_waits"])
-        for name, share in (("a", "30"), ("b", "70"))], env={"a": env, "b": env})
-    for name in ("a", "b"):
-        assert int(lines_of(out[name], "gate_waits")[-1][1]) == 0, f"{name} waited at the gate"
-    first, last = boards(out["a"])
+    first, last, by_pid = spin_30_70_recording_slices(world)
     charged = {w: row(last, weight=w)["charged"] - row(first, weight=w)["charged"] for w in (30, 70)}
     share_a = 100 * charged[30] / (charged[30] + charged[70])
     assert 25 <= share_a <= 35, f"the board charged a {share_a:.1f}% of the GPU time, wanted 30%"
@@ -237,8 +237,6 @@ def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice
     # process had both (it held and lost turns). Turns begin at the first
     # backfill slice: the policy's slice of a vGPU alone (10000 us) is the
     # holder's too, so it cannot mark the start.
-    by_pid = compute_slices_by_pid(log)
-    assert len(by_pid) == 2, by_pid
     turn_slices = {HOLDER_SLICE_US, BACKFILL_SLICE_US}
     for pid, slices in by_pid.items():
         paced = slices[slices.index(BACKFILL_SLICE_US):]
