@@ -248,6 +248,7 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->timeslices.be_min_slice_us, d.timeslices.be_min_slice_us);
   EXPECT_EQ(c->timeslices.be_slice_beside_lc_us, d.timeslices.be_slice_beside_lc_us);
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, d.timeslices.be_period_with_lc_us);
+  EXPECT_EQ(c->timeslices.be_shares, d.timeslices.be_shares);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, d.timeslices.be_min_slice_with_lc_us);
   EXPECT_EQ(c->timeslices.lc_slice_us, d.timeslices.lc_slice_us);
   EXPECT_EQ(c->timeslices.lc_shared_slice_us, d.timeslices.lc_shared_slice_us);
