@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -83,10 +84,13 @@ StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& stat
         config.be_shares = value == "turns" ? policy::ShareMode::kTurns : policy::ShareMode::kSlices;
         known = true;
       }
+      uint64_t number = 0;
+      const char* end = value.data() + value.size();
+      const auto parsed = std::from_chars(value.data(), end, number);
+      const bool is_number = parsed.ec == std::errc() && parsed.ptr == end;
       for (const auto& [name, field] : fields) {
-        if (key == name && !value.empty() && value.find_first_not_of("0123456789") == std::string::npos &&
-            value.size() <= 19) {
-          config.*field = std::stoull(value);
+        if (key == name && is_number) {
+          config.*field = number;
           known = true;
         }
       }

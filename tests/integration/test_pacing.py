@@ -244,8 +244,9 @@ def test_backfill_turns_let_both_vgpus_launch_and_give_the_holder_the_long_slice
 
 
 def test_backfill_turns_still_make_a_capped_vgpu_wait(world):
-    """A capped vGPU never backfills: its launches outside its turns wait, and
-    its slice is the policy's, not a turn's."""
+    """Shares by turns: a capped vGPU never backfills: its launches outside its
+    turns wait, and the uncapped one's never do."""
+    share_by_turns(world)
     result = spin_together(world, [("capped", ["--compute-cap", "30"]), ("free", ["--compute", "50"])])
     assert result["capped"] > 0, "the capped vGPU never waited"
     assert result["free"] == 0, "the uncapped one waited"
