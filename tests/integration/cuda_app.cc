@@ -86,8 +86,9 @@
 //                       process's whole hold budget (core/hold_budget.h) ->
 //                       "hold_budget_spent N"
 //   forge_turns SECONDS a hostile tenant: holds the turn of every board this vGPU
-//                       reaches (its own row's virtual time 0, busy, and the turn
-//                       word rewritten to it in a loop) -> "forge_turns PASSES"
+//                       reaches (its own row's virtual time 0, busy, the others'
+//                       last turns ended now, and the turn word rewritten to it
+//                       in a loop) -> "forge_turns PASSES"
 //                       (passes that found its own row)
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
@@ -521,9 +522,10 @@ int ForgeListedLatencyCritical(const char* dir, uint64_t self, double seconds) {
 }
 
 // forge_turns: keeps the GPU's turn for this vGPU on `dir`'s boards, as a
-// tenant could: its own row's virtual time 0, busy and launching, and the
-// turn word rewritten to it with a fresh start, in a loop, for `seconds`.
-// Returns the passes in which it found its own row.
+// tenant could: its own row's virtual time 0, busy and launching, every
+// other row's last turn ended just now, and the turn word rewritten to it
+// with a fresh start, in a loop, for `seconds`. Returns the passes in which
+// it found its own row.
 int ForgeTurns(const char* dir, uint64_t self, double seconds) {
   const std::vector<unsigned char*> boards = MapBoardsWritable(dir);
   int passes = 0;
@@ -531,20 +533,39 @@ int ForgeTurns(const char* dir, uint64_t self, double seconds) {
     const uint64_t now = NowNs();
     bool found = false;
     for (unsigned char* b : boards) {
+      int own = -1;
       for (int m = 0; m < 64; ++m) {
-        if (BoardField<uint64_t>(b, m, 0) != self) continue;
-        found = true;
         unsigned char* row = b + kMembersAt + m * kMemberSize;
-        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 56), 0, __ATOMIC_RELEASE);    // vtime
-        __atomic_store_n(reinterpret_cast<uint32_t*>(row + 28), 1, __ATOMIC_RELEASE);    // busy_processes
-        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 40), now, __ATOMIC_RELEASE);  // last_launch_ns
-        // Board::turn (offset 16): holder + 1, sequence << 7, quantum 10 ms << 24, start us << 32.
-        auto* turn = reinterpret_cast<uint64_t*>(b + 16);
-        const uint64_t seen = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
-        const uint64_t sequence = ((seen >> 7) + 1) & 0x1ffff;
-        __atomic_store_n(turn, static_cast<uint64_t>(m + 1) | sequence << 7 | 10ull << 24 | (now / 1000) << 32,
-                         __ATOMIC_RELEASE);
+        if (BoardField<uint64_t>(b, m, 0) != self) {
+          // Each victim's last turn ended now, so the starvation guard
+          // never puts it first: left alone, a victim whose launches each
+          // took the turn back held it about a quarter of the time, close
+          // enough to the turn floor's verdict that the test passed or
+          // failed by how a loaded machine scheduled the two processes.
+          if (BoardField<uint64_t>(b, m, 0) != 0) {
+            __atomic_store_n(reinterpret_cast<uint64_t*>(row + 120), now, __ATOMIC_RELEASE);  // turn_ended_ns
+          }
+          continue;
+        }
+        own = m;
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 56), 0, __ATOMIC_RELEASE);  // vtime
+        // Busy beyond what its own library's drains count down: a busy mark
+        // of 1 fell to 0 at the forger's next drain, and the turn passed on
+        // as idle.
+        __atomic_store_n(reinterpret_cast<uint32_t*>(row + 28), 1u << 20, __ATOMIC_RELEASE);  // busy_processes
+        __atomic_store_n(reinterpret_cast<uint64_t*>(row + 40), now, __ATOMIC_RELEASE);       // last_launch_ns
       }
+      if (own < 0) continue;
+      found = true;
+      // Board::turn (offset 16): holder + 1, sequence << 7, quantum ms << 24,
+      // start us << 32. The longest quantum the word holds: with 10 ms, the
+      // turn passed on whenever a loaded machine kept the forger off the
+      // CPU that long.
+      auto* turn = reinterpret_cast<uint64_t*>(b + 16);
+      const uint64_t seen = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
+      const uint64_t sequence = ((seen >> 7) + 1) & 0x1ffff;
+      __atomic_store_n(turn, static_cast<uint64_t>(own + 1) | sequence << 7 | 255ull << 24 | (now / 1000) << 32,
+                       __ATOMIC_RELEASE);
     }
     passes += found ? 1 : 0;
     // As often as it gets the CPU: a forger that slept between passes lost
