@@ -44,7 +44,7 @@ void BoardSampler::Credit(const core::Board& board, const std::map<uint64_t, Lis
     busy_weight += std::max<uint32_t>(it->second.weight, 1);
     if (i == holder_row) holder = &it->second;
   }
-  if (shares == policy::ShareMode::kTurns) {
+  if (shares == policy::ShareMode::kTurns || (holder != nullptr && holder->cap_pct != 0)) {
     if (holder != nullptr) {
       (*out)[holder->name] += seconds;
       return;
@@ -101,7 +101,7 @@ void BoardSampler::Refresh(uint64_t now_ns) {
       }
       for (const core::RosterEntry& e : roster.value()) {
         for (Watched& w : watched_) {
-          if (w.gpu.uuid == e.gpu) w.listed[e.vgpu_id] = Listed{e.name, e.weight};
+          if (w.gpu.uuid == e.gpu) w.listed[e.vgpu_id] = Listed{e.name, e.weight, e.cap_pct};
         }
       }
     } else {

@@ -6,7 +6,9 @@
 // on the GPU (the library's completion markers). How the GPU shares itself
 // between busy rows depends on the node's share mode (policy::ShareMode):
 //   - by slices (the default), each vGPU's channel groups run its share of
-//     a period, so the busy rows share the instant by their weights;
+//     a period, so the busy rows share the instant by their weights; but
+//     while a capped vGPU holds its turn the others run the short backfill
+//     slice (core::CappedTurnHeldByOther), so a busy capped holder runs;
 //   - by turns (core/pacing_board.h), the turn's holder runs a long slice
 //     and the others a short one, so the GPU runs the holder whenever it
 //     has work queued and the others only in its gaps: the holder, if its
@@ -53,10 +55,12 @@ class BoardSampler {
   // A read-only mapping of a GPU's board, or an error while it has none yet.
   using MapBoard = std::function<StatusOr<port::MappedFile>(const core::GpuUuid&)>;
 
-  // A vGPU the roster lists on a GPU: its name and its weight (--compute).
+  // A vGPU the roster lists on a GPU: its name, its weight (--compute) and
+  // its cap (--compute-cap, 0 for none).
   struct Listed {
     std::string name;
     uint32_t weight = 100;
+    uint32_t cap_pct = 0;
   };
 
   // Starts sampling; `roster_path` is the node's roster (core/board_roster.h),

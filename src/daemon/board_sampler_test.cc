@@ -75,6 +75,33 @@ TEST(BoardSamplerTest, UnderSharesBySlicesTheBusyRowsShareByTheirWeights) {
   EXPECT_DOUBLE_EQ(credit["b"], 0.007);
 }
 
+// While a capped vGPU holds its turn, the others backfill at the short slice
+// (core::CappedTurnHeldByOther): the GPU runs the holder while it is busy.
+// Its cap is the roster's, as the pacer trusts it, never the row's.
+TEST(BoardSamplerTest, UnderSharesBySlicesABusyCappedHolderRunsAlone) {
+  auto board = NewBoard();
+  const int a = core::JoinBoard(board.get(), 1, MemberSpec{}, kNow);
+  const int b = core::JoinBoard(board.get(), 2, MemberSpec{}, kNow);
+  ASSERT_EQ(core::TryEnter(board.get(), a, kNow), GateDecision::kGo);
+  core::NoteBusy(board.get(), a, true, kNow);
+  core::NoteBusy(board.get(), b, true, kNow);
+  std::map<std::string, double> credit;
+  const std::map<uint64_t, BoardSampler::Listed> capped = {{1, {"a", 30, 30}}, {2, {"b", 70}}};
+  BoardSampler::Credit(*board, capped, policy::ShareMode::kSlices, kNow, 0.010, &credit);
+  EXPECT_EQ(credit, (std::map<std::string, double>{{"a", 0.010}}));
+  // The same board, the holder uncapped in the roster: shared by weight.
+  credit.clear();
+  const std::map<uint64_t, BoardSampler::Listed> uncapped = {{1, {"a", 30}}, {2, {"b", 70}}};
+  BoardSampler::Credit(*board, uncapped, policy::ShareMode::kSlices, kNow, 0.010, &credit);
+  EXPECT_DOUBLE_EQ(credit["a"], 0.003);
+  EXPECT_DOUBLE_EQ(credit["b"], 0.007);
+  // A capped holder with nothing queued: the busy rows share its turn.
+  core::NoteBusy(board.get(), a, false, kNow);
+  credit.clear();
+  BoardSampler::Credit(*board, capped, policy::ShareMode::kSlices, kNow, 0.010, &credit);
+  EXPECT_EQ(credit, (std::map<std::string, double>{{"b", 0.010}}));
+}
+
 TEST(BoardSamplerTest, NothingQueuedCreditsNobody) {
   auto board = NewBoard();
   const int a = core::JoinBoard(board.get(), 1, MemberSpec{}, kNow);
