@@ -22,6 +22,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import BUILD, CUDA_APP
 from test_compute_rm import COMPUTE_TSG, FAKE_RM, timed_sets
 
@@ -511,14 +513,22 @@ def test_a_tenant_forging_latency_critical_rows_holds_nobody(world):
     assert int(lines_of(out["victim"], "gate_waits")[-1][1]) == 0, "a forged row held the victim"
 
 
-def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
+@pytest.mark.parametrize("shares, attacker_flags", [
+    # Under turns every non-holder backfills; any tenant may forge the turn.
+    ("turns", ["--compute", "40"]),
+    # Under slices (the default) only a capped holder's turn makes the others
+    # backfill (core::CappedTurnHeldByOther): the forger is capped.
+    ("slices", ["--compute", "40", "--compute-cap", "40"]),
+])
+def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world, shares, attacker_flags):
     # A hostile tenant keeps the GPU's turn (its own virtual time 0, the turn
     # word rewritten to it in a loop). Its victim, with work queued and
     # never the holder, would backfill at the 50 us slice for good; it finds
     # itself held under half its floor of turns (core/turn_floor.h) and puts
     # its channel group back on the policy's slice (the fake RM device's
-    # record of every SET_TIMESLICE). Only turns give it a backfill slice.
-    share_by_turns(world)
+    # record of every SET_TIMESLICE).
+    if shares == "turns":
+        share_by_turns(world)
     log = world.path("rm.log")
     env = {"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, "FAKE_KERNEL_US": "100"}
     out = run_together(world, [
@@ -526,18 +536,19 @@ def test_a_vgpu_starved_of_its_turns_by_a_forger_keeps_the_policy_slice(world):
         # queued (about a second; longer on a loaded machine).
         ("victim", ["--compute", "60"], ["spin", "0.5", world.path("victim.warm"), "spin", "7",
                                          world.path("victim.runs")]),
-        ("attacker", ["--compute", "40"], ["spin", "0.5", world.path("attacker.warm"), "forge_turns", "8"]),
+        ("attacker", attacker_flags, ["spin", "0.5", world.path("attacker.warm"), "forge_turns", "8"]),
     ], env={"victim": env, "attacker": env})
     assert int(lines_of(out["attacker"], "forge_turns")[-1][1]) > 100, "the forger never found its row"
     by_pid = compute_slices_by_pid(log)
     # The victim's policy slice is 6000 us (as 30/70 gives 3000/7000); the
-    # attacker's is 4000. Once the victim's turns began (its first backfill
-    # slice), it is given its policy slice again.
+    # attacker's is 4000. The victim backfilled in the attacker's turns, and
+    # ends on its policy slice, not on the backfill slice the forger keeps
+    # it on.
     victims = [s for s in by_pid.values() if 6000 in s]
     assert len(victims) == 1, f"no single process with the victim's policy slice: {by_pid}"
     slices = victims[0]
     assert BACKFILL_SLICE_US in slices, f"the victim never backfilled: {slices}"
-    assert 6000 in slices[slices.index(BACKFILL_SLICE_US):], f"the victim stayed on the backfill slice: {slices}"
+    assert slices[-1] == 6000, f"the victim ended on the backfill slice: {slices}"
 
 
 def test_a_tenant_impersonating_a_listed_lc_vgpu_takes_at_most_the_hold_budget(world):
