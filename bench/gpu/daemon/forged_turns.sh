@@ -5,8 +5,13 @@
 # GPU-bound job (lc_be be: 20 ms kernels), honestly, then with a process that
 # keeps the GPU's turn for its vGPU (cuda_app forge_turns: its own virtual
 # time 0 and the turn word rewritten to it in a loop; every 200 us in the
-# 2026-11-25 run). Victim kernels/s alone, beside the honest job and beside
-# the forging one; one JSON object per phase and a summary line.
+# 2026-11-25 run; since 2026-11-28 also a busy mark its drains cannot count
+# down, the longest quantum, and the victim's last turn ended now). Victim
+# kernels/s alone, beside the honest job and beside the forging one; one
+# JSON object per phase and a summary line.
+# SHARES (default turns) is the node's share mode, written into the state
+# directory's policy file: under slices, the default since 2026-11-28, an
+# uncapped vGPU's turns set no slice, so forging them gains nothing.
 #   bash bench/gpu/with_bundle.sh bash bench/gpu/daemon/forged_turns.sh
 #   VARIANT=.device/variant-NAME bash bench/gpu/with_bundle.sh ... (another library)
 set -uo pipefail
@@ -19,6 +24,8 @@ SECONDS_EACH=${SECONDS_EACH:-6}
 export SMALL_ITERS=${SMALL_ITERS:-750}  # a fixed ~10 us kernel (no calibration beside the job)
 mkdir -p "$OUT"
 export GPUSLICE_STATE_DIR=$(mktemp -d)/state
+mkdir -p "$GPUSLICE_STATE_DIR"
+echo "be_shares ${SHARES:-turns}" > "$GPUSLICE_STATE_DIR/policy"
 
 victim() {  # victim PHASE
   "${G[@]}" run --name victim --compute 50 -- "$LC_BE" small "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
