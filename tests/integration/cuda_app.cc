@@ -538,10 +538,7 @@ int ForgeTurns(const char* dir, uint64_t self, double seconds) {
         unsigned char* row = b + kMembersAt + m * kMemberSize;
         if (BoardField<uint64_t>(b, m, 0) != self) {
           // Each victim's last turn ended now, so the starvation guard
-          // never puts it first: left alone, a victim whose launches each
-          // took the turn back held it about a quarter of the time, close
-          // enough to the turn floor's verdict that the test passed or
-          // failed by how a loaded machine scheduled the two processes.
+          // (TurnOrder in core/pacing_board.cc) never puts it first.
           if (BoardField<uint64_t>(b, m, 0) != 0) {
             __atomic_store_n(reinterpret_cast<uint64_t*>(row + 120), now, __ATOMIC_RELEASE);  // turn_ended_ns
           }
