@@ -10,7 +10,8 @@ namespace {
 
 // The turn word: everything a reader needs about the turn, changed by one CAS.
 //   bits  0..6   holder + 1 (0 = nobody)
-//   bits  7..23  sequence (against ABA)
+//   bit   7      closing: an exclusive turn being handed over (CloseTurn)
+//   bits  8..23  sequence (against ABA; also bumped by closing and reopening)
 //   bits 24..31  quantum, ms
 //   bits 32..63  start, µs (mod 2^32; ages are differences, valid ~71 min)
 //
@@ -26,17 +27,26 @@ constexpr uint32_t kStaleClockUs = 1'000'000;
 
 struct Turn {
   int holder = -1;
+  bool closing = false;
   uint32_t sequence = 0;
   uint32_t quantum_ms = 0;
   uint32_t start_us = 0;
 
   static Turn Decode(uint64_t w) {
-    return Turn{static_cast<int>(w & 0x7f) - 1, static_cast<uint32_t>((w >> 7) & 0x1ffff),
+    return Turn{static_cast<int>(w & 0x7f) - 1, ((w >> 7) & 1) != 0, static_cast<uint32_t>((w >> 8) & 0xffff),
                 static_cast<uint32_t>((w >> 24) & 0xff), static_cast<uint32_t>(w >> 32)};
   }
   uint64_t Encode() const {
-    return static_cast<uint64_t>(holder + 1) | (static_cast<uint64_t>(sequence & 0x1ffff) << 7) |
-           (static_cast<uint64_t>(quantum_ms & 0xff) << 24) | (static_cast<uint64_t>(start_us) << 32);
+    return static_cast<uint64_t>(holder + 1) | (closing ? 1ull << 7 : 0) |
+           (static_cast<uint64_t>(sequence & 0xffff) << 8) | (static_cast<uint64_t>(quantum_ms & 0xff) << 24) |
+           (static_cast<uint64_t>(start_us) << 32);
+  }
+  // The same turn, closing or open again, under a new sequence.
+  uint64_t Closing(bool closing_now) const {
+    Turn t = *this;
+    t.closing = closing_now;
+    ++t.sequence;
+    return t.Encode();
   }
   uint64_t AgeNs(uint64_t now_ns) const {
     const uint32_t age_us = static_cast<uint32_t>(now_ns / 1000) - start_us;
@@ -181,6 +191,36 @@ bool Owed(Board* b, int holder, uint64_t age, uint64_t now, const PacingConfig& 
     if (m_order > order || (m_order == order && LoadAcquire(m.vtime) <= v)) return false;
   }
   return true;
+}
+
+// Whether `m`'s turns are exclusive: under exclusive turns all are; under
+// backfill turns a capped member's (its time outside its turns would escape
+// the cap).
+bool ExclusiveFor(BoardMember& m, const PacingConfig& c) { return !c.backfill || CapOf(m, c) != 0; }
+
+// Closes an exclusive turn whose holder `h` was seen drained, before it is
+// handed over. A launch of the holder's marks its vGPU busy (NoteBusy) and
+// only then looks whether the turn is still open and its own (LaunchMayGo);
+// the closer closes the turn and only then looks whether the holder is
+// still drained. Both are sequentially consistent, so one of the two sees
+// the other: the launch waits, or the turn is reopened and stays until
+// that launch's work has drained. Without the close, a launch that passed
+// the gate, its thread then descheduled while the holder drained and the
+// turn passed, reached the GPU in the next holder's exclusive turn
+// (verification/gate.pml). Returns whether the turn may pass now; `*seen`
+// is then the closed word.
+bool CloseTurn(Board* b, BoardMember& h, uint64_t* seen) {
+  const Turn t = Turn::Decode(*seen);
+  if (!t.closing) {
+    uint64_t expected = *seen;
+    const uint64_t closed = t.Closing(true);
+    if (!CompareExchangeSeqCst(b->turn, expected, closed)) return false;
+    *seen = closed;
+  }
+  if (static_cast<int32_t>(LoadSeqCst(h.busy_processes)) <= 0) return true;
+  uint64_t expected = *seen;
+  CompareExchangeSeqCst(b->turn, expected, Turn::Decode(*seen).Closing(false));
+  return false;
 }
 
 // The holder's turn is over: quantum spent, cap spent, or outrun.
@@ -445,12 +485,14 @@ void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
   // 1 for ever, and every turn of the vGPU would last until the drain
   // timeout, charged in full. (A process killed between the two leaves -1
   // behind, read as 0, until the entry is claimed again.)
-  const uint32_t before = FetchAddAcqRel(m.busy_processes, busy ? 1u : ~0u);
+  // Sequentially consistent: a launch's mark and a hand-over's close are
+  // each followed by a look at the other (LaunchMayGo, AdvanceTurn).
+  const uint32_t before = FetchAddSeqCst(m.busy_processes, busy ? 1u : ~0u);
   if (static_cast<int32_t>(before) + (busy ? 1 : -1) == 0) RaiseToAcqRel(m.drained_ns, now);
 }
 
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
-  const uint64_t seen = LoadAcquire(b->turn);
+  uint64_t seen = LoadSeqCst(b->turn);
   const Turn t = Turn::Decode(seen);
   if (t.holder < 0) {
     const int next = Best(b, now, -1, -1, 0, c);
@@ -458,6 +500,13 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     return;
   }
   BoardMember& h = b->members[t.holder];
+  // A closing turn (see CloseTurn) is finished by whoever sees it, so that
+  // a closer that died half-way holds up nobody: reopened below whenever
+  // the holder keeps it, else handed over.
+  const auto keep = [&] {
+    uint64_t expected = seen;
+    if (t.closing) CompareExchangeSeqCst(b->turn, expected, t.Closing(false));
+  };
   // The outgoing holder is charged only while its heartbeat is fresh. A row
   // whose heartbeat is older than half the member timeout may be its dead
   // vGPU's, about to be claimed by a newcomer (JoinBoard), and the charge
@@ -490,17 +539,21 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     const bool idle = drained && (Since(now, last) >= c.long_idle_ns ||
                                   (Since(now, last) >= c.idle_handover_ns && !Owed(b, t.holder, age, now, c)));
     const bool capped_out = !CapAllowsMore(h, now, age, c);
-    if (!idle && !TurnOver(b, t.holder, t, now, c)) return;
-    if (!capped_out && !OtherDemand(b, t.holder, now, c)) return;  // it keeps the GPU
+    if (!idle && !TurnOver(b, t.holder, t, now, c)) return keep();
+    if (!capped_out && !OtherDemand(b, t.holder, now, c)) return keep();  // it keeps the GPU
     // Exclusive turns pass only once the holder has drained: the GPU is
     // never shared, so the turn up to the drain is the holder's GPU time.
     // A backfill turn passes now; what the holder still has queued runs at
     // its short slice from here on, as any backfiller's does. A capped
     // holder's turns stay exclusive: its time is what the cap counts.
-    const bool wait_for_drain = !c.backfill || CapOf(h, c) != 0;
+    const bool wait_for_drain = ExclusiveFor(h, c);
     if (wait_for_drain && !drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) {
-      return;
+      return keep();
     }
+    // Drained, but a launch of the holder's may have passed the gate and
+    // not yet reached the GPU: the turn closes first, and passes only if
+    // the holder is still drained after that (CloseTurn).
+    if (wait_for_drain && drained && !CloseTurn(b, h, &seen)) return;
     charge = UsedSince(h, start, now);
   }
   // A holder that launched lately still wants the GPU though it never
@@ -517,7 +570,7 @@ namespace {
 // A launch of `member`, which does not hold the turn, under the turn mode.
 GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& me = b->members[member];
-  if (!c.backfill || CapOf(me, c) != 0) return GateDecision::kWait;
+  if (ExclusiveFor(me, c)) return GateDecision::kWait;
   // Demanding: the holder's turn ends at its quantum, and this member is
   // among those the next holder is chosen from. Stamped at most every
   // quarter demand window, to keep the shared line quiet.
@@ -535,6 +588,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
     const uint64_t seen = LoadAcquire(b->turn);
     const Turn t = Turn::Decode(seen);
     if (t.holder == member) {
+      if (t.closing) return GateDecision::kWait;  // being handed over, or about to be reopened
       const uint64_t age = t.AgeNs(now);
       if (!TurnOver(b, member, t, now, c)) return GateDecision::kGo;
       if (!CapAllowsMore(me, now, age, c)) return GateDecision::kWait;
@@ -551,6 +605,13 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
     return Backfill(b, member, now, c);
   }
   return Backfill(b, member, now, c);
+}
+
+bool LaunchMayGo(Board* b, int member, const PacingConfig& c) {
+  const TrustedMember claim = ClaimOf(b->members[member], c);  // once: this is on every paced launch
+  if (LevelClass(claim.level) == Priority::kLatencyCritical || (c.backfill && claim.cap_pct == 0)) return true;
+  const Turn t = Turn::Decode(LoadSeqCst(b->turn));
+  return t.holder == member && !t.closing;
 }
 
 int TurnHolder(const Board& board) {

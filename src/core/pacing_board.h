@@ -97,7 +97,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;  // "!GPBOARD"
-inline constexpr uint32_t kBoardVersion = 3;  // 2: LC activity; 3: priority levels (turn_ended_ns)
+inline constexpr uint32_t kBoardVersion = 4;                    // 2: LC activity; 3: priority levels; 4: closing turns
 inline constexpr int kBoardMembers = 64;  // vGPUs per GPU
 
 struct alignas(64) BoardMember {
@@ -234,6 +234,15 @@ enum class GateDecision { kGo, kWait };
 // budget, core/hold_budget.h, is spent, or it found no hold).
 GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {},
                       uint64_t waited_ns = 0, bool obey_holds = true);
+// After TryEnter let a launch of `member` go, and its process then marked
+// itself busy (NoteBusy; a process already marked need not mark again):
+// whether the launch may still go. Where `member`'s turns are exclusive
+// (exclusive turns, or a cap), only while the turn is still its own and not
+// being handed over: the hand-over looks at the busy mark after closing the
+// turn (pacing_board.cc, CloseTurn), so a launch that passes here reaches
+// the GPU in its own vGPU's turn, however long its thread is then
+// descheduled. Elsewhere always.
+bool LaunchMayGo(Board* board, int member, const PacingConfig& config = {});
 // A launch of `member` is waiting at the gate.
 void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 void NoteLaunch(Board* board, int member, uint64_t now_ns);

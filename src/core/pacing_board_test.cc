@@ -632,6 +632,79 @@ TEST(PacingBoardTest, AnIdleHolderHandsOverAtOnce) {
   EXPECT_EQ(TurnHolder(board), b);
 }
 
+// After the gate said go and the process marked itself busy, a launch looks
+// once more (LaunchMayGo). Only exclusive turns are the holder's alone.
+TEST(PacingBoardTest, OnlyTheHolderOfAnExclusiveTurnMayLaunch) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  MemberSpec capped = Share(50);
+  capped.cap_pct = 30;
+  const int c = JoinBoard(&board, 3, capped, now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  EXPECT_TRUE(LaunchMayGo(&board, a));
+  EXPECT_FALSE(LaunchMayGo(&board, b));
+  PacingConfig backfill;
+  backfill.backfill = true;
+  EXPECT_TRUE(LaunchMayGo(&board, b, backfill)) << "an uncapped member backfills";
+  EXPECT_FALSE(LaunchMayGo(&board, c, backfill)) << "a capped member's turns stay exclusive";
+}
+
+// The turn word's closing bit (pacing_board.cc: bit 7), as a hand-over that
+// saw its holder drained leaves it between its close and its last look.
+void Close(Board* board) { board->turn |= 1ull << 7; }
+
+TEST(PacingBoardTest, AClosingTurnLetsNoLaunchOfItsHolderThroughAndAMarkedHolderReopensIt) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  Close(&board);
+  EXPECT_FALSE(LaunchMayGo(&board, a));
+  // A turn its holder keeps (its quantum is not over) is reopened by the
+  // next look, here A's own gate.
+  EXPECT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  EXPECT_TRUE(LaunchMayGo(&board, a));
+  // A's quantum is over and B waits; a closer closed the turn, and a launch
+  // of A marked its process busy before the closer looked again: whoever
+  // looks next reopens the turn, which stays A's.
+  NoteBusy(&board, a, true, now);
+  NoteWaiting(&board, b, now);
+  now += 20 * kMs;
+  NoteWaiting(&board, b, now);
+  Close(&board);
+  AdvanceTurn(&board, now);
+  EXPECT_EQ(TurnHolder(board), a);
+  EXPECT_EQ(board.turn & (1ull << 7), 0u) << "reopened";
+  EXPECT_TRUE(LaunchMayGo(&board, a));
+  // Once A has drained, the turn closes and passes at the next look.
+  NoteBusy(&board, a, false, now);
+  NoteWaiting(&board, b, now);
+  AdvanceTurn(&board, now);
+  EXPECT_EQ(TurnHolder(board), b);
+  EXPECT_EQ(board.turn & (1ull << 7), 0u);
+}
+
+TEST(PacingBoardTest, ATurnLeftClosingByADeadCloserIsHandedOverByTheNextLook) {
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const int a = JoinBoard(&board, 1, Share(50), now);
+  const int b = JoinBoard(&board, 2, Share(50), now);
+  ASSERT_EQ(TryEnter(&board, a, now), GateDecision::kGo);
+  NoteLaunch(&board, a, now);
+  now += 20 * kMs;
+  NoteWaiting(&board, b, now);
+  Close(&board);  // its closer died before its last look
+  ASSERT_EQ(TryEnter(&board, b, now), GateDecision::kGo);
+  EXPECT_EQ(TurnHolder(board), b);
+}
+
 TEST(PacingBoardTest, ANewcomerDoesNotStarveTheIncumbent) {
   Simulation sim;
   sim.Add(1, Share(50));

@@ -75,8 +75,13 @@ struct Device {
   // the board is full). Changed only by the compute thread (Rejoin).
   std::atomic<int> member{-1};
   std::atomic<bool> paced{false};
-  // (launch sequence << 1) | busy: busy = work queued since the last drain.
+  // (launch sequence << 1) | busy: busy = work queued since the last drain,
+  // or a launch on its way (`launching`). Set only once the board counts
+  // this process busy (MarkLaunching).
   std::atomic<uint64_t> work{0};
+  // Launches between their mark at the gate and their marker: not yet
+  // seen by a drain poll, so none may report a drain meanwhile.
+  std::atomic<uint32_t> launching{0};
   std::atomic<bool> polling{false};  // one drain poll at a time
   std::atomic<uint64_t> go_until_ns{0};    // see kDecisionReuseNs
   std::atomic<uint64_t> launch_noted_ns{0};
@@ -130,20 +135,49 @@ port::WakeWord g_tick_wake;
 std::atomic<int> g_gate_waiters{0};  // launches of this process waiting at the gate
 bool g_quiet = false;                // the compute thread's last tick found it quiet
 
-// Queries `slot`'s markers (event_markers.h); when all are complete and
-// nothing was launched meanwhile, tells the board this process has drained.
-// Any thread; one poll per slot at a time.
+// Queries `slot`'s markers (event_markers.h); when all are complete, no
+// launch is on its way and nothing was launched meanwhile, tells the board
+// this process has drained. Any thread; one poll per slot at a time.
 void PollDrain(int slot) {
   Device& d = g_devices[slot];
   if (d.polling.exchange(true, std::memory_order_acquire)) return;
-  const uint64_t work = d.work.load(std::memory_order_acquire);
+  // `work` before `launching`, as a launch marks them in the other order
+  // (MarkLaunching): a launch whose mark this load saw is counted in
+  // `launching` until its marker is recorded, and one it missed changes
+  // `work`'s sequence, so the exchange below fails.
+  const uint64_t work = d.work.load(std::memory_order_seq_cst);
   uint64_t expected = work;
-  if (markers::Poll(slot) && (work & 1) != 0 && d.work.compare_exchange_strong(expected, work & ~1ull)) {
+  if ((work & 1) != 0 && d.launching.load(std::memory_order_seq_cst) == 0 && markers::Poll(slot) &&
+      d.work.compare_exchange_strong(expected, work & ~1ull, std::memory_order_seq_cst)) {
     if (const int m = d.member.load(std::memory_order_relaxed); m >= 0) {
       core::NoteBusy(d.board, m, false, port::MonotonicNanos());
     }
   }
   d.polling.store(false, std::memory_order_release);
+}
+
+// A launch of this process is on its way to device `d`: counted in
+// `launching` (until AfterLaunch) and in `work`'s sequence, and the board
+// counts the process busy before `work` says so. A launch checks the turn
+// only after this (core::LaunchMayGo), so a hand-over that closes the turn
+// after that check sees the process busy and waits for its drain.
+void MarkLaunching(Device& d, int member, uint64_t now) {
+  d.launching.fetch_add(1, std::memory_order_seq_cst);
+  uint64_t w = d.work.load(std::memory_order_relaxed);
+  for (;;) {
+    if ((w & 1) != 0) {
+      if (d.work.compare_exchange_weak(w, w + 2, std::memory_order_seq_cst)) return;
+      continue;
+    }
+    core::NoteBusy(d.board, member, true, now);
+    // Sequentially consistent, as is the quiet compute thread's check of
+    // `work` after it arms g_tick_wake: one of the two sees the other.
+    if (d.work.compare_exchange_strong(w, (w + 2) | 1, std::memory_order_seq_cst)) {
+      g_tick_wake.Wake();  // one load unless the thread sleeps quietly
+      return;
+    }
+    core::NoteBusy(d.board, member, false, now);  // another launch marked it first
+  }
 }
 
 core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
@@ -531,14 +565,28 @@ int EnterGate() {
   // A latency-critical vGPU passes the gate only for higher levels' holds;
   // its launches are no part of turns, so nothing after them is tracked
   // (its activity is lc_activity's, which a launch noted here would break).
-  const int tracked = d.own_lc.load(std::memory_order_relaxed) ? -1 : slot;
+  const bool tracked = !d.own_lc.load(std::memory_order_relaxed);
   const uint64_t start = port::MonotonicNanos();
-  if (start < d.go_until_ns.load(std::memory_order_relaxed)) return tracked;
+  if (start < d.go_until_ns.load(std::memory_order_relaxed)) {
+    if (!tracked) return -1;
+    MarkLaunching(d, member, start);
+    if (core::LaunchMayGo(d.board, member, d.config)) return slot;
+    d.launching.fetch_sub(1, std::memory_order_seq_cst);  // the turn passed: look at the board again
+  }
   uint64_t now = start;
   bool slow_logged = false;
   bool counted = false;
   bool first_held = true;
-  while (!GateOpens(d, member, now, now - start, &first_held)) {
+  for (;;) {
+    if (GateOpens(d, member, now, now - start, &first_held)) {
+      if (!tracked) break;
+      // The board said go; mark the launch, then look again whether the
+      // turn is still this vGPU's (its thread may have been descheduled in
+      // between while the turn passed on).
+      MarkLaunching(d, member, now);
+      if (core::LaunchMayGo(d.board, member, d.config)) break;
+      d.launching.fetch_sub(1, std::memory_order_seq_cst);
+    }
     if (!counted) {
       counted = true;
       if (VgpuRuntime* rt = VgpuRuntime::Get()) rt->ledger().CountGateWait();
@@ -563,28 +611,27 @@ int EnterGate() {
         port::Log(port::LogLevel::kWarn, "a launch waited over 2 s for its GPU turn; launching anyway (is another "
                   "process stuck holding the turn?)");
       }
+      if (tracked) MarkLaunching(d, member, now);
       break;
     }
   }
   if (counted) g_gate_waiters.fetch_sub(1, std::memory_order_seq_cst);
   d.go_until_ns.store(now + kDecisionReuseNs, std::memory_order_relaxed);
-  return tracked;
+  return tracked ? slot : -1;
 }
 
-void AfterLaunch(int slot, CUstream stream, bool per_thread_stream) {
+void AfterLaunch(int slot, CUstream stream, bool per_thread_stream, bool launched) {
   Device& d = g_devices[slot];
-  if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-  markers::Record(stream, slot);
-  uint64_t w = d.work.load(std::memory_order_relaxed);
-  // Sequentially consistent, as is the quiet compute thread's check of
-  // `work` after it arms g_tick_wake: one of the two sees the other.
-  while (!d.work.compare_exchange_weak(w, (((w >> 1) + 1) << 1) | 1, std::memory_order_seq_cst)) {
+  if (launched) {
+    if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+    markers::Record(stream, slot);
   }
-  if ((w & 1) == 0) g_tick_wake.Wake();  // one load unless the thread sleeps quietly
+  // After the marker: a drain poll that sees this is over sees the marker.
+  d.launching.fetch_sub(1, std::memory_order_seq_cst);
+  if (!launched) return;
   const uint64_t now = port::MonotonicNanos();
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return;
-  if ((w & 1) == 0) core::NoteBusy(d.board, member, true, now);
   if (now >= d.launch_noted_ns.load(std::memory_order_relaxed) + kDecisionReuseNs) {
     d.launch_noted_ns.store(now, std::memory_order_relaxed);
     core::NoteLaunch(d.board, member, now);
@@ -660,6 +707,7 @@ void AfterFork() {
   for (Device& d : g_devices) {
     d.paced.store(false);
     d.work.store(0);
+    d.launching.store(0);
     d.ticked_launches = 0;
     d.polling.store(false);
     d.go_until_ns.store(0);

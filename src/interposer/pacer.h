@@ -14,8 +14,12 @@
 //      Under backfill turns (GPUSLICE_TURNS=backfill, the default) only
 //      capped vGPUs and LC holds wait; the others go at once and the GPU's
 //      slices order them (RoleOn);
-//   2. launches;
-//   3. records a marker event on the launch's stream, one event per
+//   2. marks its process busy and on its way, then looks once more that the
+//      turn is still its vGPU's (core::LaunchMayGo): an exclusive turn is
+//      handed over only while its holder's processes are all drained, and
+//      a launch that passed the gate counts as queued work before it looks;
+//   3. launches;
+//   4. records a marker event on the launch's stream, one event per
 //      (thread, context, stream), re-recorded, created once
 //      (event_markers.h, which also owns the stream-capture rule below).
 // A marker not yet complete means the process has work queued on the GPU.
@@ -73,10 +77,12 @@ uint64_t Tick(VgpuRuntime* runtime);
 void SleepBetweenTicks(uint64_t ns);
 
 // Launch path (paced only): EnterGate returns the device slot it waited for,
-// or -1 when this launch is not paced or not tracked (an LC vGPU's);
-// AfterLaunch records the marker.
+// or -1 when this launch is not paced or not tracked (an LC vGPU's). A
+// tracked launch is marked on its way from before the gate's last look at
+// the turn until AfterLaunch, which records the marker if it `launched`
+// and must follow every EnterGate that returned a slot.
 int EnterGate();
-void AfterLaunch(int slot, CUstream stream, bool per_thread_stream);
+void AfterLaunch(int slot, CUstream stream, bool per_thread_stream, bool launched);
 
 // Also where a latency-critical process publishes its activity
 // (lc_activity.h), paced or not, and where the launch's
@@ -91,7 +97,7 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
   }
   const int slot = EnterGate();
   const CUresult r = launch();
-  if (slot >= 0 && r == CUDA_SUCCESS) AfterLaunch(slot, stream, per_thread_stream);
+  if (slot >= 0) AfterLaunch(slot, stream, per_thread_stream, r == CUDA_SUCCESS);
   lc_activity::AfterLaunch();
   AfterEveryLaunch();
   return r;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -49,6 +50,23 @@ uint64_t KernelNs() {
   }();
   return ns;
 }
+
+// FAKE_LAUNCH_STALL=EVERY:US (launch.h): the stall of every EVERY-th launch.
+struct Stall {
+  uint64_t every = 0;
+  uint64_t ns = 0;
+};
+Stall LaunchStall() {
+  static const Stall stall = [] {
+    Stall s;
+    const char* v = getenv("FAKE_LAUNCH_STALL");
+    unsigned long long every = 0, us = 0;
+    if (v != nullptr && sscanf(v, "%llu:%llu", &every, &us) == 2 && us <= 1'000'000) s = {every, us * 1000};
+    return s;
+  }();
+  return stall;
+}
+std::atomic<uint64_t> g_stall_count{0};
 
 GpuRecord* Record() {
   static GpuRecord* const record = []() -> GpuRecord* {
@@ -132,6 +150,11 @@ CUresult LaunchOn(CUfunction f, CUstream stream, void** params) {
       return CUDA_SUCCESS;
     }
     holder = f->holder;
+  }
+  if (const Stall stall = LaunchStall();
+      !holder && stall.every != 0 &&
+      g_stall_count.fetch_add(1, std::memory_order_relaxed) % stall.every == stall.every - 1) {
+    WaitUntilNs(NowNs() + stall.ns);  // a thread descheduled between the gate and the GPU
   }
   const uint64_t done_at = Enqueue(holder ? 0 : KernelNs());
   AddLaunches(1);

@@ -17,6 +17,11 @@
 //                       holder kernel and cuCtxSynchronize are not part of
 //                       this model. Unset or 0 (the default): a kernel is
 //                       done the moment it is launched.
+//   FAKE_LAUNCH_STALL=EVERY:US  every EVERY-th kernel launch of this process
+//                       stalls US µs (at most 1 s) before its kernel is
+//                       queued: a thread descheduled after gpuslice's gate
+//                       let the launch through and before it reached the GPU.
+//                       Unset (the default): no stalls.
 //   FAKE_GPU_RECORD=PATH  a file (created if missing) in which every process
 //                       given the same PATH records its kernel launches, as
 //                       struct GpuRecord: what the one GPU of a test was asked

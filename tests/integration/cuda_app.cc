@@ -302,7 +302,7 @@ CUmemGenericAllocationHandle NewestVmmHandle() {
 }
 
 // The pacing board (src/core/pacing_board.h), read as any process of the vGPU
-// can: offsets of struct Board and BoardMember, version 2. The id is
+// can: offsets of struct Board and BoardMember, version 4. The id is
 // core::VgpuIdOf(limits.name, inode of the limits file).
 constexpr uint64_t kBoardMagic = 0x4452414f42504721ull;
 constexpr size_t kBoardSize = 128 + 64 * 128;
@@ -398,7 +398,7 @@ int VisitBoards(const char* dir, uint64_t self, bool print) {
     if (map == MAP_FAILED) continue;
     const auto* board = static_cast<const unsigned char*>(map);
     const bool valid = *reinterpret_cast<const uint64_t*>(board) == kBoardMagic &&
-                       *reinterpret_cast<const uint32_t*>(board + 8) == 3;  // the version these offsets are of
+                       *reinterpret_cast<const uint32_t*>(board + 8) == 4;  // the version these offsets are of
     bool mine = false;
     for (int m = 0; m < 64 && valid; ++m) {
       mine |= BoardField<uint64_t>(board, m, 0) == self;
@@ -554,14 +554,14 @@ int ForgeTurns(const char* dir, uint64_t self, double seconds) {
       }
       if (own < 0) continue;
       found = true;
-      // Board::turn (offset 16): holder + 1, sequence << 7, quantum ms << 24,
-      // start us << 32. The longest quantum the word holds: with 10 ms, the
-      // turn passed on whenever a loaded machine kept the forger off the
-      // CPU that long.
+      // Board::turn (offset 16): holder + 1, closing << 7, sequence << 8,
+      // quantum ms << 24, start us << 32. Open, with the longest quantum the
+      // word holds: with 10 ms, the turn passed on whenever a loaded machine
+      // kept the forger off the CPU that long.
       auto* turn = reinterpret_cast<uint64_t*>(b + 16);
       const uint64_t seen = __atomic_load_n(turn, __ATOMIC_ACQUIRE);
-      const uint64_t sequence = ((seen >> 7) + 1) & 0x1ffff;
-      __atomic_store_n(turn, static_cast<uint64_t>(own + 1) | sequence << 7 | 255ull << 24 | (now / 1000) << 32,
+      const uint64_t sequence = ((seen >> 8) + 1) & 0xffff;
+      __atomic_store_n(turn, static_cast<uint64_t>(own + 1) | sequence << 8 | 255ull << 24 | (now / 1000) << 32,
                        __ATOMIC_RELEASE);
     }
     passes += found ? 1 : 0;

@@ -105,7 +105,7 @@ def gpu_records(stdout):
     return [dict(launches=int(w[1]), hand_changes=int(w[2]), overlaps=int(w[3])) for w in lines_of(stdout, "gpu_record")]
 
 
-def spin_beside(world, a_flags, b_flags, env=None):
+def spin_beside(world, a_flags, b_flags, env=None, a_env=None):
     """B launches back to back throughout; A warms up, then launches back to
     back for SECONDS between two snapshots of the board and of the fake GPU's
     launch record. Returns A's board snapshots, A's launches between them,
@@ -115,7 +115,7 @@ def spin_beside(world, a_flags, b_flags, env=None):
         ("b", b_flags, ["spin", str(SECONDS + 1.5), world.path("b.runs")]),
         ("a", a_flags, ["spin", "0.5", world.path("a.warm"), "board", "gpu_record", "spin", str(SECONDS),
                         world.path("a.runs"), "board", "gpu_record"]),
-    ], env={"a": env, "b": env})
+    ], env={"a": {**env, **(a_env or {})}, "b": env})
     first, last = boards(out["a"])
     b_runs = runs(world.path("b.runs"))
     # Ordering only (one boot's CLOCK_MONOTONIC): B's spin began before A's
@@ -148,35 +148,14 @@ def compute_slices_by_pid(log):
 
 
 def test_two_vgpus_take_exclusive_turns_in_proportion_to_their_shares(world):
-    first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"], env=EXCLUSIVE)
-    a0, a1 = row(first, self=True), row(last, self=True)
-    b0, b1 = row(first, weight=70), row(last, weight=70)
-    charged_a, charged_b = a1["charged"] - a0["charged"], b1["charged"] - b0["charged"]
-    share_a = 100 * charged_a / (charged_a + charged_b)
-    assert 25 <= share_a <= 35, f"the board charged a {share_a:.1f}% of the GPU time, wanted 30%"
-    # Turns, not a launch-by-launch interleaving: each of A's turns let it
-    # launch many kernels, and the GPU changed hands about once a turn.
-    turns_a = a1["turns"] - a0["turns"]
-    assert 0 < turns_a and a_launches >= 20 * turns_a, f"{a_launches} launches of a in {turns_a} turns"
-    turns = turns_a + b1["turns"] - b0["turns"]
-    assert record["launches"] >= a_launches
-    assert record["hand_changes"] <= turns + 2, f"the GPU changed hands {record['hand_changes']} times in {turns} turns"
-
-
-def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(world):
     # Kernels of 100 us, 64 queued at most: the holder's work runs on after
     # its launches stop, and the next vGPU may launch only once it is done.
+    # (With kernels done the moment they are launched, a vGPU used the GPU
+    # only while its process ran on a CPU, and the split followed the CPU
+    # scheduler of a loaded machine, not the board: docs/benchmarks.md,
+    # "Exclusive turns on a CPU-starved machine".)
     first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"],
                                                   env={"FAKE_KERNEL_US": "100", **EXCLUSIVE})
-    # Were the hand-over not to wait for the holder's work, nearly every hand
-    # change would meet it. A few may, by a known race: a launch that passed
-    # the gate in its vGPU's turn, its thread then descheduled until its
-    # queue drained and the turn passed on, reaches the GPU in the next
-    # holder's turn (pacer.cc marks the vGPU busy only after the launch).
-    # Seen: 2 such launches in one of ~20 runs beside two CPU hogs.
-    assert record["hand_changes"] > 0
-    assert record["overlaps"] <= 2 + record["hand_changes"] // 10, \
-        f"{record['overlaps']} of {record['hand_changes']} hand changes met another vGPU's unfinished work"
     a0, a1 = row(first, self=True), row(last, self=True)
     b0, b1 = row(first, weight=70), row(last, weight=70)
     charged_a, charged_b = a1["charged"] - a0["charged"], b1["charged"] - b0["charged"]
@@ -186,6 +165,33 @@ def test_with_kernels_that_take_time_a_turn_ends_only_when_its_work_is_done(worl
     # work of a turn still running at either snapshot).
     gpu_a = a_launches * 100_000
     assert charged_a >= gpu_a - 2 * 64 * 100_000 - 10_000_000, f"charged {charged_a} ns for {gpu_a} ns of kernels"
+    # Turns, not a launch-by-launch interleaving: each of A's turns let it
+    # launch many kernels, and the GPU changed hands about once a turn.
+    turns_a = a1["turns"] - a0["turns"]
+    assert 0 < turns_a and a_launches >= 20 * turns_a, f"{a_launches} launches of a in {turns_a} turns"
+    turns = turns_a + b1["turns"] - b0["turns"]
+    assert record["launches"] >= a_launches
+    assert 0 < record["hand_changes"] <= turns + 2, f"the GPU changed hands {record['hand_changes']} times in {turns} turns"
+    # Were the hand-over not to wait for the holder's work, nearly every hand
+    # change would meet it.
+    assert record["overlaps"] == 0, \
+        f"{record['overlaps']} of {record['hand_changes']} hand changes met another vGPU's unfinished work"
+
+
+def test_a_launch_stalled_past_the_gate_still_runs_in_its_vgpus_own_turn(world):
+    # Every 50th launch of A stalls 20 ms after the gate let it through and
+    # before it reaches the GPU, as a thread of a CPU-starved or throttled
+    # container is descheduled there. Meanwhile A's queue drains and its
+    # quantum ends with B waiting. Were A marked busy only once the launch
+    # returned, the turn would pass to B during the stall, and A's launch
+    # would reach the GPU in B's exclusive turn, with B's work queued.
+    first, last, a_launches, record = spin_beside(world, ["--compute", "30"], ["--compute", "70"],
+                                                  env={"FAKE_KERNEL_US": "100", **EXCLUSIVE},
+                                                  a_env={"FAKE_LAUNCH_STALL": "50:20000"})
+    assert a_launches >= 100, f"A launched {a_launches} kernels: too few stalls to tell"
+    assert record["hand_changes"] > 0
+    assert record["overlaps"] == 0, \
+        f"{record['overlaps']} of {record['hand_changes']} hand changes met another vGPU's unfinished work"
 
 
 def spin_30_70_recording_slices(world):
@@ -276,7 +282,10 @@ def test_under_shares_by_slices_an_uncapped_vgpu_backfills_only_in_a_capped_ones
     free = [s for s in by_pid.values() if 3333 in s]
     assert len(capped) == 1 and len(free) == 1, by_pid
     assert BACKFILL_SLICE_US not in capped[0], f"the capped vGPU backfilled: {capped[0]}"
-    assert HOLDER_SLICE_US not in free[0], f"a turn's long slice under slices: {free[0]}"
+    # (Started before the capped one had joined, the uncapped one first set
+    # the policy's slice of a vGPU alone: the whole 10 ms.)
+    since_both = free[0][free[0].index(3333):]
+    assert HOLDER_SLICE_US not in since_both, f"a turn's long slice under slices: {free[0]}"
     backfills = free[0].count(BACKFILL_SLICE_US)
     assert backfills >= 2 and 3333 in free[0][free[0].index(BACKFILL_SLICE_US):], \
         f"the uncapped vGPU did not move between backfill and its policy slice: {free[0]}"

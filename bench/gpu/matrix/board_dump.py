@@ -32,7 +32,7 @@ def dump(path):
                     f"beat {age(m['heartbeat_ns'])} busy {m['busy']} demand {age(m['demand_ns'])} "
                     f"launch {age(m['last_launch_ns'])} drained {age(m['drained_ns'])} vtime {m['vtime'] / 1e6:.1f}ms "
                     f"charged {m['charged'] / 1e6:.1f}ms turns {m['turns']}")
-    print(f"{now} {os.path.basename(path)} holder m{holder} seq {(turn >> 7) & 0x1ffff}")
+    print(f"{now} {os.path.basename(path)} holder m{holder} seq {(turn >> 8) & 0xffff}{' closing' if turn >> 7 & 1 else ''}")
     print("\n".join(rows), flush=True)
 
 
