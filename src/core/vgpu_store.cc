@@ -77,19 +77,39 @@ Status WriteFile(const std::string& path, const void* data, size_t size, mode_t 
   return Status::Ok();
 }
 
+// Whether `path` holds a whole board of this version. One of an older
+// version (a node upgraded while it existed), or one a tenant truncated,
+// is refused by every library that maps it, which then runs unpaced.
+bool CurrentBoard(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  FileHeader header{};
+  const bool whole = fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(sizeof(Board)) &&
+                     pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header);
+  close(fd);
+  return whole && header.magic == kBoardMagic && header.version == kBoardVersion && header.size == sizeof(Board);
+}
+
 // Each GPU's pacing board (pacing_board.h), created complete under a
 // temporary name and linked into place, so it appears initialised or not at
-// all, and concurrent creators cannot clobber a board in use.
+// all, and concurrent creators cannot clobber a board in use. A board that
+// is not current is replaced the same way (callers hold the store's lock):
+// processes that mapped it keep it until they exit, and new ones pace on
+// the new one.
 Status EnsureBoard(const std::string& boards, const uint8_t uuid[16]) {
   const std::string path = boards + "/" + BoardFileName(uuid);
   struct stat st;
-  if (stat(path.c_str(), &st) == 0) return Status::Ok();
+  const bool exists = stat(path.c_str(), &st) == 0;
+  if (exists && CurrentBoard(path)) return Status::Ok();
   auto board = std::make_unique<Board>();
   InitBoard(board.get());
   const std::string tmp = path + ".new-" + std::to_string(getpid());
   unlink(tmp.c_str());
   Status s = WriteFile(tmp, board.get(), sizeof(Board), 0600);
-  if (s.ok() && link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+  if (s.ok() && exists && rename(tmp.c_str(), path.c_str()) != 0) {
+    s = Status::Error(Errno("cannot replace pacing board " + path));
+  } else if (s.ok() && !exists && link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
     s = Status::Error(Errno("cannot create pacing board " + path));
   }
   unlink(tmp.c_str());

@@ -4,8 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <filesystem>
 #include <fstream>
+
+#include "core/pacing_board.h"
 
 namespace gpuslice::core {
 namespace {
@@ -107,6 +110,35 @@ TEST_F(VgpuStoreTest, AVgpuOfTheOlderLayoutIsNamedByItsVersionNotCalledCorrupted
             std::string::npos)
       << message;
   EXPECT_EQ(message.find("corrupted"), std::string::npos) << message;
+}
+
+// A node upgraded to a new board version, or a board a tenant truncated:
+// the next join makes a board every library of this version accepts.
+TEST_F(VgpuStoreTest, AJoinReplacesABoardOfAnotherVersionOrSize) {
+  VgpuStore store(root_);
+  bool created = false;
+  auto dir = store.CreateOrJoin(Spec("a", 1 << 20), true, &created);
+  ASSERT_TRUE(dir.ok()) << dir.status().message();
+  const std::string path = root_ + "/boards/" + BoardFileName(Spec("a", 1).devices[0].uuid.data());
+  const auto version_of = [&] {
+    Board board{};
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(&board), sizeof board);
+    return in.gcount() == static_cast<std::streamsize>(sizeof board) ? board.header.version : 0u;
+  };
+  ASSERT_EQ(version_of(), kBoardVersion);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    const uint32_t older = kBoardVersion - 1;
+    f.seekp(offsetof(FileHeader, version));
+    f.write(reinterpret_cast<const char*>(&older), sizeof older);
+  }
+  ASSERT_NE(version_of(), kBoardVersion);
+  ASSERT_TRUE(store.CreateOrJoin(Spec("a", 1 << 20), true, &created).ok());
+  EXPECT_EQ(version_of(), kBoardVersion);
+  ASSERT_EQ(truncate(path.c_str(), 64), 0);
+  ASSERT_TRUE(store.CreateOrJoin(Spec("a", 1 << 20), true, &created).ok());
+  EXPECT_EQ(version_of(), kBoardVersion);
 }
 
 TEST_F(VgpuStoreTest, RejectsBadNames) {
