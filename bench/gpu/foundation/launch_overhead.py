@@ -5,7 +5,11 @@ by build/bench-gpu/launch_overhead (bench/gpu/launch_overhead.cu) running in an
 8 GiB vGPU. libpath injection by default: nothing is preloaded, so the process
 holds exactly the two libraries it dlopens (the real driver, then gpuslice's).
 
---paced measures a paced launch (the gate and its marker); --lc-beside HOLD a
+--paced measures a paced launch (the gate, its mark and its marker) beside an
+idle best-effort vGPU on the same GPU, under GPUSLICE_TURNS=--turns
+(`backfill`, the default: an uncapped vGPU never reads the turn; `exclusive`:
+every launch looks at the turn word once its process is marked; the idle
+neighbour never asks for the turn, so no launch waits); --lc-beside HOLD a
 latency-critical one beside an idle best-effort vGPU on the same GPU, with
 GPUSLICE_LC_HOLD=HOLD: `off` (no activity noted), `auto` or a number of µs
 (the launch noted, and stamped on the board at most every 25 µs:
@@ -52,20 +56,24 @@ IDLE_BE = ("import ctypes, sys, time\n"
            "time.sleep(600)\n")
 
 
-def body(inject, paced, lc_hold):
+def body(inject, paced, lc_hold, turns):
     if not BINARY.exists():  # not carried: build it here if this machine has nvcc
         subprocess.run(["bash", str(common.REPO / "bench/gpu/build.sh")], check=True)
     real = real_libcuda()
-    # A cap of 100% paces the process alone and never makes it wait: the
-    # gpuslice arm then pays the gate and a marker per launch.
-    flags = ["--compute-cap", "100"] if paced else ["--priority", "lc"] if lc_hold else []
+    # Paced beside an idle vGPU. (A cap of 100% did not pace it: a cap of
+    # 100% is no cap, and a vGPU alone without one is not paced.)
+    flags = ["--priority", "lc"] if lc_hold else []
     cmd = common.under_gpuslice([str(BINARY), "--gpuslice-lib", str(LIBRARY)],
                                 memory="8GiB", inject=inject, flags=flags)
     print("+ " + " ".join(cmd), flush=True)
     env = dict(os.environ, REAL_LIBCUDA=real)
     be = None
+    if paced:
+        env["GPUSLICE_TURNS"] = turns  # the neighbour's too: every vGPU of a GPU uses one mode
+        env["GPUSLICE_LOG"] = "info"   # to see that it was paced ("GPU turns on")
     if lc_hold:
         env["GPUSLICE_LC_HOLD"] = lc_hold
+    if paced or lc_hold:
         be = subprocess.Popen(common.under_gpuslice([sys.executable, "-c", IDLE_BE], memory="1GiB",
                                                     name="idle-be", inject="libpath"),
                               stdout=subprocess.PIPE, text=True, env=env)
@@ -83,9 +91,12 @@ def body(inject, paced, lc_hold):
     if not lines:
         raise RuntimeError(f"exit {proc.returncode}, no JSON; stdout: {proc.stdout[-2000:]!r}")
     result = json.loads(lines[-1])
-    fields = {"inject": inject, "paced": paced, "lc_hold": lc_hold, "real_libcuda_found": real,
+    fields = {"inject": inject, "paced": paced, "turns": turns if paced else None, "lc_hold": lc_hold,
+              "real_libcuda_found": real,
               "exit_code": proc.returncode,
               "target_launch_added_ns": TARGET_LAUNCH_NS, **result}
+    if paced:
+        fields["turns_on_logged"] = "GPU turns on" in proc.stderr
     if "error" in result:
         return False, fields
     failures = sum(result[s][arm]["failures"] for s in ("launch", "alloc_free")
@@ -97,6 +108,8 @@ def body(inject, paced, lc_hold):
         "no_call_failed": failures == 0,
         "ran_in_vgpu": result.get("vgpu_dir") is not None,
     }
+    if paced:
+        asserts["was_paced"] = fields["turns_on_logged"]
     fields["asserts"] = asserts
     return all(asserts.values()), fields
 
@@ -104,13 +117,15 @@ def body(inject, paced, lc_hold):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--inject", default="libpath", choices=["preload", "libpath"])
-    ap.add_argument("--paced", action="store_true", help="run the vGPU paced (--compute-cap 100)")
+    ap.add_argument("--paced", action="store_true", help="run the vGPU paced, beside an idle one")
+    ap.add_argument("--turns", default="backfill", choices=["backfill", "exclusive"],
+                    help="GPUSLICE_TURNS of both vGPUs with --paced")
     ap.add_argument("--lc-beside", metavar="HOLD", help="run as an LC vGPU beside an idle BE one, with "
                     "GPUSLICE_LC_HOLD=HOLD (off, auto or microseconds)")
     opts = ap.parse_args()
-    name = "launch_overhead_paced" if opts.paced else f"launch_overhead_lc_{opts.lc_beside}" if opts.lc_beside \
+    name = f"launch_overhead_paced_{opts.turns}" if opts.paced else f"launch_overhead_lc_{opts.lc_beside}" if opts.lc_beside \
         else "launch_overhead"
-    return common.run_check(name, lambda: body(opts.inject, opts.paced, opts.lc_beside))
+    return common.run_check(name, lambda: body(opts.inject, opts.paced, opts.lc_beside, opts.turns))
 
 
 if __name__ == "__main__":
