@@ -1,5 +1,8 @@
 #include "core/pacing_board.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <climits>
 #include <cstring>
 
@@ -313,6 +316,14 @@ Status ValidateBoard(const Board& board, const std::string& path) {
                          " board; remove it (the next `gpuslice run` or the daemon recreates it)");
   }
   return Status::Ok();
+}
+
+bool IsCurrentBoard(int fd) {
+  struct stat st {};
+  FileHeader header{};
+  return fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(sizeof(Board)) &&
+         pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header) && header.magic == kBoardMagic &&
+         header.version == kBoardVersion && header.size == sizeof(Board);
 }
 
 int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) {

@@ -202,6 +202,10 @@ uint64_t VgpuIdOf(const std::string& name, uint64_t limits_inode);
 // Initialises a zeroed board in place (creator only).
 void InitBoard(Board* board);
 Status ValidateBoard(const Board& board, const std::string& path);
+// Whether the file or memfd `fd` holds a whole board of this version (one
+// of another version is refused by ValidateBoard, so its GPU runs unpaced).
+// Reads its header: a syscall, for the node's side, never a launch path.
+bool IsCurrentBoard(int fd);
 
 // Finds the vGPU's entry or claims one; -1 when the board is full.
 int JoinBoard(Board* board, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now_ns);

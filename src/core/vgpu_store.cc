@@ -83,12 +83,9 @@ Status WriteFile(const std::string& path, const void* data, size_t size, mode_t 
 bool CurrentBoard(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
-  struct stat st {};
-  FileHeader header{};
-  const bool whole = fstat(fd, &st) == 0 && st.st_size == static_cast<off_t>(sizeof(Board)) &&
-                     pread(fd, &header, sizeof header, 0) == static_cast<ssize_t>(sizeof header);
+  const bool current = IsCurrentBoard(fd);
   close(fd);
-  return whole && header.magic == kBoardMagic && header.version == kBoardVersion && header.size == sizeof(Board);
+  return current;
 }
 
 // Each GPU's pacing board (pacing_board.h), created complete under a

@@ -125,8 +125,27 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u, port::Unique
   auto answer = Ask("get-board\n" + core::UuidHex(u), {}, &held);
   if (!answer.ok()) return answer.status();
   if (held.size() == 1 && port::CheckSealed(held[0].get(), sizeof(core::Board), "board").ok()) {
+    if (!core::IsCurrentBoard(held[0].get())) {
+      // The keeper keeps the first board of a GPU (state_keeper.h), so only
+      // a keeper started by this version makes a new one.
+      spdlog::error(
+          "the state keeper holds a pacing board of another gpuslice version for GPU {}: this version's "
+          "applications refuse it and run unpaced there, caps not enforced. Fix: stop the daemon, stop "
+          "the `gpuslice state-keeper` process, start the daemon (it makes a board of this version)",
+          core::UuidHex(u));
+    }
     boards_.emplace(u, std::move(held[0]));
     return Status::Ok();
+  }
+  // A board found in the mappings of applications of another gpuslice
+  // version (a node upgraded with both daemon and keeper restarted) is
+  // refused by this version's: a new one, while those keep theirs.
+  if (found.get() >= 0 && !core::IsCurrentBoard(found.get())) {
+    spdlog::warn(
+        "the pacing board of GPU {} that running applications map is of another gpuslice version; "
+        "a new one is made, and those applications pace on the old one until they exit",
+        core::UuidHex(u));
+    found = port::UniqueFd();
   }
   if (found.get() < 0) {
     auto board = std::make_unique<core::Board>();

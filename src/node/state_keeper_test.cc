@@ -323,6 +323,49 @@ TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAP
   EXPECT_EQ(static_cast<const core::Board*>(board->data())->vclock, 77u);
 }
 
+// A node upgraded to a new board version, keeper and daemon both restarted:
+// the ledger is recovered from the running applications, but their board,
+// of the old version, is not taken (this version's libraries would refuse
+// it and run unpaced): the GPU gets a new one.
+TEST_F(StateKeeperTest, ARecoveredBoardOfAnotherVersionIsReplaced) {
+  const std::string dir = MadeByAGoneClient("a");
+  ASSERT_FALSE(dir.empty());
+  std::optional<port::MappedFile> app_ledger, app_board;
+  {
+    auto state = core::FetchState(dir);
+    ASSERT_TRUE(state.ok());
+    auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
+                                      "ledger");
+    auto b = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                      port::MappedFile::Access::kReadWrite, "board");
+    ASSERT_TRUE(l.ok() && b.ok());
+    app_ledger.emplace(std::move(l.value()));
+    app_board.emplace(std::move(b.value()));
+  }
+  StopKeeper();
+  keeper_.reset();
+  static_cast<core::Ledger*>(app_ledger->data())->gate_waits = 31337;
+  auto* old_board = static_cast<core::Board*>(app_board->data());
+  old_board->header.version = core::kBoardVersion - 1;  // as the earlier gpuslice made it
+  old_board->vclock = 77;
+
+  StartKeeper();
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+  ASSERT_TRUE(client.ok());
+  if (!CanOpenMapFiles()) GTEST_SKIP() << "opening /proc/<pid>/map_files needs CAP_SYS_ADMIN";
+  ASSERT_EQ(client.value()->Adopt(), 1u);
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadWrite);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  EXPECT_EQ(handle->ledger().gate_waits, 31337u) << "the ledger is still recovered";
+  auto state = core::FetchState(dir);
+  ASSERT_TRUE(state.ok());
+  EXPECT_TRUE(core::IsCurrentBoard(state->boards[0].fd.get()));
+  auto board = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                        port::MappedFile::Access::kReadOnly, "board");
+  ASSERT_TRUE(board.ok());
+  EXPECT_EQ(static_cast<const core::Board*>(board->data())->vclock, 0u) << "a new board, not the old one";
+}
+
 // What a tenant might plant: a sealed memfd named and sized like the lost
 // ledger. It is not the recorded inode, so it is not taken, and the vGPU
 // stays refused (fails closed) rather than charging the tenant's memory.
