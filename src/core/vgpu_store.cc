@@ -77,36 +77,39 @@ Status WriteFile(const std::string& path, const void* data, size_t size, mode_t 
   return Status::Ok();
 }
 
-// Whether `path` holds a whole board of this version. One of an older
-// version (a node upgraded while it existed), or one a tenant truncated,
-// is refused by every library that maps it, which then runs unpaced.
-bool CurrentBoard(const std::string& path) {
+// Whether `path` holds a board to replace: one this process can read that
+// is not a whole board of this version (a node upgraded while it existed,
+// or one a tenant truncated), which every library refuses and runs unpaced.
+// One it cannot read is left as it is, as before (its processes may).
+bool StaleBoard(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   const bool current = IsCurrentBoard(fd);
   close(fd);
-  return current;
+  return !current;
 }
 
 // Each GPU's pacing board (pacing_board.h), created complete under a
 // temporary name and linked into place, so it appears initialised or not at
-// all, and concurrent creators cannot clobber a board in use. A board that
-// is not current is replaced the same way (callers hold the store's lock):
-// processes that mapped it keep it until they exit, and new ones pace on
-// the new one.
+// all, and concurrent creators cannot clobber a board in use. A stale board
+// is replaced the same way (callers hold the store's lock): processes that
+// mapped it keep it until they exit, and new ones pace on the new one. A
+// replacement that fails leaves the join alone: its libraries say why they
+// run unpaced.
 Status EnsureBoard(const std::string& boards, const uint8_t uuid[16]) {
   const std::string path = boards + "/" + BoardFileName(uuid);
   struct stat st;
   const bool exists = stat(path.c_str(), &st) == 0;
-  if (exists && CurrentBoard(path)) return Status::Ok();
+  if (exists && !StaleBoard(path)) return Status::Ok();
   auto board = std::make_unique<Board>();
   InitBoard(board.get());
   const std::string tmp = path + ".new-" + std::to_string(getpid());
   unlink(tmp.c_str());
   Status s = WriteFile(tmp, board.get(), sizeof(Board), 0600);
-  if (s.ok() && exists && rename(tmp.c_str(), path.c_str()) != 0) {
-    s = Status::Error(Errno("cannot replace pacing board " + path));
-  } else if (s.ok() && !exists && link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+  if (exists) {
+    if (s.ok()) (void)rename(tmp.c_str(), path.c_str());
+    s = Status::Ok();
+  } else if (s.ok() && link(tmp.c_str(), path.c_str()) != 0 && errno != EEXIST) {
     s = Status::Error(Errno("cannot create pacing board " + path));
   }
   unlink(tmp.c_str());
