@@ -37,8 +37,8 @@
 // Hot path: no lock, no allocation, no syscall until the launch must wait;
 // while paced, one cuCtxGetCurrent and one cuEventRecord per launch, and a
 // cuEventCreate the first time a thread launches on a stream: 470-920 ns a
-// launch on an H200, most of it the record (docs/benchmarks.md, "What a
-// paced launch costs"). The one exception: the first launch after
+// launch on an H200, likely most of it the record (docs/benchmarks.md,
+// "What a paced launch costs"). The one exception: the first launch after
 // the compute thread went to sleep quietly wakes it (a futex wake), at most
 // once per quiet spell.
 #ifndef GPUSLICE_INTERPOSER_PACER_H_
