@@ -180,6 +180,16 @@ void MarkLaunching(Device& d, int member, uint64_t now) {
   }
 }
 
+// Marks a launch the gate (or a reused decision) let through, then looks
+// again whether the turn still lets it go; if not, unmarks it (its busy mark
+// stays until a drain poll clears it) and returns false.
+bool MarkedAndStillMayGo(Device& d, int member, uint64_t now) {
+  MarkLaunching(d, member, now);
+  if (core::LaunchMayGo(d.board, member, d.config)) return true;
+  d.launching.fetch_sub(1, std::memory_order_seq_cst);
+  return false;
+}
+
 core::MemberSpec SpecOf(const core::DeviceLimit& limit) {
   core::MemberSpec spec;
   spec.weight = core::LoadRelaxed(limit.compute_share_pct);
@@ -569,9 +579,7 @@ int EnterGate() {
   const uint64_t start = port::MonotonicNanos();
   if (start < d.go_until_ns.load(std::memory_order_relaxed)) {
     if (!tracked) return -1;
-    MarkLaunching(d, member, start);
-    if (core::LaunchMayGo(d.board, member, d.config)) return slot;
-    d.launching.fetch_sub(1, std::memory_order_seq_cst);  // the turn passed: look at the board again
+    if (MarkedAndStillMayGo(d, member, start)) return slot;  // else the turn passed: look at the board again
   }
   uint64_t now = start;
   bool slow_logged = false;
@@ -580,12 +588,9 @@ int EnterGate() {
   for (;;) {
     if (GateOpens(d, member, now, now - start, &first_held)) {
       if (!tracked) break;
-      // The board said go; mark the launch, then look again whether the
-      // turn is still this vGPU's (its thread may have been descheduled in
-      // between while the turn passed on).
-      MarkLaunching(d, member, now);
-      if (core::LaunchMayGo(d.board, member, d.config)) break;
-      d.launching.fetch_sub(1, std::memory_order_seq_cst);
+      // The board said go; its thread may have been descheduled since,
+      // while the turn passed on.
+      if (MarkedAndStillMayGo(d, member, now)) break;
     }
     if (!counted) {
       counted = true;

@@ -64,6 +64,20 @@ class StateKeeperTest : public ::testing::Test {
     return made.ok() ? made.value() : "";
   }
 
+  // Maps `dir`'s ledger and first board as an application does, and closes
+  // the handed descriptors: only the mappings hold the memory then.
+  static void MapAsAnApplication(const std::string& dir, std::optional<port::MappedFile>* ledger,
+                                 std::optional<port::MappedFile>* board) {
+    auto state = core::FetchState(dir);
+    ASSERT_TRUE(state.ok());
+    auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
+                                      "ledger");
+    auto b = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                      port::MappedFile::Access::kReadWrite, "board");
+    ASSERT_TRUE(l.ok() && b.ok());
+    ledger->emplace(std::move(l.value()));
+    board->emplace(std::move(b.value()));
+  }
   static core::VgpuSpec Spec(const std::string& name, uint64_t limit, uint8_t gpu) {
     core::VgpuSpec spec;
     spec.name = name;
@@ -287,17 +301,8 @@ TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAP
   const std::string dir = MadeByAGoneClient("a");
   ASSERT_FALSE(dir.empty());
   std::optional<port::MappedFile> app_ledger, app_board;  // an application's mappings
-  {
-    auto state = core::FetchState(dir);
-    ASSERT_TRUE(state.ok());
-    auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
-                                      "ledger");
-    auto b = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
-                                      port::MappedFile::Access::kReadWrite, "board");
-    ASSERT_TRUE(l.ok() && b.ok());
-    app_ledger.emplace(std::move(l.value()));
-    app_board.emplace(std::move(b.value()));
-  }  // the handed descriptors are closed: only the mappings hold the memory
+  MapAsAnApplication(dir, &app_ledger, &app_board);
+  ASSERT_TRUE(app_ledger && app_board);
   StopKeeper();
   keeper_.reset();  // and the keeper
   auto* ledger = static_cast<core::Ledger*>(app_ledger->data());
@@ -330,18 +335,9 @@ TEST_F(StateKeeperTest, WhenKeeperAndClientAreBothGoneTheMemoryIsRecoveredFromAP
 TEST_F(StateKeeperTest, ARecoveredBoardOfAnotherVersionIsReplaced) {
   const std::string dir = MadeByAGoneClient("a");
   ASSERT_FALSE(dir.empty());
-  std::optional<port::MappedFile> app_ledger, app_board;
-  {
-    auto state = core::FetchState(dir);
-    ASSERT_TRUE(state.ok());
-    auto l = port::MappedFile::FromFd(state->ledger.get(), sizeof(core::Ledger), port::MappedFile::Access::kReadWrite,
-                                      "ledger");
-    auto b = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
-                                      port::MappedFile::Access::kReadWrite, "board");
-    ASSERT_TRUE(l.ok() && b.ok());
-    app_ledger.emplace(std::move(l.value()));
-    app_board.emplace(std::move(b.value()));
-  }
+  std::optional<port::MappedFile> app_ledger, app_board;  // an application's mappings
+  MapAsAnApplication(dir, &app_ledger, &app_board);
+  ASSERT_TRUE(app_ledger && app_board);
   StopKeeper();
   keeper_.reset();
   static_cast<core::Ledger*>(app_ledger->data())->gate_waits = 31337;
