@@ -122,6 +122,20 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
   return want;
 }
 
+// The slice device slot `slot`'s copy-engine groups should have now (0 = the
+// driver's default). Copy engines have runlists of their own, where an LC's
+// copies wait behind a BE's copies as its kernels wait behind a BE's kernels
+// (docs/gpu-facts.md): beside a live LC of a higher level they get the slice
+// beside LC, an LC vGPU's own get its slice, and otherwise they keep the
+// driver's default (shares and turns are of the compute engine).
+uint64_t WantedCopySlice(const core::DeviceLimit& limit, bool lc_live) {
+  if (lc_live) return WantedSlice(limit, pacer::TurnRole::kNone, true);
+  if (core::LevelClass(core::LoadRelaxed(limit.priority)) == core::Priority::kLatencyCritical) {
+    return core::LoadRelaxed(limit.timeslice_us);
+  }
+  return 0;
+}
+
 // Per device slot, what the last pass wanted for its compute groups, with
 // kKnown set (a wanted 0, the driver's default, is known too). For
 // AdviseComputeSlice on other threads.
@@ -175,8 +189,7 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   LogTracked(tsgs, n);
   for (uint32_t i = 0; i < n; ++i) {
     const rm::TsgRef& tsg = tsgs[i];
-    // Copy engines have runlists of their own; their slices are left alone.
-    if (tsg.engine_type != rm::kEngineTypeGraphics) continue;
+    const bool compute = tsg.engine_type == rm::kEngineTypeGraphics;
     int slot = tsg.device >= 0 ? rt->DeviceSlot(tsg.device) : VgpuRuntime::kUncapped;
     if (tsg.device < 0 && limits.device_count == 1) slot = 0;  // one GPU: it can only be that one
     if (slot == VgpuRuntime::kUncapped) {
@@ -187,8 +200,13 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       continue;
     }
     const auto role = slot < static_cast<int>(core::kMaxDevices) ? static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3) : pacer::TurnRole::kNone;
-    const uint64_t want = WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1);
+    const bool lc_live = (lc_mask >> slot) & 1;
+    const uint64_t want =
+        compute ? WantedSlice(limits.devices[slot], role, lc_live) : WantedCopySlice(limits.devices[slot], lc_live);
     Applied& a = AppliedFor(tsg.serial);
+    // A copy group is left as the driver made it until it needs a slice: no
+    // control (160-440 us each) for the groups of a BE that never meets an LC.
+    if (!compute && want == 0 && a.applied_us == 0) continue;
     if (a.applied_us == 0 && a.default_us == 0) {
       uint64_t current = 0;
       if (Control().Get(tsg, &current).ok) a.default_us = current;
@@ -218,9 +236,10 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
     a.next_check_ms = NextCheckMs(now_ms, 0);
     Count(rt, r.ok);
     if (r.ok) {
-      rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);
-      port::Log(port::LogLevel::kInfo, "timeslice of channel group 0x%x set to %llu us (client 0x%x, fd %d)",
-                tsg.handle, static_cast<unsigned long long>(target), tsg.client, tsg.fd);
+      if (compute) rt->ledger().RecordAppliedTimeslice(static_cast<uint32_t>(slot), target);
+      // Benchmarks parse the compute line ("timeslice of channel group").
+      port::Log(port::LogLevel::kInfo, "timeslice of %schannel group 0x%x set to %llu us (client 0x%x, fd %d)",
+                compute ? "" : "copy-engine ", tsg.handle, static_cast<unsigned long long>(target), tsg.client, tsg.fd);
     } else if (!g_fail_logged.exchange(true)) {
       char why[96];
       port::Log(port::LogLevel::kWarn,

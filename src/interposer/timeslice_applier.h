@@ -1,4 +1,4 @@
-// timeslice_applier.h — keeps this process's compute channel groups (TSGs)
+// timeslice_applier.h — keeps this process's channel groups (TSGs)
 // at the timeslice its vGPU's limits say, and makes sure the driver keeps it.
 //
 // Each pass reads two words: the limits' `generation` (bumped by
@@ -11,7 +11,9 @@
 // (rm/timeslice_control.h) — under backfill turns the holder's or the
 // backfiller's slice instead (core/pacing_board.h) — shortened to the slice
 // beside an LC while one is live (LC protection, whatever the node schedule
-// says). A
+// says). Copy-engine TSGs are scheduled on runlists of their own: they get the
+// slice beside an LC while one is live, an LC vGPU's get its slice, and
+// otherwise they keep the driver's default, untouched until a first need. A
 // slice of 0 restores the driver's default, read when the TSG was first
 // seen. Every slice set is read back 0.5 s and 2 s later, then every 10 s,
 // and set again if the driver put another value in its place.
@@ -33,7 +35,7 @@ namespace gpuslice::interposer {
 
 class VgpuRuntime;
 
-// One pass: applies the limits to every known compute TSG if anything
+// One pass: applies the limits to every known TSG if anything
 // changed since the last pass, and reads back the slices that are due.
 void ApplyTimeslicesOnce(VgpuRuntime* runtime);
 

@@ -188,3 +188,55 @@ def test_three_levels_never_put_two_channel_groups_at_the_tiny_slice(world):
     release_high()
     release_be()
     release_top()
+
+
+COPY_TSGS = ("5c000002", "5c000003", "5c000004")  # the fake's copy-engine groups of a first context
+DEFAULT_COPY_SLICE = 1024  # FakeRmDevice::kDefaultCopySliceUs, as an H200 reads
+
+
+def copy_sets(rm, pid):
+    """{object: [(us, ns)]} of the successful SETs on pid's copy-engine groups."""
+    timeline = {o: [] for o in COPY_TSGS}
+    for p, o, us, st, ns in timed_sets(rm.log):
+        if p == pid and o in timeline and st == 0:
+            timeline[o].append((us, ns))
+    return timeline
+
+
+def copies_reach(rm, pid, us):
+    """Waits until every copy group of pid was last set to `us`; returns the
+    time of the last of those SETs."""
+    def reached():
+        timeline = copy_sets(rm, pid)
+        if all(t and t[-1][0] == us for t in timeline.values()):
+            return max(t[-1][1] for t in timeline.values())
+        return None
+    return wait_for(reached, f"pid {pid}'s copy groups never all went to {us} us: {copy_sets(rm, pid)}")
+
+
+def test_an_lcs_copies_are_protected_as_its_kernels_are(world):
+    """Copy engines have runlists of their own. On an H200 an LC that copied
+    each request's input in and output out, beside a BE streaming copies,
+    waited 2.9x its p50 alone, as under stock, while every compute slice was
+    as it should be (docs/benchmarks.md, "Copy engines"). So beside a live LC
+    a BE's copy groups run the slice beside LC, the LC's run its own slice,
+    and a BE that meets no LC keeps the driver's copy slices untouched."""
+    rm = Rm(world)
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    rm.wait_slice(be_pid, 10000)
+    assert copy_sets(rm, be_pid) == {o: [] for o in COPY_TSGS}, "a BE alone has its copy groups touched"
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    lc_live_since(rm, lc_pid)
+    reached = copies_reach(rm, be_pid, BESIDE_LC)
+    copies_reach(rm, lc_pid, 5000000)
+    # Another vGPU coming and going reschedules the node meanwhile.
+    other_pid, release_other = rm.hold("other", "--priority", "be")
+    release_other()
+    before_lc_exit = time.monotonic_ns()
+    for o, timeline in copy_sets(rm, be_pid).items():
+        bad = [(us, ns) for us, ns in timeline if reached <= ns <= before_lc_exit and us > SEVERAL_BESIDE_LC]
+        assert not bad, f"BE copy group {o} over the slice beside LC while the LC lived: {timeline}"
+    release_lc()
+    # Once the LC has gone, the BE's copy groups get the driver's default back.
+    copies_reach(rm, be_pid, DEFAULT_COPY_SLICE)
+    release_be()

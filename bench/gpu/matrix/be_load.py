@@ -13,6 +13,10 @@ KIND:
           `torch.addcmul(a, b, c, out=o)` then `x.copy_(y)` on fp32 tensors of
           MEM_GIB (1) GiB each (6 tensors: 6 GiB), ~6 GiB of DRAM traffic per
           repetition.
+  copy    copy-engine-bound (a job that streams data through the host, an
+          offloading trainer, a data loader's transfers): one iteration copies
+          a COPY_MIB (256) MiB pinned host buffer to the GPU and back, one
+          cudaMemcpyAsync each way; no kernels.
 
 Like compute/train.py (the `gpu` kind): it trains (iterates) for SECONDS after
 warm-up and writes the CLOCK_MONOTONIC time at which each step / iteration
@@ -81,14 +85,27 @@ def mem_step():
     return step, {"tensor_gib": gib, "reps": reps, "bytes_per_step": reps * 6 * n * 4}
 
 
+def copy_step():
+    n = int(env_f("COPY_MIB", 256) * (1 << 20))
+    host = torch.empty(n, dtype=torch.uint8).pin_memory()
+    dev = torch.empty(n, dtype=torch.uint8, device="cuda")
+
+    def step():
+        dev.copy_(host, non_blocking=True)
+        host.copy_(dev, non_blocking=True)
+        torch.cuda.synchronize()
+
+    return step, {"bytes_per_step": 2 * n}
+
+
 def main():
     kind, seconds, out = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     torch.manual_seed(0)
-    makers = {"launch": launch_step, "mem": mem_step}
+    makers = {"launch": launch_step, "mem": mem_step, "copy": copy_step}
     if kind not in makers:
         raise SystemExit(f"be_load: unknown kind {kind!r}; kinds: {', '.join(makers)}")
     step, info = makers[kind]()
-    for _ in range(5 if kind == "mem" else 20):
+    for _ in range(20 if kind == "launch" else 5):
         step()
     ready, stop = os.environ.get("READY_FILE"), os.environ.get("STOP_FILE")
     if ready:

@@ -30,6 +30,13 @@ GPU to itself (so run it alone for these to mean anything) `graph_gpu_us`
 (median GPU time of one replay, CUDA events) and `eager_alone_us` (median
 submission-to-completion of an eager request).
 
+With LC_IO=1 a request is what an inference server does with each input:
+copy the input from pinned host memory to the GPU (batch 1 x TF_SEQ x
+TF_DMODEL, 128 KiB in bf16), run the forward pass, copy its output back to
+pinned host memory, then synchronise: the request then needs the copy
+engines too (LC_IO=0, the default: inputs stay on the GPU, as in the runs
+before 2026-11-28).
+
 Env: LC_GC (freeze: Python's cyclic collector off during the phases, see
 below; on: left as it is). READY_FILE is created once start-up is done; with GO_FILE set, the
 phases start only once it exists (the parent starts this process beside a
@@ -114,6 +121,9 @@ def main():
     torch.manual_seed(0)
     model = Encoder(layers, d, heads).cuda().to(dtype).eval()
     x = torch.randn(1, seq, d, device="cuda", dtype=dtype)
+    io = os.environ.get("LC_IO", "0") == "1"
+    host_in = torch.randn(1, seq, d, dtype=dtype).pin_memory() if io else None
+    host_out = torch.empty(1, seq, d, dtype=dtype).pin_memory() if io else None
     sync = torch.cuda.synchronize
     now = time.monotonic
 
@@ -127,24 +137,37 @@ def main():
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            model(x)
+            y_graph = model(x)
+
+        def with_io(forward):
+            """One request: the forward pass, between the copies when LC_IO=1."""
+            if not io:
+                return forward
+
+            def request():
+                x.copy_(host_in, non_blocking=True)
+                host_out.copy_(forward(), non_blocking=True)
+            return request
+
+        run_graph = with_io(lambda: (graph.replay(), y_graph)[1])
+        run_eager = with_io(lambda: model(x))
         for _ in range(20):
-            model(x)
-            graph.replay()
+            run_eager()
+            run_graph()
         sync()
         # One replay's GPU time, alone: the LC busy fraction is this x the rate.
         gpu_us = []
         for _ in range(20):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
-            graph.replay()
+            run_graph()
             b.record()
             b.synchronize()
             gpu_us.append(a.elapsed_time(b) * 1000)
         eager_us = []
         for _ in range(30):
             t0 = now()
-            model(x)
+            run_eager()
             sync()
             eager_us.append((now() - t0) * 1e6)
 
@@ -158,7 +181,7 @@ def main():
     result = {"model": f"encoder {layers}x{d} heads {heads} seq {seq} batch 1 {os.environ.get('TF_DTYPE', 'bf16')}",
               "torch": torch.__version__, "graph_gpu_us": round(median(gpu_us), 1),
               "eager_alone_us": round(eager_alone_us, 1), "eager_period_ms": round(eager_period_ms, 3),
-              "eager_period_source": source, "phase_s": phase_s, "phases": {}, "complete": False}
+              "eager_period_source": source, "io": io, "phase_s": phase_s, "phases": {}, "complete": False}
 
     def write():
         tmp = out + ".tmp"
@@ -189,7 +212,7 @@ def main():
 
     with torch.no_grad():
         for name in phases:
-            run = graph.replay if name == "graph" else (lambda: model(x))
+            run = run_graph if name == "graph" else run_eager
             period = 1.0 / rates[name]
             lat, arr, arrivals = [], [], []
             behind = 0

@@ -72,12 +72,13 @@ default OUT), PACK_LOGS=1 (tar SCRATCH's logs/ and work/ into
 OUT/matrix-logs.tgz at the end), GPUSLICE_CMD / GPUSLICE_BIN, LC_BE, PYTHON,
 BENCH_GPU (0), BENCH_BUDGET_S (540: a cell whose estimate does not fit in
 what is left is recorded as skipped), MATRIX_GROUPS, CELLS, SKIP_CELLS, LC_KINDS
-(tiny,graph,eager), BE_KINDS (gpu,launch,mem), CAP_KINDS (= BE_KINDS),
+(tiny,graph,eager), BE_KINDS (gpu,launch,mem; copy when named: be_load.py), CAP_KINDS (= BE_KINDS),
 CAP_PCT (30), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
 gpu:20+launch:30+mem:50"), MATRIX_SECONDS (10: each LC phase and BE alone
 window), SHARE_S (15), CAP_S (10), SETTLE_S (0.5), GRAPH_RATE (100),
 EAGER_MIN_PERIOD_MS (15), EAGER_FACTOR (2), PERIOD_US (5000, tiny),
-LC_GC (freeze: lc_tf.py's Python collector off while it serves; on),
+LC_GC (freeze: lc_tf.py's Python collector off while it serves; on), LC_IO (0; 1: each
+torch LC request copies its input in and its output out, lc_tf.py),
 LC_ALONE_END (1), BE_ALONE_END (launch: BE kinds measured alone again at
 the end of a run that measured them, be_alone_<be>_end), SMI_MS (0: sample GPU clocks etc. with nvidia-smi every
 SMI_MS ms during each run, recorded per window as `gpu`), PRIOR (a previous matrix.json: its cells are kept unless re-run; with
@@ -126,9 +127,9 @@ def env_list(name, default):
     return [t.strip() for t in os.environ.get(name, default).split(",") if t.strip()]
 
 
-LC_KINDS_ALL, BE_KINDS_ALL = ("tiny", "graph", "eager"), ("gpu", "launch", "mem")
+LC_KINDS_ALL, BE_KINDS_ALL = ("tiny", "graph", "eager"), ("gpu", "launch", "mem", "copy")
 LC_KINDS = env_list("LC_KINDS", ",".join(LC_KINDS_ALL))
-BE_KINDS = env_list("BE_KINDS", ",".join(BE_KINDS_ALL))
+BE_KINDS = env_list("BE_KINDS", "gpu,launch,mem")  # copy: only when asked
 CAP_KINDS = env_list("CAP_KINDS", ",".join(BE_KINDS))
 TORCH_LC = [k for k in LC_KINDS if k in ("graph", "eager")]
 S = env_f("MATRIX_SECONDS", 10)
