@@ -5,7 +5,8 @@ SET_TIMESLICE it receives.
 
 Each context of the fake driver has four channel groups; the first (handle
 0x5c000001 in a process's first context) is the compute one (engine type 1),
-the others are copy engines, whose slices gpuslice leaves alone."""
+the others are copy engines, whose slices gpuslice leaves alone unless an
+LC is live on the GPU (test_lc_protection.py)."""
 import os
 import struct
 import subprocess
@@ -92,7 +93,7 @@ def test_the_compute_group_gets_the_vgpus_slice_in_both_load_modes(world, inject
     rm = Rm(world, inject)
     pid, release = rm.hold("a", "--compute", "30")
     rm.wait_slice(pid, 10000)  # alone: the whole BE period
-    # Only the compute group is touched: copy engines keep their own slices.
+    # Only the compute group is touched: with no LC, copy engines keep their own slices.
     assert {o for p, o, us, st in sets(rm.log) if p == pid} == {COMPUTE_TSG}
     release()
 
