@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "core/pacing_board.h"
 #include "core/state_handout.h"
@@ -31,6 +32,16 @@ constexpr int kAnswerTimeoutMs = 5000;
 constexpr int kStartTimeoutMs = 10000;
 
 std::string Errno(const std::string& what) { return what + ": " + strerror(errno); }
+
+// A new, sealed board for GPU `u`.
+StatusOr<port::UniqueFd> NewBoard(const core::GpuUuid& u) {
+  auto board = std::make_unique<core::Board>();
+  core::InitBoard(board.get());
+  auto memfd =
+      port::CreateSealedMemfd(("gpuslice-board-" + core::UuidHex(u)).c_str(), board.get(), sizeof(core::Board));
+  if (!memfd.ok()) return memfd.status();
+  return port::UniqueFd(memfd.value());
+}
 
 }  // namespace
 
@@ -125,16 +136,9 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u, port::Unique
   auto answer = Ask("get-board\n" + core::UuidHex(u), {}, &held);
   if (!answer.ok()) return answer.status();
   if (held.size() == 1 && port::CheckSealed(held[0].get(), sizeof(core::Board), "board").ok()) {
-    if (!core::IsCurrentBoard(held[0].get())) {
-      // The keeper keeps the first board of a GPU (state_keeper.h), so only
-      // a keeper started by this version makes a new one.
-      spdlog::error(
-          "the state keeper holds a pacing board of another gpuslice version for GPU {}: this version's "
-          "applications refuse it and run unpaced there, caps not enforced. Fix: stop the daemon, stop "
-          "the `gpuslice state-keeper` process, start the daemon (it makes a board of this version)",
-          core::UuidHex(u));
-    }
+    const bool current = core::IsCurrentBoard(held[0].get());
     boards_.emplace(u, std::move(held[0]));
+    if (!current) RenewStaleBoardsLocked();
     return Status::Ok();
   }
   // A board found in the mappings of applications of another gpuslice
@@ -148,12 +152,9 @@ Status StateKeeperClient::EnsureBoardLocked(const core::GpuUuid& u, port::Unique
     found = port::UniqueFd();
   }
   if (found.get() < 0) {
-    auto board = std::make_unique<core::Board>();
-    core::InitBoard(board.get());
-    auto memfd =
-        port::CreateSealedMemfd(("gpuslice-board-" + core::UuidHex(u)).c_str(), board.get(), sizeof(core::Board));
-    if (!memfd.ok()) return memfd.status();
-    found = port::UniqueFd(memfd.value());
+    auto board = NewBoard(u);
+    if (!board.ok()) return board.status();
+    found = std::move(board.value());
   }
   answer = Ask("board\n" + core::UuidHex(u), {found.get()});
   if (!answer.ok()) return answer.status();
@@ -277,7 +278,42 @@ size_t StateKeeperClient::Adopt() {
     spdlog::warn("vGPU '{}': recovered its ledger from a process that maps it, and serves it again", v.name);
     ++adopted;
   }
+  RenewStaleBoardsLocked();
   return adopted;
+}
+
+void StateKeeperClient::RenewStaleBoardsLocked() {
+  std::map<core::GpuUuid, port::UniqueFd> stale;
+  for (auto& [uuid, fd] : boards_) {
+    if (core::IsCurrentBoard(fd.get())) continue;
+    auto board = NewBoard(uuid);
+    if (!board.ok()) {
+      spdlog::error("cannot make a pacing board for GPU {}: {}", core::UuidHex(uuid), board.status().message());
+      continue;
+    }
+    stale.emplace(uuid, std::exchange(fd, std::move(board.value())));
+  }
+  if (stale.empty()) return;
+  spdlog::warn(
+      "the state keeper {} holds the pacing boards of another gpuslice version for {} GPU(s), which this "
+      "version's applications refuse; handing every vGPU to a new keeper with new boards (running "
+      "applications keep theirs until they exit)",
+      keeper_pid_, stale.size());
+  Status s = SpawnKeeper();
+  if (!s.ok()) {
+    for (auto& [uuid, fd] : stale) boards_[uuid] = std::move(fd);  // nothing was handed over
+  } else {
+    bool fresh = false;
+    s = EnsureKeeperLocked(&fresh);
+    if (s.ok()) s = fresh ? ReseedLocked() : Status::Error("the old keeper still answers");
+  }
+  if (!s.ok()) {
+    spdlog::error(
+        "cannot hand the vGPUs to a new state keeper ({}): applications of this version refuse the old "
+        "boards and run unpaced there, caps not enforced. Fix: stop the daemon, stop the `gpuslice "
+        "state-keeper` process, start the daemon",
+        s.message());
+  }
 }
 
 Status StateKeeperClient::Check() {

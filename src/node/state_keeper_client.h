@@ -9,7 +9,8 @@
 // that died can be replaced with nothing lost while the daemon lives
 // (Check). Boards: one per GPU; a GPU's board is asked of the keeper first
 // (a restarted daemon must hand out the one applications already map), and
-// made here only when the keeper has none.
+// made here only when the keeper has none, or one of another gpuslice
+// version (then a new keeper takes over).
 //
 // Thread-safe (one mutex; each call is a round trip to the keeper, about
 // 100 µs). Allocates and makes syscalls.
@@ -100,6 +101,15 @@ class StateKeeperClient : public core::StatePublisher {
   Status PublishLocked(const std::string& name, const std::string& socket_path, int listen_fd, int ledger_fd,
                        const std::vector<core::GpuUuid>& gpus) REQUIRES(mu_);
   Status ReseedLocked() REQUIRES(mu_);
+  // A keeper that outlived an upgrade (the systemd unit restarts the daemon
+  // alone) holds the earlier version's boards, which this version's
+  // applications refuse: they would run unpaced, caps not enforced. Each
+  // such board of ours is replaced by a new one, and everything goes to a
+  // new keeper, since a keeper keeps a GPU's first board. The old keeper
+  // serves what it still has until that is gone, then exits
+  // (state_keeper.h); running applications keep the boards they map. If no
+  // new keeper can start, the old boards stay, and an error names the fix.
+  void RenewStaleBoardsLocked() REQUIRES(mu_);
   // Serves vGPU `name` again from its memory, found in a process that maps
   // it (state_recovery.h): its ledger, and each GPU's board where found.
   Status RecoverLocked(const std::string& name, const std::string& dir, StatusOr<port::UniqueFd> ledger,

@@ -362,6 +362,39 @@ TEST_F(StateKeeperTest, ARecoveredBoardOfAnotherVersionIsReplaced) {
   EXPECT_EQ(static_cast<const core::Board*>(board->data())->vclock, 0u) << "a new board, not the old one";
 }
 
+// A keeper that outlived an upgrade holds a board of the version before.
+// The daemon hands everything to a new keeper with a new board
+// (tests/daemon/test_sealed_state.py); where no new keeper can start (here:
+// no gpuslice binary), nothing is lost: the old keeper serves on, and the
+// daemon reads the board the applications get.
+TEST_F(StateKeeperTest, AnOldBoardThatNoNewKeeperCanReplaceStaysInService) {
+  const std::string dir = MadeByAGoneClient("a");
+  ASSERT_FALSE(dir.empty());
+  std::optional<port::MappedFile> app_ledger, app_board;
+  MapAsAnApplication(dir, &app_ledger, &app_board);
+  ASSERT_TRUE(app_ledger && app_board);
+  static_cast<core::Ledger*>(app_ledger->data())->gate_waits = 4242;
+  auto* old_board = static_cast<core::Board*>(app_board->data());
+  old_board->header.version = core::kBoardVersion - 1;
+  old_board->vclock = 77;
+
+  auto client = StateKeeperClient::Connect(root_, "/nonexistent/gpuslice", {});
+  ASSERT_TRUE(client.ok());
+  EXPECT_EQ(client.value()->Adopt(), 1u);
+  auto handle = core::VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
+  ASSERT_TRUE(handle.ok()) << handle.status().message();
+  EXPECT_EQ(handle->ledger().gate_waits, 4242u);
+  auto state = core::FetchState(dir);
+  ASSERT_TRUE(state.ok());
+  auto handed = port::MappedFile::FromFd(state->boards[0].fd.get(), sizeof(core::Board),
+                                         port::MappedFile::Access::kReadOnly, "board");
+  ASSERT_TRUE(handed.ok());
+  EXPECT_EQ(static_cast<const core::Board*>(handed->data())->vclock, 77u);
+  auto daemons = client.value()->MapBoard(state->boards[0].uuid);
+  ASSERT_TRUE(daemons.ok()) << daemons.status().message();
+  EXPECT_EQ(static_cast<const core::Board*>(daemons->data())->vclock, 77u) << "the daemon reads another board";
+}
+
 // What a tenant might plant: a sealed memfd named and sized like the lost
 // ledger. It is not the recorded inode, so it is not taken, and the vGPU
 // stays refused (fails closed) rather than charging the tenant's memory.

@@ -7,9 +7,12 @@ Real processes on the fake driver: the daemon, `gpuslice run`, cuda_app
 under the library, and a hostile Python process of another vGPU
 (tenant_truncate.py)."""
 import json
+import mmap
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 
@@ -189,3 +192,70 @@ def test_without_a_state_socket_the_library_uses_the_files_as_before(dworld):
     out, err = app.communicate(timeout=30)
     assert app.returncode == 0, err
     assert words(out, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]
+
+
+BOARD_VERSION_AT = 8  # a board begins with core::FileHeader: magic, then the version (core/vgpu_layout.h)
+
+
+def handed_boards(vgpu_dir):
+    """What the vGPU's state socket hands out now: [(name, fd)] of its boards."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(os.path.join(vgpu_dir, "state.sock"))
+        text, fds, _, _ = socket.recv_fds(s, 4096, 64)
+    named = list(zip(text.decode().splitlines()[1:], fds))
+    for name, fd in named:
+        if not name.startswith("board"):
+            os.close(fd)
+    return [(name, fd) for name, fd in named if name.startswith("board")]
+
+
+def board_versions(vgpu_dir, set_to=None):
+    """The version word of each board handed out (first rewritten to
+    `set_to`, as an earlier gpuslice would have made the board)."""
+    versions = []
+    for _, fd in handed_boards(vgpu_dir):
+        with mmap.mmap(fd, os.fstat(fd).st_size) as m:
+            if set_to is not None:
+                m[BOARD_VERSION_AT:BOARD_VERSION_AT + 4] = struct.pack("<I", set_to)
+            versions.append(struct.unpack_from("<I", m, BOARD_VERSION_AT)[0])
+        os.close(fd)
+    return versions
+
+
+def test_a_keeper_that_outlived_an_upgrade_hands_over_to_one_with_current_boards(dworld):
+    """The systemd unit restarts the daemon alone (KillMode=process), so after
+    an upgrade the keeper of the version before still holds its boards, which
+    the new version's libraries refuse: they would run unpaced, caps not
+    enforced. The new daemon gives everything to a new keeper with new boards;
+    the ledger is the same memory, and the old keeper exits once it serves
+    nothing."""
+    d = dworld.daemon()
+    ready, done = dworld.path("ready"), dworld.path("done")
+    first = dworld.start("run", "--name", "up", "--memory", "64MiB", "--compute", "50", "--",
+                         *dworld.app_cmd(["init", "alloc", "40M", "ready", ready, "await", done]))
+    dworld.wait_for_file(ready)
+    keeper = keeper_pid(d)
+    current = board_versions(dworld.vgpu_dir("up"))
+    assert current, "the vGPU has no board"
+    d.kill9()
+    # The keeper's board, as the version before made it.
+    assert board_versions(dworld.vgpu_dir("up"), set_to=current[0] - 1) == [current[0] - 1]
+
+    d2 = dworld.daemon()
+    poll(lambda: "handed 1 vGPU(s)" in d2.text(), 10, "the state handed to a new keeper")
+    assert keeper_pid_latest(d2) != keeper
+    assert board_versions(dworld.vgpu_dir("up")) == current, "the new keeper hands out the old board"
+    # The old keeper lets go of what the new one serves, then exits.
+    poll(lambda: not os.path.exists(f"/proc/{keeper}") or
+         open(f"/proc/{keeper}/stat").read().split(")")[-1].split()[0] == "Z", 10, "the old keeper to exit")
+    # A process started now charges the ledger the running one does: 40 + 32 > 64.
+    # It paces on the new board: a library refuses a board of another version.
+    second = dworld.app(["--name", "up"], ["init", "alloc", "32M", "alloc", "16M", "board"], lookup="procaddress")
+    assert second.returncode == 0, second.stderr
+    assert lines(second, "alloc") == [["alloc", "oom"], ["alloc", "ok"]]
+    on_board = words(second.stdout, "board")
+    assert on_board and all(w[1] != "none" for w in on_board), (second.stdout, second.stderr)
+    open(done, "w").close()
+    first.communicate(timeout=30)
+    assert first.returncode == 0
+    assert d2.proc.poll() is None
