@@ -122,7 +122,7 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
   return want;
 }
 
-// The slice device slot `slot`'s copy-engine groups should have now (0 = the
+// The slice a device's copy-engine groups should have now (0 = the
 // driver's default). Copy engines have runlists of their own, where an LC's
 // copies wait behind a BE's copies as its kernels wait behind a BE's kernels
 // (docs/gpu-facts.md): beside a live LC of a higher level they get the slice
