@@ -60,7 +60,6 @@ VgpuRuntime* VgpuRuntime::Create() {
     instance_.store(Disabled(), std::memory_order_release);
     return nullptr;
   }
-  atexit(&DetachAtExit);
   pthread_atfork(nullptr, nullptr, &ForkChild);
   instance_.store(runtime, std::memory_order_release);
   return runtime;
@@ -258,6 +257,10 @@ void VgpuRuntime::ReapDeadProcesses(bool force) {
   if (!last_reap_ns_.compare_exchange_strong(last, now) && !force) return;
   ledger_.ReapDeadProcesses(port::SystemProcessProbe());
 }
+
+namespace {
+__attribute__((constructor)) void DetachAtExitLast() { atexit(&VgpuRuntime::DetachAtExit); }
+}  // namespace
 
 void VgpuRuntime::DetachAtExit() {
   VgpuRuntime* r = instance_.load(std::memory_order_acquire);

@@ -86,13 +86,21 @@ class VgpuRuntime {
   // refused allocation's slow path does anyway). True when it holds one.
   bool RetryJoin();
 
+  // At exit: gives this process's ledger slot back. Registered when the
+  // library loads, so that it runs after every exit handler registered
+  // later (atexit is LIFO): the CUDA runtime's and frameworks' teardown,
+  // which hold and free GPU memory. Given back before them, that memory
+  // was held outside any ledger for the rest of the teardown, and the
+  // memory audit took it for an escape: a teardown past the audit's grace
+  // (1 s) was killed, a finished job's exit status 137.
+  static void DetachAtExit();
+
  private:
   VgpuRuntime() = default;
   static VgpuRuntime* Create();
   static VgpuRuntime* Disabled() { return reinterpret_cast<VgpuRuntime*>(uintptr_t{1}); }
   bool Attach(const char* dir);
   void MapDevices();
-  static void DetachAtExit();
   static void ForkChild();
 
   static std::atomic<VgpuRuntime*> instance_;

@@ -64,6 +64,7 @@
 //   holders             the fake GPU's holder kernels (fake_cuda_holders) ->
 //                       "holders LAUNCHED RUNNING RELEASED EXPIRED LAST_BOUND_NS SYNCS_WAITED"
 //   sleep MS            sleep (an LC request's length, in task-API tests)
+//   exitsleep MS        at exit, sleep MS in an exit handler registered now
 //   spin SECONDS FILE   launch a kernel back to back; FILE gets each run of
 //                       launches as "START_NS END_NS COUNT" -> "spin ok LAUNCHES"
 //   board               this vGPU's GPU turns as its pacing boards recorded them:
@@ -589,6 +590,14 @@ void PrintBoards() {
 
 }  // namespace
 
+// `exitsleep`: a teardown that outlasts the memory audit's grace, holding
+// the memory it has not freed, as a large model's CUDA teardown does.
+static long g_exit_sleep_ms = 0;
+static void SleepAtExit() {
+  timespec ts{g_exit_sleep_ms / 1000, (g_exit_sleep_ms % 1000) * 1000000};
+  nanosleep(&ts, nullptr);
+}
+
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   int i = 1;
@@ -1062,6 +1071,11 @@ int main(int argc, char** argv) {
       const long ms = atol(arg(1));
       timespec ts{ms / 1000, (ms % 1000) * 1000000};
       nanosleep(&ts, nullptr);
+      ++i;
+    } else if (cmd == "exitsleep") {
+      g_exit_sleep_ms = atol(arg(1));
+      atexit(&SleepAtExit);
+      printf("exitsleep ok\n");
       ++i;
     } else if (cmd == "hold") {
       printf("holding\n");

@@ -106,3 +106,18 @@ def test_off_audits_nothing(world):
                        env=audit_env(world))
     assert r.returncode == 0, r.stderr
     assert "memory audit" not in r.stderr
+
+
+def test_a_process_whose_teardown_outlasts_the_grace_is_not_killed(world):
+    """A process holds its GPU memory until its teardown has freed it: the
+    CUDA runtime's and frameworks' exit handlers run after main returns, and
+    a large model's can take longer than the audit's grace (1 s). The library
+    used to give its ledger slot back in an exit handler registered at the
+    first CUDA call, so handlers registered before that (here `exitsleep`,
+    first in the script) ran with the memory outside any ledger, and the
+    audit killed the process: a finished job ended with status 137."""
+    r = world.gpuslice("run", "--memory", "64MiB", "--", CUDA_APP, "--lookup=dlsym", "exitsleep", "2500", "init",
+                       "alloc", "32M", env=audit_env(world))
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert "memory audit" not in r.stderr, r.stderr
+    assert "alloc ok" in r.stdout
