@@ -44,6 +44,27 @@ class ProcfsProbe final : public ProcessProbe {
 
 }  // namespace
 
+namespace {
+
+// Whether threads of `pid` other than its main one still run: its status's
+// "Threads:" counts the main thread until the whole process is gone (2 for
+// a zombie main thread beside one running thread, 1 for a plain zombie).
+bool OtherThreadsRun(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/status", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* threads = strstr(buf, "\nThreads:");
+  return threads != nullptr && strtol(threads + 9, nullptr, 10) > 1;
+}
+
+}  // namespace
+
 uint64_t ProcessStartTime(pid_t pid) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
@@ -62,8 +83,10 @@ uint64_t ProcessStartTime(pid_t pid) {
   for (int field = 2; field < 22 && p != nullptr; ++field) p = strchr(p + 1, ' ');
   if (p == nullptr) return 0;
   // A zombie has exited: its memory is gone and its slot may be reclaimed.
+  // Unless only its main thread has (pthread_exit): the process reads as a
+  // zombie while its other threads run on, with its GPU memory.
   const char* state = strrchr(buf, ')') + 2;
-  if (*state == 'Z' || *state == 'X') return 0;
+  if (*state == 'X' || (*state == 'Z' && !OtherThreadsRun(pid))) return 0;
   return strtoull(p + 1, nullptr, 10);
 }
 

@@ -44,7 +44,8 @@ class ProcessProbe {
 // The real /proc-backed probe. Never destroyed (it is used from atexit paths).
 const ProcessProbe& SystemProcessProbe();
 
-// Reads /proc/<pid>/stat field 22; 0 when the process does not exist.
+// Reads /proc/<pid>/stat field 22; 0 when the process does not exist or has
+// exited (a zombie, unless threads of it still run past its main thread's end).
 uint64_t ProcessStartTime(pid_t pid);
 
 }  // namespace gpuslice::port
