@@ -212,6 +212,9 @@ def spin_30_70_recording_slices(world):
     return first, last, by_pid
 
 
+ALONE_SLICE_US = 10000  # the policy's slice of a best-effort vGPU alone on its GPU
+
+
 def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(world):
     """Shares by slices (the node's default): neither uncapped vGPU waits at
     the gate, and each process's compute channel group keeps its vGPU's
@@ -220,10 +223,20 @@ def test_shares_by_slices_give_each_vgpu_its_policy_slice_and_no_turn_slice(worl
     first, last, by_pid = spin_30_70_recording_slices(world)
     # Both were paced beside each other: the board gave turns meanwhile.
     assert row(last, weight=30)["turns"] + row(last, weight=70)["turns"] > 2
-    # Each process's last slice is its policy slice (the first, before the
-    # other vGPU existed, may be 10000 us, a vGPU alone's), and no slice of
-    # either was the backfiller's.
-    assert sorted(s[-1] for s in by_pid.values()) == [3000, 7000], by_pid
+    # While both vGPUs existed each process set its policy slice and nothing
+    # else: 10000 us, a vGPU alone's, may come before the other vGPU joined
+    # and after it left (whichever process ends first leaves the other alone;
+    # on a loaded machine the survivor is rescheduled before it exits).
+    shared = {}
+    for pid, slices in by_pid.items():
+        core = list(slices)
+        while core and core[0] == ALONE_SLICE_US:
+            core.pop(0)
+        while core and core[-1] == ALONE_SLICE_US:
+            core.pop()
+        assert core and len(set(core)) == 1, f"pid {pid} set {slices}"
+        shared[pid] = core[0]
+    assert sorted(shared.values()) == [3000, 7000], by_pid
     for pid, slices in by_pid.items():
         assert BACKFILL_SLICE_US not in slices, f"pid {pid} set {slices}"
 
