@@ -72,7 +72,8 @@ default OUT), PACK_LOGS=1 (tar SCRATCH's logs/ and work/ into
 OUT/matrix-logs.tgz at the end), GPUSLICE_CMD / GPUSLICE_BIN, LC_BE, PYTHON,
 BENCH_GPU (0), BENCH_BUDGET_S (540: a cell whose estimate does not fit in
 what is left is recorded as skipped), MATRIX_GROUPS, CELLS, SKIP_CELLS, LC_KINDS
-(tiny,graph,eager), BE_KINDS (gpu,launch,mem; copy when named: be_load.py), CAP_KINDS (= BE_KINDS),
+(tiny,graph,eager), BE_KINDS (gpu,launch,mem; copy when named: be_load.py; groups gpu+mem, two BE
+vGPUs, and gpu*2, two processes in one BE vGPU: be_members), CAP_KINDS (= BE_KINDS' plain kinds),
 CAP_PCT (30), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
 gpu:20+launch:30+mem:50"), MATRIX_SECONDS (10: each LC phase and BE alone
 window), SHARE_S (15), CAP_S (10), SETTLE_S (0.5), GRAPH_RATE (100),
@@ -92,6 +93,7 @@ Standard library only (the children import torch).
 import contextlib
 import json
 import os
+import re
 import platform
 import shutil
 import signal
@@ -129,8 +131,27 @@ def env_list(name, default):
 
 LC_KINDS_ALL, BE_KINDS_ALL = ("tiny", "graph", "eager"), ("gpu", "launch", "mem", "copy")
 LC_KINDS = env_list("LC_KINDS", ",".join(LC_KINDS_ALL))
-BE_KINDS = env_list("BE_KINDS", "gpu,launch,mem")  # copy: only when asked
-CAP_KINDS = env_list("CAP_KINDS", ",".join(BE_KINDS))
+BE_KINDS = env_list("BE_KINDS", "gpu,launch,mem")  # copy: only when asked; groups: be_members
+
+
+def be_members(token):
+    """The BE processes of one BE_KINDS token, as (kind, vGPU index):
+    `gpu` one process; `gpu+mem` one process of each kind, each in its own BE
+    vGPU (equal shares); `gpu*2` two processes of one kind in ONE BE vGPU.
+    None when the token is none of these."""
+    if "*" in token:
+        kind, _, n = token.partition("*")
+        return [(kind, 0)] * int(n) if kind in BE_KINDS_ALL and n.isdigit() and 2 <= int(n) <= 8 else None
+    kinds = token.split("+")
+    return [(k, i) for i, k in enumerate(kinds)] if all(k in BE_KINDS_ALL for k in kinds) else None
+
+
+def be_kinds_of(tokens):
+    """The plain BE kinds that the tokens name (what their alone cells are)."""
+    return list(dict.fromkeys(k for t in tokens for k, _ in (be_members(t) or [])))
+
+
+CAP_KINDS = env_list("CAP_KINDS", ",".join(k for k in BE_KINDS if k in BE_KINDS_ALL))
 TORCH_LC = [k for k in LC_KINDS if k in ("graph", "eager")]
 S = env_f("MATRIX_SECONDS", 10)
 SHARE_S = env_f("SHARE_S", 15)
@@ -166,7 +187,7 @@ def left():
 def dash(name):
     """A vGPU name from a cell's: [A-Za-z0-9_.-]{1,63} (vgpu_layout.h); the
     end (which names the tenant) is kept when a long mix needs cutting."""
-    return name.replace("_", "-")[-63:]
+    return re.sub(r"[^A-Za-z0-9.-]", "-", name)[-63:]
 
 
 # ---------------------------------------------------------------- children
@@ -535,16 +556,22 @@ def s_be_alone(kind):
 
 
 def s_lcbe(be, setting):
+    """One LC x BE run. A BE group (be_members) runs several BE processes:
+    each one's fraction of its kind alone is `be_frac`, and `be_kept` is
+    their sum (for one BE, its fraction)."""
+    members = be_members(be)
+
     def fn(label):
-        alone, be_alone = need("lc_alone"), need(f"be_alone_{be}")
+        alone = need("lc_alone")
+        refs = [need(f"be_alone_{k}")["steps_per_s"] for k, _ in members]
         gs = setting == "gpuslice"
         vgpu_lc = (lambda name: (dash(name), "--priority", "lc")) if gs else None
-        be_vgpu = (dash(f"{label}-be"), "--priority", "be") if gs else None
-        loads = [Load("be", cmd_be(be), "bg", be_vgpu)] + lc_loads(label, alone, vgpu_lc)
+        tags = ["be"] if len(members) == 1 else [f"be{i}-{k}" for i, (k, _) in enumerate(members)]
+        bes = [Load(tag, cmd_be(k), "bg", (dash(f"{label}-be{v}"), "--priority", "be") if gs else None)
+               for tag, (k, v) in zip(tags, members)]
+        loads = bes + lc_loads(label, alone, vgpu_lc)
         r, t = run_cell(label, loads, 3 * est_lcbe() + 30)
-        check(r, "be")
-        ends = r["be"]["step_ends"]
-        ref = be_alone["steps_per_s"]
+        check(r, *tags)
         busy = alone.get("busy", {})
         lc = lc_results(r, alone)
         for k, v in lc.items():
@@ -552,16 +579,21 @@ def s_lcbe(be, setting):
                 continue
             t0, t1 = v.pop("t_start"), v.pop("t_end")
             with_gpu(v, t["smi"], t0, t1)
-            rate, err = window_rate(ends, t0, t1)
-            if rate is None:
-                v["be_error"] = err
+            rates = [window_rate(r[tag]["step_ends"], t0, t1) for tag in tags]
+            errs = [err for rate, err in rates if rate is None]
+            if errs:
+                v["be_error"] = errs[0]
                 continue
-            v.update(be_steps_per_s=round(rate, 4), be_kept=round(rate / ref, 4))
-            if k in busy:
-                v.update(lc_busy=busy[k], be_vs_idle_left=round(rate / (ref * (1 - busy[k])), 4))
+            frac = [rate / ref for (rate, _), ref in zip(rates, refs)]
+            v.update(be_steps_per_s=[round(rate, 4) for rate, _ in rates] if len(tags) > 1 else round(rates[0][0], 4),
+                     be_kept=round(sum(frac), 4))
+            if len(tags) > 1:
+                v["be_frac"] = [round(f, 4) for f in frac]
+            elif k in busy:
+                v.update(lc_busy=busy[k], be_vs_idle_left=round(rates[0][0] / (refs[0] * (1 - busy[k])), 4))
         res = {"type": "lcbe", "be": be, "setting": setting, "lc": lc,
-               "ref": {"be_alone_steps_per_s": ref, "lc_alone_p50_us": {k: v.get("p50_us") for k, v in
-                                                                         alone["lc"].items()},
+               "ref": {"be_alone_steps_per_s": refs[0] if len(refs) == 1 else refs,
+                       "lc_alone_p50_us": {k: v.get("p50_us") for k, v in alone["lc"].items()},
                        "lc_alone_p99_us": {k: v.get("p99_us") for k, v in alone["lc"].items()}}}
         if gs:
             res["gpuslice"] = {ld.tag: log_facts(label, ld.tag) for ld in loads}
@@ -665,7 +697,8 @@ def all_cells():
     cells += [(f"be_alone_{b}", "alone", s_be_alone(b), est_be_alone(), ()) for b in BE_KINDS_ALL]
     for b in BE_KINDS:
         for setting in ("stock", "gpuslice"):
-            cells.append((f"lcbe_{b}_{setting}", "lc", s_lcbe(b, setting), est_lcbe(), ("lc_alone", f"be_alone_{b}")))
+            cells.append((f"lcbe_{b}_{setting}", "lc", s_lcbe(b, setting), est_lcbe(),
+                          ("lc_alone", *(f"be_alone_{k}" for k in be_kinds_of([b])))))
     if os.environ.get("LC_ALONE_END", "1") == "1":
         cells.append(("lc_alone_end", "lc", s_lc_alone_end, est_lc(), ("lc_alone",)))
     cells += [(f"cap{CAP_PCT}_{b}", "cap", s_cap(b), est_cap(), (f"be_alone_{b}",)) for b in CAP_KINDS]
@@ -688,9 +721,13 @@ def select(cells):
     for k in LC_KINDS:
         if k not in LC_KINDS_ALL:
             sys.exit(f"run_matrix: unknown LC kind {k!r}")
-    for k in BE_KINDS + CAP_KINDS:
+    for k in BE_KINDS:
+        if be_members(k) is None:
+            sys.exit(f"run_matrix: unknown BE kind {k!r} (kinds {', '.join(BE_KINDS_ALL)}; groups like gpu+mem, "
+                     "two vGPUs, or gpu*2, two processes in one vGPU)")
+    for k in CAP_KINDS:
         if k not in BE_KINDS_ALL:
-            sys.exit(f"run_matrix: unknown BE kind {k!r}")
+            sys.exit(f"run_matrix: unknown BE kind {k!r} in CAP_KINDS")
     names = {c[0] for c in cells}
     picked, skipped = set(env_list("CELLS", "")), set(env_list("SKIP_CELLS", ""))
     for n in picked | skipped:
@@ -819,7 +856,15 @@ def lc_rows(cells, lc_kinds, be_kinds):
             else:
                 row["lc_target"] = f"p99 ≤ {LC_P99_X}× alone"
                 lc_pass = None if row["p99_x_alone"] is None else row["p99_x_alone"] <= LC_P99_X
-            be_pass = None if row["be_kept_gpuslice"] is None else row["be_kept_gpuslice"] >= BE_KEPT_MIN
+            if len(be_members(bk) or ()) > 1:
+                # Several BE share the GPU among themselves too: their total
+                # is held against stock's total beside the same LC.
+                row.update(be_frac_stock=st.get("be_frac"), be_frac_gpuslice=g.get("be_frac"),
+                           be_target=f"total ≥ {BE_KEPT_MIN:.0%} of stock's")
+                be_pass = (None if row["be_kept_gpuslice"] is None or not row["be_kept_stock"]
+                           else row["be_kept_gpuslice"] >= BE_KEPT_MIN * row["be_kept_stock"])
+            else:
+                be_pass = None if row["be_kept_gpuslice"] is None else row["be_kept_gpuslice"] >= BE_KEPT_MIN
             row["lc_pass"], row["be_pass"] = lc_pass, be_pass
             missing = [f"{tag} {why}" for tag, cell in (("alone", "lc_alone"), ("stock", f"lcbe_{bk}_stock"),
                                                          ("gpuslice", f"lcbe_{bk}_gpuslice"))
@@ -886,6 +931,14 @@ def fl(v, fmt="{:.1f}"):
     return "—" if v is None else "/".join(fmt.format(x) for x in v) if isinstance(v, list) else fmt.format(v)
 
 
+def be_group_text(row):
+    """For a BE group's row: each BE's share of the kept total, and its target."""
+    if "be_target" not in row:
+        return ""
+    frac = " + ".join(f"{100 * f:.1f}" for f in row.get("be_frac_gpuslice") or [])
+    return f" ({frac}; {row['be_target']})"
+
+
 def render(res):
     """matrix.md: the LC x BE table, the shares table and the caps table."""
     cells, meta = res["cells"], res.get("meta", {})
@@ -921,7 +974,8 @@ def render(res):
             f"| {r['lc']} | {r['be']} | {f_us(r['p50_alone'])} / {f_us(r['p50_stock'])} / {f_us(r['p50_gpuslice'])} "
             f"| {f_us(r['p99_alone'])} / {f_us(r['p99_stock'])} / {f_us(r['p99_gpuslice'])} "
             f"| {f_x(r['p50_x_alone'])} / {f_x(r['p50_x_stock'])} | {f_x(r['p99_x_alone'])} / {f_x(r['p99_x_stock'])} "
-            f"| {f_pct(r['be_kept_stock'])} / {f_pct(r['be_kept_gpuslice'])} | {f_pct(r['be_idle_left_gpuslice'])} "
+            f"| {f_pct(r['be_kept_stock'])} / {f_pct(r['be_kept_gpuslice'])}{be_group_text(r)} "
+            f"| {f_pct(r['be_idle_left_gpuslice'])} "
             + (f"| {f_us(r['sm_mhz_alone'])} / {f_us(r['sm_mhz_stock'])} / {f_us(r['sm_mhz_gpuslice'])} "
                if clocks else "")
             + f"| {r['lc_target']} | {lc_v} | {be_v} |")
@@ -939,7 +993,7 @@ def render(res):
                   "mean), p50 / p99 µs: " + "; ".join(
                       f"{k} " + ", ".join(f"{r['p50_us']:.0f} / {r['p99_us']:.0f}" for r in alone_lc(cells, k)["runs"])
                       for k in spec["lc_kinds"] if alone_lc(cells, k)) + "."]
-    used = set(spec["be_kinds"] + spec["cap_kinds"]) | {k for _, ks, _ in parse_mixes(",".join(spec["mixes"]))
+    used = set(be_kinds_of(spec["be_kinds"]) + spec["cap_kinds"]) | {k for _, ks, _ in parse_mixes(",".join(spec["mixes"]))
                                                          for k in ks}
     bes = [(b, ok(cells, f"be_alone_{b}")) for b in BE_KINDS_ALL if b in used]
     if bes:
