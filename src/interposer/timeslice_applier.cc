@@ -1,5 +1,6 @@
 #include "interposer/timeslice_applier.h"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 
@@ -38,6 +39,7 @@ Applied g_applied[rm::TsgRegistry::kCapacity];
 uint64_t g_last_generation = 0;
 uint64_t g_last_epoch = ~0ull;
 uint32_t g_last_lc_mask = 0;
+uint32_t g_last_co_busy_mask = 0;
 uint64_t g_last_roles = 0;
 uint64_t g_next_verify_ms = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
@@ -95,6 +97,39 @@ uint32_t LatencyCriticalPeers() {
   return mask;
 }
 
+// Several busy processes of one best-effort vGPU beside an LC. The policy's
+// slice beside an LC is for the vGPU as one tenant: the tiny slice when it is
+// the only best-effort vGPU on the GPU. Each process has its own channel
+// groups, though, and two busy groups at that slice do little but switch
+// between themselves (a ~170 us switch per 50 us slice): on an H200 two
+// copies of a GPU-bound training in one vGPU beside an LC never finished
+// their warm-up, and at 250 us slices kept 45.6% of their alone throughput
+// between them, against 88.3% under stock (docs/benchmarks.md, "Several
+// best-effort processes beside an LC"). While two or more of the vGPU's
+// processes have work queued on a GPU at once, its groups there get at least
+// what the policy gives each of two best-effort vGPUs beside an LC (its
+// default 2000 us period split in two), as several tenants do, and keep it
+// for kCoBusyHoldMs after the last time it was seen, so the slices do not
+// flap with every step's drain. The LC then waits up to that slice, as it
+// does beside several best-effort vGPUs.
+constexpr uint64_t kCoBusySliceUs = 1000;
+constexpr uint64_t kCoBusyHoldMs = 1000;
+uint64_t g_co_busy_until_ms[32];  // per device slot; under g_pass_mutex
+
+// Bit s: two or more of this vGPU's processes had work queued at once on
+// device slot s within the last kCoBusyHoldMs (sampled at each pass).
+uint32_t CoBusySlots(uint64_t now_ms) {
+  uint32_t mask = 0;
+  for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
+    const pacer::Seat seat = pacer::SeatOf(s);
+    if (seat.board == nullptr || seat.member < 0) continue;
+    const auto busy = static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
+    if (busy >= 2) g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
+    if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;
+  }
+  return mask;
+}
+
 // Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
 uint64_t TurnRoles() {
   uint64_t roles = 0;
@@ -105,8 +140,8 @@ uint64_t TurnRoles() {
 }
 
 // The slice device slot `slot`'s compute groups should have now (0 = the
-// driver's default).
-uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live) {
+// driver's default). co_busy: CoBusySlots.
+uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live, bool co_busy = false) {
   uint64_t want = core::LoadRelaxed(limit.timeslice_us);
   // Backfill turns: the holder runs first, the others in its gaps.
   if (role == pacer::TurnRole::kHolder) want = core::kHolderSliceUs;
@@ -118,6 +153,7 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
     uint64_t beside = core::LoadRelaxed(limit.timeslice_beside_lc_us);
     if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
     if (want == 0 || want > beside) want = beside;
+    if (co_busy) want = std::max(want, kCoBusySliceUs);
   }
   return want;
 }
@@ -128,8 +164,8 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
 // (docs/gpu-facts.md): beside a live LC of a higher level they get the slice
 // beside LC, an LC vGPU's own get its slice, and otherwise they keep the
 // driver's default (shares and turns are of the compute engine).
-uint64_t WantedCopySlice(const core::DeviceLimit& limit, bool lc_live) {
-  if (lc_live) return WantedSlice(limit, pacer::TurnRole::kNone, true);
+uint64_t WantedCopySlice(const core::DeviceLimit& limit, bool lc_live, bool co_busy) {
+  if (lc_live) return WantedSlice(limit, pacer::TurnRole::kNone, true, co_busy);
   if (core::LevelClass(core::LoadRelaxed(limit.priority)) == core::Priority::kLatencyCritical) {
     return core::LoadRelaxed(limit.timeslice_us);
   }
@@ -168,21 +204,24 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint32_t lc_mask = LatencyCriticalPeers();
   const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
+  const uint32_t co_busy_mask = CoBusySlots(now_ms) & lc_mask;
   const bool verify = now_ms >= g_next_verify_ms;
   if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask &&
-      roles == g_last_roles && !verify) {
+      co_busy_mask == g_last_co_busy_mask && roles == g_last_roles && !verify) {
     return;
   }
   if (verify) g_next_verify_ms = now_ms + 100;
   g_last_generation = generation;
   g_last_epoch = epoch;
   g_last_lc_mask = lc_mask;
+  g_last_co_busy_mask = co_busy_mask;
   g_last_roles = roles;
 
   for (uint32_t slot = 0; slot < limits.device_count && slot < core::kMaxDevices; ++slot) {
     const auto role = static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3);
-    g_slot_wanted[slot].store(kKnown | WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1),
-                              std::memory_order_release);
+    g_slot_wanted[slot].store(
+        kKnown | WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1, (co_busy_mask >> slot) & 1),
+        std::memory_order_release);
   }
   rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
   const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
@@ -201,8 +240,9 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
     }
     const auto role = slot < static_cast<int>(core::kMaxDevices) ? static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3) : pacer::TurnRole::kNone;
     const bool lc_live = (lc_mask >> slot) & 1;
-    const uint64_t want =
-        compute ? WantedSlice(limits.devices[slot], role, lc_live) : WantedCopySlice(limits.devices[slot], lc_live);
+    const bool co_busy = (co_busy_mask >> slot) & 1;
+    const uint64_t want = compute ? WantedSlice(limits.devices[slot], role, lc_live, co_busy)
+                                  : WantedCopySlice(limits.devices[slot], lc_live, co_busy);
     Applied& a = AppliedFor(tsg.serial);
     // A copy group is left as the driver made it until it needs a slice: no
     // control (160-440 us each) for the groups of a BE that never meets an LC.
@@ -255,6 +295,8 @@ void ForgetAppliedTimeslices() {
   for (auto& w : g_slot_wanted) w.store(0, std::memory_order_relaxed);
   g_last_epoch = ~0ull;
   g_last_lc_mask = 0;
+  g_last_co_busy_mask = 0;
+  for (uint64_t& until : g_co_busy_until_ms) until = 0;
   g_last_roles = 0;
   g_next_verify_ms = 0;
 }

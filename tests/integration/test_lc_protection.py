@@ -240,3 +240,43 @@ def test_an_lcs_copies_are_protected_as_its_kernels_are(world):
     # Once the LC has gone, the BE's copy groups get the driver's default back.
     copies_reach(rm, be_pid, DEFAULT_COPY_SLICE)
     release_be()
+
+
+CO_BUSY_BESIDE_LC = 1000  # timeslice_applier.cc: kCoBusySliceUs
+
+
+def test_busy_processes_of_one_be_vgpu_beside_an_lc_never_share_the_tiny_slice(world):
+    """The slice beside an LC is the tiny one when one BE vGPU shares the GPU
+    with the LC. Two busy processes of that vGPU each have channel groups of
+    their own, and two busy groups at 50 us do little but switch: on an H200
+    two copies of a GPU-bound training in one BE vGPU beside an LC never
+    finished their warm-up (docs/benchmarks.md, "Several best-effort
+    processes beside an LC"). So while both have work queued their groups
+    get the slice two BE vGPUs would get, and the tiny one again once they
+    stop."""
+    rm = Rm(world, FAKE_KERNEL_US="200")
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    since = lc_live_since(rm, lc_pid)
+    go, done = world.path("go"), world.path("done")
+    procs = []
+    for i in range(2):
+        ready, idle = world.path(f"be{i}.ready"), world.path(f"be{i}.idle")
+        p = world.start("run", "--name", "be", "--priority", "be", "--", CUDA_APP, "init", "ready", ready, "await", go,
+                        "spin", "6", world.path(f"be{i}.runs"), "ready", idle, "await", done, env=rm.env)
+        procs.append((p, int(world.wait_for_file(ready)), idle))
+    for _, pid, _ in procs:
+        be_reaches(rm, pid)  # one BE vGPU beside the LC: the tiny slice while its processes are idle
+    open(go, "w").close()
+    for _, pid, _ in procs:
+        wait_for(lambda: any(us == CO_BUSY_BESIDE_LC for us, ns in compute_sets(rm, pid)),
+                 f"two busy processes of one BE vGPU stayed at the tiny slice: {compute_sets(rm, pid)}", timeout=30)
+    for _, pid, idle in procs:
+        world.wait_for_file(idle, timeout=30)
+    for _, pid, _ in procs:
+        be_reaches(rm, pid)  # idle again: the tiny slice comes back
+        assert_never_longer_while_lc_lives(rm, pid, since, time.monotonic_ns(), limit=CO_BUSY_BESIDE_LC)
+    open(done, "w").close()
+    for p, _, _ in procs:
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0 and "spin ok" in out, err
+    release_lc()

@@ -8,8 +8,9 @@
 #   bash bench/gpu/with_bundle.sh env OUT=$OUT/ab VARIANTS="default,short:be_slice_beside_lc_us=250" \
 #     MATRIX_GROUPS=lc BE_KINDS=gpu,gpu*2 bash bench/gpu/matrix/policy_ab.sh
 # VARIANTS: comma-separated NAME[:KEY=VALUE/KEY=VALUE...], KEY a policy file
-# key (be_shares, be_period_us, be_slice_beside_lc_us, ...); no settings =
-# the defaults. Other knobs are run_matrix.py's (MATRIX_GROUPS, BE_KINDS,
+# key (be_shares, be_period_us, be_slice_beside_lc_us, ...) or, in capitals,
+# an environment variable for every process of the variant's cells (e.g.
+# GPUSLICE_TURNS=exclusive); no settings = the defaults. Other knobs are run_matrix.py's (MATRIX_GROUPS, BE_KINDS,
 # MIXES, MATRIX_SECONDS, ...).
 # Results: $OUT/<n>-<name>/matrix.{json,md} and $OUT/summary.md.
 set -euo pipefail
@@ -29,20 +30,25 @@ for variant in "${variants[@]}"; do
   [ "$left" -gt 60 ] || { echo "== $i $name: skipped, $left s left"; continue; }
   state=$(mktemp -d /tmp/gpuslice-policy-ab-state-XXXXXX)
   : > "$state/policy"
+  envs=()
   IFS=/ read -ra pairs <<< "$settings"
   for pair in "${pairs[@]}"; do
-    [ -n "$pair" ] && echo "${pair%%=*} ${pair#*=}" >> "$state/policy"
+    case "${pair%%=*}" in
+      "") ;;
+      *[a-z]*) echo "${pair%%=*} ${pair#*=}" >> "$state/policy" ;;
+      *) envs+=("$pair") ;;
+    esac
   done
-  echo "== $i $name: $(tr '\n' ' ' < "$state/policy")"
+  echo "== $i $name: $(tr '\n' ' ' < "$state/policy")${envs[*]:+ env ${envs[*]}}"
   if [ -z "$prior" ]; then
-    env OUT="$out/$i-$name" GPUSLICE_STATE_DIR="$state" BENCH_BUDGET_S=$((left - 140)) \
+    env "${envs[@]}" OUT="$out/$i-$name" GPUSLICE_STATE_DIR="$state" BENCH_BUDGET_S=$((left - 140)) \
       python3 bench/gpu/matrix/run_matrix.py || true
     prior=$out/$i-$name/matrix.json
     cells=$(python3 -c "
 import json, sys
 print(','.join(n for n in json.load(open(sys.argv[1]))['cells'] if n.endswith('_gpuslice')))" "$prior")
   else
-    env OUT="$out/$i-$name" GPUSLICE_STATE_DIR="$state" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" \
+    env "${envs[@]}" OUT="$out/$i-$name" GPUSLICE_STATE_DIR="$state" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" \
       BENCH_BUDGET_S="$left" python3 bench/gpu/matrix/run_matrix.py || true
   fi
   rm -rf "$state"
