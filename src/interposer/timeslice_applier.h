@@ -11,7 +11,9 @@
 // (rm/timeslice_control.h) — under backfill turns the holder's or the
 // backfiller's slice instead (core/pacing_board.h) — shortened to the slice
 // beside an LC while one is live (LC protection, whatever the node schedule
-// says). Copy-engine TSGs are scheduled on runlists of their own: they get the
+// says), but never under 1000 us while two or more of the vGPU's processes
+// have work queued there (two busy groups at the tiny slice starve each
+// other). Copy-engine TSGs are scheduled on runlists of their own: they get the
 // slice beside an LC while one is live, an LC vGPU's get its slice, and
 // otherwise they keep the driver's default, untouched until a first need. A
 // slice of 0 restores the driver's default, read when the TSG was first
