@@ -264,7 +264,20 @@ __attribute__((constructor)) void DetachAtExitLast() { atexit(&VgpuRuntime::Deta
 
 void VgpuRuntime::DetachAtExit() {
   VgpuRuntime* r = instance_.load(std::memory_order_acquire);
-  if (r != nullptr && r != Disabled()) r->ledger_.Detach();
+  if (r == nullptr || r == Disabled()) return;
+  // Memory still charged is still held: the driver frees it after this
+  // handler, in libcuda's teardown or when the kernel closes the process's
+  // descriptors. Given back now, it would be in no ledger until then: the
+  // vGPU's other processes could allocate past its limit, and the audit
+  // would take the process for one that bypassed the library (on an H200,
+  // PyTorch trainings holding 11.5 GiB were found so at exit;
+  // docs/benchmarks.md, "Teardown seen as an escape"). So a slot that
+  // charges anything is left to the reapers, which free it once the
+  // process is gone; `gpuslice run` reaps as its command ends.
+  for (uint32_t device = 0; device < core::kMaxDevices; ++device) {
+    if (r->ledger_.MyUsedBytes(device) != 0) return;
+  }
+  r->ledger_.Detach();
 }
 
 void VgpuRuntime::ForkChild() {

@@ -86,13 +86,14 @@ class VgpuRuntime {
   // refused allocation's slow path does anyway). True when it holds one.
   bool RetryJoin();
 
-  // At exit: gives this process's ledger slot back. Registered when the
-  // library loads, so that it runs after every exit handler registered
-  // later (atexit is LIFO): the CUDA runtime's and frameworks' teardown,
-  // which hold and free GPU memory. Given back before them, that memory
-  // was held outside any ledger for the rest of the teardown, and the
-  // memory audit took it for an escape: a teardown past the audit's grace
-  // (1 s) was killed, a finished job's exit status 137.
+  // At exit: gives this process's ledger slot back if it charges nothing,
+  // else leaves it to the reapers (the driver frees memory after every exit
+  // handler; vgpu_runtime.cc). Registered when the library loads, so that
+  // it runs after every exit handler registered later (atexit is LIFO): the
+  // CUDA runtime's and frameworks' teardown, which hold and free GPU memory.
+  // Memory outside any ledger during a teardown was taken by the memory
+  // audit for an escape: a teardown past its grace (1 s) was killed, a
+  // finished job's exit status 137.
   static void DetachAtExit();
 
  private:
