@@ -112,19 +112,47 @@ uint32_t LatencyCriticalPeers() {
 // for kCoBusyHoldMs after the last time it was seen, so the slices do not
 // flap with every step's drain. The LC then waits up to that slice, as it
 // does beside several best-effort vGPUs.
+//
+// Work is counted from the launches the gate tracks, which begin only once
+// an LC makes the vGPU paced: work queued before, or processes blocked in a
+// synchronisation behind it, show as no work. Two such processes starved at
+// the tiny slice for the whole 6 s of an LC on the H200, launching nothing
+// meanwhile. So for the first kCoBusyHoldMs beside an LC the busy count is
+// not trusted, and two or more processes of the vGPU holding memory on the
+// GPU count as busy.
 constexpr uint64_t kCoBusySliceUs = 1000;
 constexpr uint64_t kCoBusyHoldMs = 1000;
-uint64_t g_co_busy_until_ms[32];  // per device slot; under g_pass_mutex
+uint64_t g_co_busy_until_ms[core::kMaxDevices];    // per device slot; under g_pass_mutex
+uint64_t g_beside_lc_since_ms[core::kMaxDevices];  // 0 = not beside an LC at the last pass; under g_pass_mutex
+
+// Processes of the vGPU holding memory on device slot `slot`, up to 2.
+uint32_t ChargedProcesses(VgpuRuntime* rt, int slot) {
+  const core::Ledger* ledger = rt->ledger_region();
+  if (ledger == nullptr) return 0;
+  // A slot's counters are its owner's; a free slot's are zero.
+  uint32_t n = 0;
+  const uint32_t high_water = core::LoadAcquire(ledger->slot_high_water);
+  for (uint32_t i = 0; i < high_water && i < core::kMaxProcesses && n < 2; ++i) {
+    n += core::LoadRelaxed(ledger->slots[i].used_bytes[slot]) != 0;
+  }
+  return n;
+}
 
 // Bit s: two or more of this vGPU's processes had work queued at once on
-// device slot s within the last kCoBusyHoldMs (sampled at each pass).
-uint32_t CoBusySlots(uint64_t now_ms) {
+// device slot s within the last kCoBusyHoldMs (sampled at each pass), or
+// hold memory there while the LC beside it is new. lc_mask: LatencyCriticalPeers.
+uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
   uint32_t mask = 0;
-  for (int s = 0; s < pacer::SeatCount() && s < 32; ++s) {
+  for (int s = 0; s < pacer::SeatCount() && s < static_cast<int>(core::kMaxDevices); ++s) {
     const pacer::Seat seat = pacer::SeatOf(s);
-    if (seat.board == nullptr || seat.member < 0) continue;
+    if (seat.board == nullptr || seat.member < 0 || ((lc_mask >> s) & 1) == 0) {
+      g_beside_lc_since_ms[s] = 0;
+      continue;
+    }
+    if (g_beside_lc_since_ms[s] == 0) g_beside_lc_since_ms[s] = now_ms;
     const auto busy = static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
-    if (busy >= 2) g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
+    const bool new_lc = now_ms < g_beside_lc_since_ms[s] + kCoBusyHoldMs;
+    if (busy >= 2 || (new_lc && ChargedProcesses(rt, s) >= 2)) g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;
   }
   return mask;
@@ -204,7 +232,7 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint32_t lc_mask = LatencyCriticalPeers();
   const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
-  const uint32_t co_busy_mask = CoBusySlots(now_ms) & lc_mask;
+  const uint32_t co_busy_mask = CoBusySlots(rt, lc_mask, now_ms);
   const bool verify = now_ms >= g_next_verify_ms;
   if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask &&
       co_busy_mask == g_last_co_busy_mask && roles == g_last_roles && !verify) {
@@ -297,6 +325,7 @@ void ForgetAppliedTimeslices() {
   g_last_lc_mask = 0;
   g_last_co_busy_mask = 0;
   for (uint64_t& until : g_co_busy_until_ms) until = 0;
+  for (uint64_t& since : g_beside_lc_since_ms) since = 0;
   g_last_roles = 0;
   g_next_verify_ms = 0;
 }

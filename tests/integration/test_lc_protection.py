@@ -280,3 +280,35 @@ def test_busy_processes_of_one_be_vgpu_beside_an_lc_never_share_the_tiny_slice(w
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0 and "spin ok" in out, err
     release_lc()
+
+
+def test_two_be_processes_holding_memory_start_at_the_co_busy_slice_when_an_lc_comes(world):
+    """Work is counted from launches the gate tracks, which begin only once
+    an LC makes the BE vGPU paced: processes blocked behind work queued
+    before show none. On an H200 two such training processes launched
+    nothing for the 6 s of an LC, starving at the tiny slice. So when an LC
+    comes, two processes of one BE vGPU that hold memory on the GPU get the
+    co-busy slice at once; idle, they go to the tiny slice a second later."""
+    rm = Rm(world)
+    done = world.path("done")
+    procs = []
+    for i in range(2):  # each holds 1 MiB, and launches nothing
+        ready = world.path(f"be{i}.ready")
+        p = world.start("run", "--name", "be", "--priority", "be", "--", CUDA_APP, "init", "alloc", "1M", "ready", ready,
+                        "await", done, env=rm.env)
+        procs.append((p, int(world.wait_for_file(ready))))
+    for _, pid in procs:
+        rm.wait_slice(pid, 10000)
+    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    since = lc_live_since(rm, lc_pid)
+    for _, pid in procs:
+        first = wait_for(lambda: next((us for us, ns in compute_sets(rm, pid) if ns >= since), None),
+                         f"pid {pid} never set a slice beside the LC: {compute_sets(rm, pid)}")
+        assert first == CO_BUSY_BESIDE_LC, compute_sets(rm, pid)
+        be_reaches(rm, pid)  # nothing busy: the tiny slice
+        assert_never_longer_while_lc_lives(rm, pid, since, time.monotonic_ns(), limit=CO_BUSY_BESIDE_LC)
+    open(done, "w").close()
+    for p, _ in procs:
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0 and "alloc ok" in out, err
+    release_lc()
