@@ -12,8 +12,8 @@
 // backfiller's slice instead (core/pacing_board.h) — shortened to the slice
 // beside an LC while one is live (LC protection, whatever the node schedule
 // says), but never under 1000 us while two or more of the vGPU's processes
-// have work queued there (two busy groups at the tiny slice starve each
-// other). Copy-engine TSGs are scheduled on runlists of their own: they get the
+// have work queued there, or hold memory there in the first second beside a
+// new LC (two busy groups at the tiny slice starve each other). Copy-engine TSGs are scheduled on runlists of their own: they get the
 // slice beside an LC while one is live, an LC vGPU's get its slice, and
 // otherwise they keep the driver's default, untouched until a first need. A
 // slice of 0 restores the driver's default, read when the TSG was first
