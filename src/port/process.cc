@@ -42,10 +42,6 @@ class ProcfsProbe final : public ProcessProbe {
   }
 };
 
-}  // namespace
-
-namespace {
-
 // Whether threads of `pid` other than its main one still run: its status's
 // "Threads:" counts the main thread until the whole process is gone (2 for
 // a zombie main thread beside one running thread, 1 for a plain zombie).
