@@ -117,13 +117,16 @@ uint32_t LatencyCriticalPeers() {
 // an LC makes the vGPU paced: work queued before, or processes blocked in a
 // synchronisation behind it, show as no work. Two such processes starved at
 // the tiny slice for the whole 6 s of an LC on the H200, launching nothing
-// meanwhile. So for the first kCoBusyHoldMs beside an LC the busy count is
-// not trusted, and two or more processes of the vGPU holding memory on the
-// GPU count as busy.
+// meanwhile. So the busy count is trusted only from kCoBusyHoldMs after the
+// LC went live; until then two or more processes of the vGPU holding memory
+// on the GPU count as busy. That includes the time before the LC is live at
+// all: the node schedule gives the tiny slice as soon as the LC's vGPU
+// exists, and an LC process may take seconds to start (an H200 run set 50 us
+// before 1000 us, docs/benchmarks.md, run 35).
 constexpr uint64_t kCoBusySliceUs = 1000;
 constexpr uint64_t kCoBusyHoldMs = 1000;
 uint64_t g_co_busy_until_ms[core::kMaxDevices];    // per device slot; under g_pass_mutex
-uint64_t g_beside_lc_since_ms[core::kMaxDevices];  // 0 = not beside an LC at the last pass; under g_pass_mutex
+uint64_t g_beside_lc_since_ms[core::kMaxDevices];  // 0 = not beside a live LC at the last pass; under g_pass_mutex
 
 // Processes of the vGPU holding memory on device slot `slot`, up to 2.
 uint32_t ChargedProcesses(VgpuRuntime* rt, int slot) {
@@ -138,21 +141,28 @@ uint32_t ChargedProcesses(VgpuRuntime* rt, int slot) {
   return n;
 }
 
-// Bit s: two or more of this vGPU's processes had work queued at once on
-// device slot s within the last kCoBusyHoldMs (sampled at each pass), or
-// hold memory there while the LC beside it is new. lc_mask: LatencyCriticalPeers.
+// Bit s: device slot s runs a slice under kCoBusySliceUs (beside a live LC,
+// or the policy's own slice beside an LC's vGPU), and two or more of this
+// vGPU's processes had work queued there at once within the last
+// kCoBusyHoldMs (sampled at each pass), or hold memory there while the busy
+// count is not yet trusted. lc_mask: LatencyCriticalPeers.
 uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
+  const core::Limits& limits = rt->limits();
   uint32_t mask = 0;
-  for (int s = 0; s < pacer::SeatCount() && s < static_cast<int>(core::kMaxDevices); ++s) {
-    const pacer::Seat seat = pacer::SeatOf(s);
-    if (seat.board == nullptr || seat.member < 0 || ((lc_mask >> s) & 1) == 0) {
-      g_beside_lc_since_ms[s] = 0;
-      continue;
+  for (uint32_t s = 0; s < limits.device_count && s < core::kMaxDevices; ++s) {
+    const bool lc_live = (lc_mask >> s) & 1;
+    const uint64_t policy_us = core::LoadRelaxed(limits.devices[s].timeslice_us);
+    if (!lc_live) g_beside_lc_since_ms[s] = 0;
+    if (!lc_live && (policy_us == 0 || policy_us >= kCoBusySliceUs)) continue;
+    if (lc_live && g_beside_lc_since_ms[s] == 0) g_beside_lc_since_ms[s] = now_ms;
+    const bool trusted = lc_live && now_ms >= g_beside_lc_since_ms[s] + kCoBusyHoldMs;
+    const pacer::Seat seat = pacer::SeatOf(static_cast<int>(s));
+    const int32_t busy = seat.board == nullptr || seat.member < 0
+                             ? 0
+                             : static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
+    if (busy >= 2 || (!trusted && ChargedProcesses(rt, static_cast<int>(s)) >= 2)) {
+      g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     }
-    if (g_beside_lc_since_ms[s] == 0) g_beside_lc_since_ms[s] = now_ms;
-    const auto busy = static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
-    const bool new_lc = now_ms < g_beside_lc_since_ms[s] + kCoBusyHoldMs;
-    if (busy >= 2 || (new_lc && ChargedProcesses(rt, s) >= 2)) g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;
   }
   return mask;
@@ -181,8 +191,10 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
     uint64_t beside = core::LoadRelaxed(limit.timeslice_beside_lc_us);
     if (beside == 0) beside = core::kDefaultSliceBesideLcUs;
     if (want == 0 || want > beside) want = beside;
-    if (co_busy) want = std::max(want, kCoBusySliceUs);
   }
+  // Busy processes of one vGPU: never the tiny slice between themselves,
+  // whether it came from the clamp above or from the policy (CoBusySlots).
+  if (co_busy && want != 0 && (lc_live || role == pacer::TurnRole::kNone)) want = std::max(want, kCoBusySliceUs);
   return want;
 }
 

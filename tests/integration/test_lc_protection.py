@@ -282,13 +282,15 @@ def test_busy_processes_of_one_be_vgpu_beside_an_lc_never_share_the_tiny_slice(w
     release_lc()
 
 
-def test_two_be_processes_holding_memory_start_at_the_co_busy_slice_when_an_lc_comes(world):
+def test_two_be_processes_holding_memory_get_the_co_busy_slice_from_the_lcs_vgpu_until_its_count_is_trusted(world):
     """Work is counted from launches the gate tracks, which begin only once
     an LC makes the BE vGPU paced: processes blocked behind work queued
     before show none. On an H200 two such training processes launched
-    nothing for the 6 s of an LC, starving at the tiny slice. So when an LC
-    comes, two processes of one BE vGPU that hold memory on the GPU get the
-    co-busy slice at once; idle, they go to the tiny slice a second later."""
+    nothing for the 6 s of an LC, starving at the tiny slice; and the node
+    schedule gives the tiny slice as soon as the LC's vGPU exists, before its
+    process has started. So from then until a second after the LC is live,
+    two processes of one BE vGPU that hold memory on the GPU get the co-busy
+    slice; idle, they go to the tiny slice after that."""
     rm = Rm(world)
     done = world.path("done")
     procs = []
@@ -299,16 +301,28 @@ def test_two_be_processes_holding_memory_start_at_the_co_busy_slice_when_an_lc_c
         procs.append((p, int(world.wait_for_file(ready))))
     for _, pid in procs:
         rm.wait_slice(pid, 10000)
-    lc_pid, release_lc = rm.hold("lc", "--priority", "lc")
+    # The LC's vGPU exists (the node schedule has given the BE its slice
+    # beside an LC), and its process waits before it touches CUDA.
+    lc_go, lc_ready, lc_done = world.path("lc.go"), world.path("lc.ready"), world.path("lc.done")
+    lc_made = time.monotonic_ns()
+    lc = world.start("run", "--name", "lc", "--priority", "lc", "--", CUDA_APP, "await", lc_go, "init", "ready", lc_ready,
+                     "await", lc_done, env=rm.env)
+    for _, pid in procs:
+        moved = wait_for(lambda: next((us for us, ns in compute_sets(rm, pid) if ns >= lc_made), None),
+                         f"pid {pid} never left the lone BE's slice: {compute_sets(rm, pid)}")
+        assert moved == CO_BUSY_BESIDE_LC, compute_sets(rm, pid)
+    open(lc_go, "w").close()
+    lc_pid = int(world.wait_for_file(lc_ready))
     since = lc_live_since(rm, lc_pid)
     for _, pid in procs:
-        first = wait_for(lambda: next((us for us, ns in compute_sets(rm, pid) if ns >= since), None),
-                         f"pid {pid} never set a slice beside the LC: {compute_sets(rm, pid)}")
-        assert first == CO_BUSY_BESIDE_LC, compute_sets(rm, pid)
-        be_reaches(rm, pid)  # nothing busy: the tiny slice
+        be_reaches(rm, pid)  # nothing busy once the count is trusted: the tiny slice
+        sets = [us for us, ns in compute_sets(rm, pid) if ns >= lc_made]
+        assert set(sets[:-1]) == {CO_BUSY_BESIDE_LC} and sets[-1] == BESIDE_LC, compute_sets(rm, pid)
         assert_never_longer_while_lc_lives(rm, pid, since, time.monotonic_ns(), limit=CO_BUSY_BESIDE_LC)
     open(done, "w").close()
     for p, _ in procs:
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0 and "alloc ok" in out, err
-    release_lc()
+    open(lc_done, "w").close()
+    out, err = lc.communicate(timeout=30)
+    assert lc.returncode == 0, err
