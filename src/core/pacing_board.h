@@ -134,11 +134,7 @@ struct Board {
   // holder + 1, sequence, quantum and start (pacing_board.cc, struct Turn);
   // 0 in the holder bits = nobody holds it.
   uint64_t turn;
-  // Written by the winner of the CAS that made `turn`, after it; valid once
-  // times_sequence equals turn's sequence.
-  uint64_t turn_start_ns;
-  uint64_t turn_end_ns;
-  uint64_t times_sequence;
+  uint64_t reserved[3];  // zero; keeps version 4's layout
   uint64_t vclock;  // virtual time of the last holder chosen
   uint8_t pad[16];
   BoardMember members[kBoardMembers];
@@ -162,7 +158,6 @@ struct PacingConfig {
   uint64_t idle_reset_ns = 100'000'000;
   uint64_t drain_timeout_ns = 200'000'000;
   uint64_t member_timeout_ns = 1'000'000'000;
-  uint64_t publish_timeout_ns = 20'000'000;  // a hand-over left half-done
   uint64_t cap_burst_ns = 20'000'000;     // most GPU time a capped vGPU banks
   // Turns go to the highest level that demands; a member of a lower level
   // that has had no turn for this long gets the next one (a quantum), so no
