@@ -34,6 +34,22 @@ int CallOriginal(int fd, unsigned long request, void* arg) {
   return reinterpret_cast<IoctlFn>(fn)(fd, request, arg);
 }
 
+int CallOriginalVariadic(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return CallOriginal(fd, request, arg);
+}
+
+int SystemIoctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
+}
+
 // Looks at what an ioctl made or freed, after it returned.
 void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
   g_ioctls.fetch_add(1, std::memory_order_relaxed);
@@ -60,6 +76,14 @@ std::atomic<uint64_t> g_refused{0};
 std::atomic<uint64_t> g_rewritten{0};      // the driver's own
 std::atomic<uint64_t> g_app_rewritten{0};  // the application's
 std::atomic<SliceAdvisor> g_slice_advisor{nullptr};
+// The rewrite this thread's SET_TIMESLICE in flight carries (RewriteSlice,
+// SettleRewrittenSlice).
+struct Rewrite {
+  bool pending = false;
+  int device = -1;
+  uint64_t passed = 0;
+};
+__thread Rewrite t_rewrite;
 
 // The executable code of the NVIDIA driver's own libraries (libcuda*,
 // libnvidia-*), where an ioctl may come from unquestioned. Appended to,
@@ -129,9 +153,36 @@ bool RewriteSlice(int fd, Nvos54* c, bool from_driver) {
       errno = saved;
     }
     *value = want;
+    t_rewrite = {true, t.device, want};
     return true;
   }
   return false;
+}
+
+// A rewritten SET_TIMESLICE is on its way to the driver with the advice it
+// read. The applier stores a new slice before it sets it, so a pass that
+// ran meanwhile (an LC has just come) set the new one first, and this SET,
+// landing after, would put the old one back until the pass's next check
+// (500 ms later): a BE group beside a live LC at 10 ms. Once the SET has
+// returned, it is made again while the advice has moved since, a few times
+// at most (each round needs another pass to land in the gap). The caller
+// sees the first call's result.
+void SettleRewrittenSlice(int fd, unsigned long request, Nvos54* c, int rc, IoctlFn issue) {
+  if (!t_rewrite.pending) return;
+  t_rewrite.pending = false;
+  const SliceAdvisor advisor = g_slice_advisor.load(std::memory_order_acquire);
+  if (advisor == nullptr || rc != 0 || c->status != kNvOk) return;
+  auto* value = reinterpret_cast<uint64_t*>(static_cast<uintptr_t>(c->params));
+  const int saved = errno;
+  for (int round = 0; round < 3; ++round) {
+    const uint64_t now = advisor(t_rewrite.device);
+    if (now == 0 || now == t_rewrite.passed) break;
+    *value = now;
+    t_rewrite.passed = now;
+    issue(fd, request, c);
+  }
+  c->status = kNvOk;
+  errno = saved;
 }
 
 // An RM control that changes how one of the process's channel groups is
@@ -178,6 +229,7 @@ int HookedIoctl(int fd, unsigned long request, ...) {
   va_end(ap);
   FilterSchedulingControl(fd, request, arg, nullptr);  // only the driver's imports lead here
   const int rc = CallOriginal(fd, request, arg);
+  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc, &CallOriginalVariadic);
   AfterIoctl(fd, request, arg, rc);
   return rc;
 }
@@ -203,6 +255,7 @@ int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg, const 
   }
   if (FilterSchedulingControl(fd, request, arg, caller)) return 0;
   const int rc = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
+  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc, next != nullptr ? next : &SystemIoctl);
   AfterIoctl(fd, request, arg, rc);
   return rc;
 }
