@@ -34,22 +34,6 @@ int CallOriginal(int fd, unsigned long request, void* arg) {
   return reinterpret_cast<IoctlFn>(fn)(fd, request, arg);
 }
 
-int CallOriginalVariadic(int fd, unsigned long request, ...) {
-  va_list ap;
-  va_start(ap, request);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  return CallOriginal(fd, request, arg);
-}
-
-int SystemIoctl(int fd, unsigned long request, ...) {
-  va_list ap;
-  va_start(ap, request);
-  void* arg = va_arg(ap, void*);
-  va_end(ap);
-  return static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
-}
-
 // Looks at what an ioctl made or freed, after it returned.
 void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
   g_ioctls.fetch_add(1, std::memory_order_relaxed);
@@ -166,8 +150,9 @@ bool RewriteSlice(int fd, Nvos54* c, bool from_driver) {
 // (500 ms later): a BE group beside a live LC at 10 ms. Once the SET has
 // returned, it is made again while the advice has moved since, a few times
 // at most (each round needs another pass to land in the gap). The caller
-// sees the first call's result.
-void SettleRewrittenSlice(int fd, unsigned long request, Nvos54* c, int rc, IoctlFn issue) {
+// sees the first call's result. `next`: where the SET went (null: the
+// system call).
+void SettleRewrittenSlice(int fd, unsigned long request, Nvos54* c, int rc, IoctlFn next) {
   if (!t_rewrite.pending) return;
   t_rewrite.pending = false;
   const SliceAdvisor advisor = g_slice_advisor.load(std::memory_order_acquire);
@@ -179,7 +164,11 @@ void SettleRewrittenSlice(int fd, unsigned long request, Nvos54* c, int rc, Ioct
     if (now == 0 || now == t_rewrite.passed) break;
     *value = now;
     t_rewrite.passed = now;
-    issue(fd, request, c);
+    if (next != nullptr) {
+      next(fd, request, c);
+    } else {
+      syscall(SYS_ioctl, fd, request, c);
+    }
   }
   c->status = kNvOk;
   errno = saved;
@@ -229,7 +218,8 @@ int HookedIoctl(int fd, unsigned long request, ...) {
   va_end(ap);
   FilterSchedulingControl(fd, request, arg, nullptr);  // only the driver's imports lead here
   const int rc = CallOriginal(fd, request, arg);
-  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc, &CallOriginalVariadic);
+  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc,
+                       reinterpret_cast<IoctlFn>(g_original.load(std::memory_order_acquire)));
   AfterIoctl(fd, request, arg, rc);
   return rc;
 }
@@ -255,7 +245,7 @@ int ObservedIoctl(IoctlFn next, int fd, unsigned long request, void* arg, const 
   }
   if (FilterSchedulingControl(fd, request, arg, caller)) return 0;
   const int rc = next != nullptr ? next(fd, request, arg) : static_cast<int>(syscall(SYS_ioctl, fd, request, arg));
-  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc, next != nullptr ? next : &SystemIoctl);
+  SettleRewrittenSlice(fd, request, static_cast<Nvos54*>(arg), rc, next);
   AfterIoctl(fd, request, arg, rc);
   return rc;
 }
