@@ -88,11 +88,13 @@ struct DeviceLimit {
   // when `generation` changes.
   uint64_t timeslice_us;
   // The slice this vGPU's processes use instead, whenever a latency-critical
-  // vGPU has a live process on this GPU (seen on the GPU's pacing board),
-  // whatever `timeslice_us` says: the policy's slice for this vGPU with an LC
-  // beside it. It holds LC protection even when the node schedule is stale or
-  // never saw the LC (docs/design.md, "LC protection"). 0 = the built-in
-  // policy's. Ignored by latency-critical vGPUs.
+  // vGPU of a higher level has a live process on this GPU (seen on the GPU's
+  // pacing board), whatever `timeslice_us` says: the policy's slice for this
+  // vGPU with an LC beside it. It holds LC protection even when the node
+  // schedule is stale or never saw the LC (docs/design.md, "LC protection").
+  // For a vGPU of the highest LC level on the GPU, the slice its processes
+  // take while two or more of them hold memory here (the policy's slice
+  // beside another LC vGPU of its level). 0 = the built-in policy's.
   uint64_t timeslice_beside_lc_us;
 };
 inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
@@ -105,6 +107,12 @@ inline constexpr uint32_t kDeviceFlagShareTurns = 1u << 1;
 // name none (timeslice_beside_lc_us == 0): with nothing else to switch to but
 // the LC, the slice bounds the LC's wait for the GPU (docs/gpu-facts.md).
 inline constexpr uint64_t kDefaultSliceBesideLcUs = 50;
+// A latency-critical vGPU's slice when it shares the GPU with another of its
+// level, or its processes with each other, and its limits name none: the
+// driver's own default compute slice (docs/gpu-facts.md), so that they take
+// turns as under stock time-slicing instead of holding each other off for
+// the LC's whole slice.
+inline constexpr uint64_t kDefaultSharedLcSliceUs = 2048;
 
 struct Limits {
   FileHeader header;

@@ -40,6 +40,7 @@ uint64_t g_last_generation = 0;
 uint64_t g_last_epoch = ~0ull;
 uint32_t g_last_lc_mask = 0;
 uint32_t g_last_co_busy_mask = 0;
+uint32_t g_last_shared_lc_mask = 0;
 uint64_t g_last_roles = 0;
 uint64_t g_next_verify_ms = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
@@ -168,6 +169,35 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
   return mask;
 }
 
+// Several processes of one latency-critical vGPU. An LC vGPU's slice is long
+// (5 s by default) so that no best-effort group takes the GPU from it in the
+// middle of a request; but each process has its own channel groups, and a
+// busy group at that slice keeps the GPU for seconds against another at the
+// same slice (docs/gpu-facts.md): a second worker of the same service would
+// wait for the first's whole slice, where stock time-slicing would switch in
+// 2 ms. So while two or more of the vGPU's processes hold memory on a GPU
+// where no higher LC is live, their groups there take the policy's slice
+// beside another LC of their level (the driver's default, 2048 us), and
+// best-effort groups still switch out within their own short slice.
+//
+// Bit s: device slot s is such a GPU. lc_mask: LatencyCriticalPeers.
+uint32_t SharedLcSlots(VgpuRuntime* rt, uint32_t lc_mask) {
+  const core::Limits& limits = rt->limits();
+  uint32_t mask = 0;
+  for (uint32_t s = 0; s < limits.device_count && s < core::kMaxDevices; ++s) {
+    if ((lc_mask >> s) & 1) continue;
+    if (core::LevelClass(core::LoadRelaxed(limits.devices[s].priority)) != core::Priority::kLatencyCritical) continue;
+    if (ChargedProcesses(rt, static_cast<int>(s)) >= 2) mask |= 1u << s;
+  }
+  return mask;
+}
+
+// The slice an LC vGPU's processes share a GPU at (SharedLcSlots).
+uint64_t SharedLcSlice(const core::DeviceLimit& limit) {
+  const uint64_t shared = core::LoadRelaxed(limit.timeslice_beside_lc_us);
+  return shared != 0 ? shared : core::kDefaultSharedLcSliceUs;
+}
+
 // Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
 uint64_t TurnRoles() {
   uint64_t roles = 0;
@@ -178,9 +208,11 @@ uint64_t TurnRoles() {
 }
 
 // The slice device slot `slot`'s compute groups should have now (0 = the
-// driver's default). co_busy: CoBusySlots.
-uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live, bool co_busy = false) {
+// driver's default). co_busy: CoBusySlots; shared_lc: SharedLcSlots.
+uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool lc_live, bool co_busy = false,
+                     bool shared_lc = false) {
   uint64_t want = core::LoadRelaxed(limit.timeslice_us);
+  if (shared_lc && want > SharedLcSlice(limit)) want = SharedLcSlice(limit);
   // Backfill turns: the holder runs first, the others in its gaps.
   if (role == pacer::TurnRole::kHolder) want = core::kHolderSliceUs;
   if (role == pacer::TurnRole::kBackfiller) want = core::kBackfillSliceUs;
@@ -204,10 +236,10 @@ uint64_t WantedSlice(const core::DeviceLimit& limit, pacer::TurnRole role, bool 
 // (docs/gpu-facts.md): beside a live LC of a higher level they get the slice
 // beside LC, an LC vGPU's own get its slice, and otherwise they keep the
 // driver's default (shares and turns are of the compute engine).
-uint64_t WantedCopySlice(const core::DeviceLimit& limit, bool lc_live, bool co_busy) {
+uint64_t WantedCopySlice(const core::DeviceLimit& limit, bool lc_live, bool co_busy, bool shared_lc) {
   if (lc_live) return WantedSlice(limit, pacer::TurnRole::kNone, true, co_busy);
   if (core::LevelClass(core::LoadRelaxed(limit.priority)) == core::Priority::kLatencyCritical) {
-    return core::LoadRelaxed(limit.timeslice_us);
+    return WantedSlice(limit, pacer::TurnRole::kNone, false, false, shared_lc);
   }
   return 0;
 }
@@ -245,9 +277,11 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
   const uint32_t co_busy_mask = CoBusySlots(rt, lc_mask, now_ms);
+  const uint32_t shared_lc_mask = SharedLcSlots(rt, lc_mask);
   const bool verify = now_ms >= g_next_verify_ms;
   if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask &&
-      co_busy_mask == g_last_co_busy_mask && roles == g_last_roles && !verify) {
+      co_busy_mask == g_last_co_busy_mask && shared_lc_mask == g_last_shared_lc_mask && roles == g_last_roles &&
+      !verify) {
     return;
   }
   if (verify) g_next_verify_ms = now_ms + 100;
@@ -255,13 +289,14 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   g_last_epoch = epoch;
   g_last_lc_mask = lc_mask;
   g_last_co_busy_mask = co_busy_mask;
+  g_last_shared_lc_mask = shared_lc_mask;
   g_last_roles = roles;
 
   for (uint32_t slot = 0; slot < limits.device_count && slot < core::kMaxDevices; ++slot) {
     const auto role = static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3);
-    g_slot_wanted[slot].store(
-        kKnown | WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1, (co_busy_mask >> slot) & 1),
-        std::memory_order_release);
+    g_slot_wanted[slot].store(kKnown | WantedSlice(limits.devices[slot], role, (lc_mask >> slot) & 1,
+                                                   (co_busy_mask >> slot) & 1, (shared_lc_mask >> slot) & 1),
+                              std::memory_order_release);
   }
   rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
   const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
@@ -281,8 +316,9 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
     const auto role = slot < static_cast<int>(core::kMaxDevices) ? static_cast<pacer::TurnRole>((roles >> (2 * slot)) & 3) : pacer::TurnRole::kNone;
     const bool lc_live = (lc_mask >> slot) & 1;
     const bool co_busy = (co_busy_mask >> slot) & 1;
-    const uint64_t want = compute ? WantedSlice(limits.devices[slot], role, lc_live, co_busy)
-                                  : WantedCopySlice(limits.devices[slot], lc_live, co_busy);
+    const bool shared_lc = (shared_lc_mask >> slot) & 1;
+    const uint64_t want = compute ? WantedSlice(limits.devices[slot], role, lc_live, co_busy, shared_lc)
+                                  : WantedCopySlice(limits.devices[slot], lc_live, co_busy, shared_lc);
     Applied& a = AppliedFor(tsg.serial);
     // A copy group is left as the driver made it until it needs a slice: no
     // control (160-440 us each) for the groups of a BE that never meets an LC.
@@ -336,6 +372,7 @@ void ForgetAppliedTimeslices() {
   g_last_epoch = ~0ull;
   g_last_lc_mask = 0;
   g_last_co_busy_mask = 0;
+  g_last_shared_lc_mask = 0;
   for (uint64_t& until : g_co_busy_until_ms) until = 0;
   for (uint64_t& since : g_beside_lc_since_ms) since = 0;
   g_last_roles = 0;

@@ -65,10 +65,15 @@ std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vg
   if (!top_lc) with_lc.push_back({"", core::Priority::kLatencyCritical, 100});
   std::vector<uint64_t> slices = ComputeTimeslices(with_lc, config);
   slices.resize(vgpus.size());
-  // The top LC level has none; a lower LC level is sliced as BE beside it
-  // (a 0 would read as "the default beside-LC slice", the tiny one).
+  // The top LC level gets what it would with another LC vGPU of its level
+  // beside: the shared slice, which its processes take while several of them
+  // hold memory on the GPU (each has its own channel group). A lower LC level
+  // is sliced as BE beside it (a 0 would read as "the default beside-LC
+  // slice", the tiny one).
   for (size_t i = 0; i < vgpus.size(); ++i) {
-    if (vgpus[i].priority == core::Priority::kLatencyCritical && vgpus[i].rank == top_lc_rank) slices[i] = 0;
+    if (vgpus[i].priority == core::Priority::kLatencyCritical && vgpus[i].rank == top_lc_rank) {
+      slices[i] = config.lc_shared_slice_us;
+    }
   }
   return slices;
 }

@@ -69,10 +69,11 @@ struct TimeslicePolicyConfig {
   uint64_t be_min_slice_with_lc_us = 250;
   // LC keeps the GPU for as long as it has work.
   uint64_t lc_slice_us = 5000000;
-  // Two or more LC vGPUs of the highest LC level must not hold each other
-  // off for seconds: each gets the driver's default compute slice. (LC vGPUs
-  // of lower levels get be_min_slice_with_lc_us beside a higher one.)
-  uint64_t lc_shared_slice_us = 2048;
+  // Two or more LC vGPUs of the highest LC level, or two processes of one,
+  // must not hold each other off for seconds: each gets the driver's default
+  // compute slice. (LC vGPUs of lower levels get be_min_slice_with_lc_us
+  // beside a higher one.)
+  uint64_t lc_shared_slice_us = core::kDefaultSharedLcSliceUs;
 };
 
 // One timeslice per input vGPU, in input order.
@@ -81,10 +82,12 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
 
 // One slice per input vGPU for the case that a latency-critical vGPU is live
 // on the GPU: what ComputeTimeslices gives it with one more LC vGPU beside
-// (the same as ComputeTimeslices when one is already there); 0 for LC vGPUs
-// of the highest LC level present.
+// (the same as ComputeTimeslices when one is already there); for LC vGPUs of
+// the highest LC level present, with one more of their level beside
+// (lc_shared_slice_us).
 // Best-effort processes switch to it by themselves when they see a live LC
-// on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us).
+// on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us); the
+// top level's processes when several of them hold memory on the GPU.
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
                                                 const TimeslicePolicyConfig& config = {});
 

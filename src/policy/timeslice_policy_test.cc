@@ -79,7 +79,7 @@ TEST(TimeslicePolicyTest, ALowerLcLevelKeepsItsSliceBesideAHigherLiveOne) {
   auto s = ComputeTimeslicesBesideLc({{"critical", Priority::kLatencyCritical, 100, 1},
                                       {"high", Priority::kLatencyCritical, 100, 0},
                                       {"low", Priority::kBestEffort, 100}});
-  EXPECT_EQ(s, (std::vector<uint64_t>{0, 250, 50}));
+  EXPECT_EQ(s, (std::vector<uint64_t>{2048, 250, 50}));
 }
 
 TEST(TimeslicePolicyTest, NoTwoVgpusGetTheTinySlice) {
@@ -109,9 +109,13 @@ TEST(TimeslicePolicyTest, SlicesBesideLcAreThoseAnLcWouldBring) {
   EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 100}}), (std::vector<uint64_t>{50}));
   EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 30}, {"b", Priority::kBestEffort, 70}}),
             (std::vector<uint64_t>{600, 1400}));
-  // An LC already there: the same as the slices now; LC vGPUs get none.
+  // An LC already there: the same as the slices now; the LC gets the shared
+  // slice, what it would get beside another LC of its level.
   const std::vector<VgpuOnGpu> with_lc = {{"lc", Priority::kLatencyCritical, 100}, {"a", Priority::kBestEffort, 100}};
-  EXPECT_EQ(ComputeTimeslicesBesideLc(with_lc), (std::vector<uint64_t>{0, 50}));
+  EXPECT_EQ(ComputeTimeslicesBesideLc(with_lc), (std::vector<uint64_t>{2048, 50}));
+  TimeslicePolicyConfig shared;
+  shared.lc_shared_slice_us = 3000;
+  EXPECT_EQ(ComputeTimeslicesBesideLc(with_lc, shared), (std::vector<uint64_t>{3000, 50}));
   // Every BE slice beside LC is at most its slice without one.
   TimeslicePolicyConfig config;
   config.be_slice_beside_lc_us = 80;

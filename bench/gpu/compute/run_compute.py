@@ -32,6 +32,15 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
                       LC_HINT=1: gpuslice_hint_begin() at the start of the
                       preparation (records whether the library exports it)
 
+ group `workers` — two processes of one LC vGPU: the synthetic LC beside the
+ synthetic BE's back-to-back kernels, both `--priority lc` in one vGPU (two
+ workers of one service, one of them busy); against lc_be_stock
+  lc_workers_gpuslice       the library's rule: while both hold memory, both
+                            take the shared LC slice (2048 us)
+  lc_workers_gpuslice_long  the node policy's lc_shared_slice_us at the LC's
+                            own 5 s (a state directory's policy file): the
+                            rule turned off, as before it existed
+
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
 
@@ -406,6 +415,14 @@ def lc_pair(mode, lc_vgpu=None, be_vgpu=None, lc_env=None, be_env=None, with_mps
     return fn
 
 
+def long_lc_slice_state():
+    """A state directory whose node policy gives LC processes that share a
+    GPU the LC's own 5 s slice (src/node/policy_file.h)."""
+    d = Path(tempfile.mkdtemp(prefix="gpuslice-state-long-"))
+    (d / "policy").write_text("lc_shared_slice_us 5000000\n")
+    return {"GPUSLICE_STATE_DIR": str(d)}
+
+
 def s_lchint_alone(label):
     env = {"LC_ITERS": need("lc_iters"), "PERIOD_US": PERIOD_US, "PREP_US": PREP_US}
     r = run_all(label, [Proc("lc", lc_be_cmd("lchint", LC_S), env=env)], LC_S + 30)
@@ -603,6 +620,11 @@ SCENARIOS = [
     ("lchint_be_gpuslice_hint", "hint",
      with_label(lambda l: lc_pair("lchint", LC_VG(l), BE_VG(l), lc_env={"LC_HINT": 1})), LC_S + 2 * C_UP + 3,
      ("lc_alone", "be_alone")),
+    ("lc_workers_gpuslice", "workers", with_label(lambda l: lc_pair("lc", LC_VG(l), LC_VG(l))), LC_S + 2 * C_UP + 3,
+     ("lc_alone", "be_alone")),
+    ("lc_workers_gpuslice_long", "workers",
+     with_label(lambda l: (lambda st: lc_pair("lc", LC_VG(l), LC_VG(l), lc_env=st, be_env=st))(long_lc_slice_state())),
+     LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
     ("holdercheck", "holder", s_holdercheck, 10, ()),
     ("lce_alone", "eager", s_lce_alone, LC_S + C_UP, ()),
     ("lce_be_stock", "eager", lce_pair(), LC_S + 2 * C_UP + 2, ("lce_alone", "be_alone")),
