@@ -93,7 +93,7 @@ struct DeviceLimit {
   // vGPU with an LC beside it. It holds LC protection even when the node
   // schedule is stale or never saw the LC (docs/design.md, "LC protection").
   // For a vGPU of the highest LC level on the GPU, the slice its processes
-  // take while two or more of them hold memory here (the policy's slice
+  // take while two or more of them are on it (the policy's slice
   // beside another LC vGPU of its level). 0 = the built-in policy's.
   uint64_t timeslice_beside_lc_us;
 };

@@ -119,8 +119,8 @@ uint32_t LatencyCriticalPeers() {
 // synchronisation behind it, show as no work. Two such processes starved at
 // the tiny slice for the whole 6 s of an LC on the H200, launching nothing
 // meanwhile. So the busy count is trusted only from kCoBusyHoldMs after the
-// LC went live; until then two or more processes of the vGPU holding memory
-// on the GPU count as busy. That includes the time before the LC is live at
+// LC went live; until then two or more processes of the vGPU on the GPU
+// (ProcessesOnGpu) count as busy. That includes the time before the LC is live at
 // all: the node schedule gives the tiny slice as soon as the LC's vGPU
 // exists, and an LC process may take seconds to start (an H200 run set 50 us
 // before 1000 us, docs/benchmarks.md, run 35).
@@ -129,15 +129,20 @@ constexpr uint64_t kCoBusyHoldMs = 1000;
 uint64_t g_co_busy_until_ms[core::kMaxDevices];    // per device slot; under g_pass_mutex
 uint64_t g_beside_lc_since_ms[core::kMaxDevices];  // 0 = not beside a live LC at the last pass; under g_pass_mutex
 
-// Processes of the vGPU holding memory on device slot `slot`, up to 2.
-uint32_t ChargedProcesses(VgpuRuntime* rt, int slot) {
+// Processes of the vGPU on device slot `slot`, up to 2: those holding memory
+// there, or whose compute channel group there has had a slice set (recorded
+// by their own pass, which runs as soon as the group exists: a process whose
+// context creation waits for the GPU behind another's holds no memory yet).
+uint32_t ProcessesOnGpu(VgpuRuntime* rt, int slot) {
   const core::Ledger* ledger = rt->ledger_region();
   if (ledger == nullptr) return 0;
   // A slot's counters are its owner's; a free slot's are zero.
   uint32_t n = 0;
   const uint32_t high_water = core::LoadAcquire(ledger->slot_high_water);
   for (uint32_t i = 0; i < high_water && i < core::kMaxProcesses && n < 2; ++i) {
-    n += core::LoadRelaxed(ledger->slots[i].used_bytes[slot]) != 0;
+    const core::ProcessSlot& p = ledger->slots[i];
+    n += core::LoadRelaxed(p.used_bytes[slot]) != 0 ||
+         (slot < static_cast<int>(core::ProcessSlot::kApplied) && core::LoadRelaxed(p.applied_timeslice_us[slot]) != 0);
   }
   return n;
 }
@@ -145,8 +150,8 @@ uint32_t ChargedProcesses(VgpuRuntime* rt, int slot) {
 // Bit s: device slot s runs a slice under kCoBusySliceUs (beside a live LC,
 // or the policy's own slice beside an LC's vGPU), and two or more of this
 // vGPU's processes had work queued there at once within the last
-// kCoBusyHoldMs (sampled at each pass), or hold memory there while the busy
-// count is not yet trusted. lc_mask: LatencyCriticalPeers.
+// kCoBusyHoldMs (sampled at each pass), or are there (ProcessesOnGpu) while
+// the busy count is not yet trusted. lc_mask: LatencyCriticalPeers.
 uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
   const core::Limits& limits = rt->limits();
   uint32_t mask = 0;
@@ -161,7 +166,7 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
     const int32_t busy = seat.board == nullptr || seat.member < 0
                              ? 0
                              : static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
-    if (busy >= 2 || (!trusted && ChargedProcesses(rt, static_cast<int>(s)) >= 2)) {
+    if (busy >= 2 || (!trusted && ProcessesOnGpu(rt, static_cast<int>(s)) >= 2)) {
       g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     }
     if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;
@@ -175,8 +180,8 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
 // busy group at that slice keeps the GPU for seconds against another at the
 // same slice (docs/gpu-facts.md): a second worker of the same service would
 // wait for the first's whole slice, where stock time-slicing would switch in
-// 2 ms. So while two or more of the vGPU's processes hold memory on a GPU
-// where no higher LC is live, their groups there take the policy's slice
+// 2 ms. So while two or more of the vGPU's processes are on a GPU
+// (ProcessesOnGpu) where no higher LC is live, their groups there take the policy's slice
 // beside another LC of their level (the driver's default, 2048 us), and
 // best-effort groups still switch out within their own short slice.
 //
@@ -187,7 +192,7 @@ uint32_t SharedLcSlots(VgpuRuntime* rt, uint32_t lc_mask) {
   for (uint32_t s = 0; s < limits.device_count && s < core::kMaxDevices; ++s) {
     if ((lc_mask >> s) & 1) continue;
     if (core::LevelClass(core::LoadRelaxed(limits.devices[s].priority)) != core::Priority::kLatencyCritical) continue;
-    if (ChargedProcesses(rt, static_cast<int>(s)) >= 2) mask |= 1u << s;
+    if (ProcessesOnGpu(rt, static_cast<int>(s)) >= 2) mask |= 1u << s;
   }
   return mask;
 }

@@ -87,7 +87,7 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
 // (lc_shared_slice_us).
 // Best-effort processes switch to it by themselves when they see a live LC
 // on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us); the
-// top level's processes when several of them hold memory on the GPU.
+// top level's processes when several of them are on the GPU.
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
                                                 const TimeslicePolicyConfig& config = {});
 

@@ -343,42 +343,43 @@ LC_SLICE = 5000000  # policy::TimeslicePolicyConfig::lc_slice_us
 SHARED_LC = 2048  # policy::TimeslicePolicyConfig::lc_shared_slice_us (core::kDefaultSharedLcSliceUs)
 
 
-def test_processes_of_one_lc_vgpu_share_the_gpu_at_the_shared_lc_slice_while_two_hold_memory(world):
+def test_processes_of_one_lc_vgpu_share_the_gpu_at_the_shared_lc_slice_while_two_are_on_it(world):
     """Each process has its own channel groups, and a busy group at the LC's
     5 s slice keeps the GPU for seconds against another at 5 s: one worker of
     an LC service would wait for the other's whole slice, where stock would
-    switch in 2 ms. So while two processes of one LC vGPU hold memory on the
-    GPU, both take the shared LC slice, compute and copy groups alike; the
-    one left alone takes the LC slice back; and the BE beside them keeps the
-    slice beside LC throughout."""
+    switch in 2 ms. So while two processes of one LC vGPU have channel groups
+    on the GPU, both take the shared LC slice, compute and copy groups alike;
+    the one left alone takes the LC slice back; and the BE beside them keeps
+    the slice beside LC throughout. The workers hold no memory while this is
+    checked: on an H200 a second worker's context creation waited behind the
+    first's 5 s slices, before it had allocated anything."""
     rm = Rm(world)
-    be_pid, release_be = rm.hold("be", "--priority", "be")
-    workers = []
 
-    def start(i):
+    def worker(i):
+        """A process of the LC vGPU that makes a context and waits, holding no
+        memory until released; returns (pid, release)."""
         ready, done = world.path(f"lc{i}.ready"), world.path(f"lc{i}.done")
-        p = world.start("run", "--name", "lc", "--priority", "lc", "--", CUDA_APP, "init", "alloc", "1M", "ready",
-                        ready, "await", done, env=rm.env)
-        workers.append((p, done))
-        return int(world.wait_for_file(ready))
+        p = world.start("run", "--name", "lc", "--priority", "lc", "--", CUDA_APP, "init", "ready", ready, "await",
+                        done, "alloc", "1M", env=rm.env)
 
-    first = start(0)
+        def release():
+            open(done, "w").close()
+            out, err = p.communicate(timeout=30)
+            assert p.returncode == 0 and "alloc ok" in out, err
+        return int(world.wait_for_file(ready)), release
+
+    be_pid, release_be = rm.hold("be", "--priority", "be")
+    first, release_first = worker(0)
     lc_live_since(rm, first)
     rm.wait_slice(first, LC_SLICE)
     since = be_reaches(rm, be_pid)
-    second = start(1)
+    second, release_second = worker(1)
     for pid in (first, second):
         rm.wait_slice(pid, SHARED_LC)
         copies_reach(rm, pid, SHARED_LC)
-    p, done = workers.pop()
-    open(done, "w").close()
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0 and "alloc ok" in out, err
+    release_second()
     rm.wait_slice(first, LC_SLICE)
     copies_reach(rm, first, LC_SLICE)
     assert_never_longer_while_lc_lives(rm, be_pid, since, time.monotonic_ns())
-    p, done = workers.pop()
-    open(done, "w").close()
-    out, err = p.communicate(timeout=30)
-    assert p.returncode == 0 and "alloc ok" in out, err
+    release_first()
     release_be()
