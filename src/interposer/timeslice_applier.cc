@@ -41,6 +41,7 @@ uint64_t g_last_epoch = ~0ull;
 uint32_t g_last_lc_mask = 0;
 uint32_t g_last_co_busy_mask = 0;
 uint32_t g_last_shared_lc_mask = 0;
+uint32_t g_several_groups_mask = 0;  // SeveralComputeGroups at the last epoch seen
 uint64_t g_last_roles = 0;
 uint64_t g_next_verify_ms = 0;
 std::mutex g_pass_mutex;  // the thread and tests; never contended in production
@@ -151,8 +152,10 @@ uint32_t ProcessesOnGpu(VgpuRuntime* rt, int slot) {
 // or the policy's own slice beside an LC's vGPU), and two or more of this
 // vGPU's processes had work queued there at once within the last
 // kCoBusyHoldMs (sampled at each pass), or are there (ProcessesOnGpu) while
-// the busy count is not yet trusted. lc_mask: LatencyCriticalPeers.
-uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
+// the busy count is not yet trusted; or this process has several compute
+// groups there (`several`: SeveralComputeGroups), whose work the board counts
+// as one. lc_mask: LatencyCriticalPeers.
+uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint32_t several, uint64_t now_ms) {
   const core::Limits& limits = rt->limits();
   uint32_t mask = 0;
   for (uint32_t s = 0; s < limits.device_count && s < core::kMaxDevices; ++s) {
@@ -166,7 +169,7 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
     const int32_t busy = seat.board == nullptr || seat.member < 0
                              ? 0
                              : static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
-    if (busy >= 2 || (!trusted && ProcessesOnGpu(rt, static_cast<int>(s)) >= 2)) {
+    if (busy >= 2 || ((several >> s) & 1) || (!trusted && ProcessesOnGpu(rt, static_cast<int>(s)) >= 2)) {
       g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     }
     if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;
@@ -185,14 +188,18 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint64_t now_ms) {
 // beside another LC of their level (the driver's default, 2048 us), and
 // best-effort groups still switch out within their own short slice.
 //
-// Bit s: device slot s is such a GPU. lc_mask: LatencyCriticalPeers.
-uint32_t SharedLcSlots(VgpuRuntime* rt, uint32_t lc_mask) {
+// A process with two contexts on one GPU has two compute groups there, and
+// they hold each other off as two processes would.
+//
+// Bit s: device slot s is such a GPU. lc_mask: LatencyCriticalPeers;
+// several: SeveralComputeGroups.
+uint32_t SharedLcSlots(VgpuRuntime* rt, uint32_t lc_mask, uint32_t several) {
   const core::Limits& limits = rt->limits();
   uint32_t mask = 0;
   for (uint32_t s = 0; s < limits.device_count && s < core::kMaxDevices; ++s) {
     if ((lc_mask >> s) & 1) continue;
     if (core::LevelClass(core::LoadRelaxed(limits.devices[s].priority)) != core::Priority::kLatencyCritical) continue;
-    if (ProcessesOnGpu(rt, static_cast<int>(s)) >= 2) mask |= 1u << s;
+    if (((several >> s) & 1) || ProcessesOnGpu(rt, static_cast<int>(s)) >= 2) mask |= 1u << s;
   }
   return mask;
 }
@@ -201,6 +208,26 @@ uint32_t SharedLcSlots(VgpuRuntime* rt, uint32_t lc_mask) {
 uint64_t SharedLcSlice(const core::DeviceLimit& limit) {
   const uint64_t shared = core::LoadRelaxed(limit.timeslice_beside_lc_us);
   return shared != 0 ? shared : core::kDefaultSharedLcSliceUs;
+}
+
+// The vGPU device slot a channel group is on, or VgpuRuntime::kUncapped.
+int SlotOf(VgpuRuntime* rt, const rm::TsgRef& tsg) {
+  if (tsg.device >= 0) return rt->DeviceSlot(tsg.device);
+  return rt->limits().device_count == 1 ? 0 : VgpuRuntime::kUncapped;  // one GPU: it can only be that one
+}
+
+// Bit s: this process has two or more compute channel groups on device slot
+// s (contexts of its own on one GPU).
+uint32_t SeveralComputeGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t n) {
+  uint32_t seen = 0, several = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (tsgs[i].engine_type != rm::kEngineTypeGraphics) continue;
+    const int slot = SlotOf(rt, tsgs[i]);
+    if (slot < 0 || slot >= 32) continue;
+    several |= seen & (1u << slot);
+    seen |= 1u << slot;
+  }
+  return several;
 }
 
 // Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
@@ -281,8 +308,15 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   const uint32_t lc_mask = LatencyCriticalPeers();
   const uint64_t roles = TurnRoles();
   const uint64_t now_ms = port::MonotonicNanos() / 1'000'000;
-  const uint32_t co_busy_mask = CoBusySlots(rt, lc_mask, now_ms);
-  const uint32_t shared_lc_mask = SharedLcSlots(rt, lc_mask);
+  rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
+  uint32_t n = 0;
+  const bool groups_moved = epoch != g_last_epoch;
+  if (groups_moved) {
+    n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
+    g_several_groups_mask = SeveralComputeGroups(rt, tsgs, n);
+  }
+  const uint32_t co_busy_mask = CoBusySlots(rt, lc_mask, g_several_groups_mask, now_ms);
+  const uint32_t shared_lc_mask = SharedLcSlots(rt, lc_mask, g_several_groups_mask);
   const bool verify = now_ms >= g_next_verify_ms;
   if (generation == g_last_generation && epoch == g_last_epoch && lc_mask == g_last_lc_mask &&
       co_busy_mask == g_last_co_busy_mask && shared_lc_mask == g_last_shared_lc_mask && roles == g_last_roles &&
@@ -303,14 +337,12 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
                                                    (co_busy_mask >> slot) & 1, (shared_lc_mask >> slot) & 1),
                               std::memory_order_release);
   }
-  rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
-  const uint32_t n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
+  if (!groups_moved) n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
   LogTracked(tsgs, n);
   for (uint32_t i = 0; i < n; ++i) {
     const rm::TsgRef& tsg = tsgs[i];
     const bool compute = tsg.engine_type == rm::kEngineTypeGraphics;
-    int slot = tsg.device >= 0 ? rt->DeviceSlot(tsg.device) : VgpuRuntime::kUncapped;
-    if (tsg.device < 0 && limits.device_count == 1) slot = 0;  // one GPU: it can only be that one
+    const int slot = SlotOf(rt, tsg);
     if (slot == VgpuRuntime::kUncapped) {
       if (tsg.device < 0 && !g_unknown_device_logged.exchange(true)) {
         port::Log(port::LogLevel::kWarn, "a channel group was made outside context creation in a multi-GPU "
@@ -378,6 +410,7 @@ void ForgetAppliedTimeslices() {
   g_last_lc_mask = 0;
   g_last_co_busy_mask = 0;
   g_last_shared_lc_mask = 0;
+  g_several_groups_mask = 0;
   for (uint64_t& until : g_co_busy_until_ms) until = 0;
   for (uint64_t& since : g_beside_lc_since_ms) since = 0;
   g_last_roles = 0;

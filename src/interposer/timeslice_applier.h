@@ -15,7 +15,7 @@
 // have work queued there, or are there in the first second beside a
 // new LC (two busy groups at the tiny slice starve each other). An LC
 // vGPU's long slice is shortened to the shared LC slice (2048 us) while two
-// or more of its processes are on the GPU, so they do not hold each
+// or more of its processes (or contexts of this one) are on the GPU, so they do not hold each
 // other off for seconds. Copy-engine TSGs are scheduled on runlists of their own: they get the
 // slice beside an LC while one is live, an LC vGPU's get its slice, and
 // otherwise they keep the driver's default, untouched until a first need. A

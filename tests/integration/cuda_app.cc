@@ -7,6 +7,8 @@
 //   ptds        the same with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 // then runs commands from argv, printing one line per command:
 //   init [DEV]          cuInit, retain DEV's primary context, make it current
+//   ctxcreate           cuCtxCreate_v4: one more context of this process on the
+//                       current context's device, made current -> "ctxcreate ok"
 //   alloc SIZE          cuMemAlloc            -> "alloc ok" | "alloc oom" | "alloc err N"
 //   free                frees the newest allocation of any kind
 //   pitch W H | managed SIZE | vmm SIZE | array W H | array3d W H D | mipmap W H LEVELS
@@ -613,6 +615,12 @@ int main(int argc, char** argv) {
       if (r == CUDA_SUCCESS) r = DRIVER(cuDevicePrimaryCtxRetain)(&ctx, dev);
       if (r == CUDA_SUCCESS) r = DRIVER(cuCtxSetCurrent)(ctx);
       Report("init", r);
+    } else if (cmd == "ctxcreate") {
+      CUdevice dev = 0;
+      CUresult r = DRIVER(cuCtxGetDevice)(&dev);
+      CUcontext ctx = nullptr;
+      if (r == CUDA_SUCCESS) r = DRIVER(cuCtxCreate_v4)(&ctx, nullptr, 0, dev);
+      Report("ctxcreate", r);
     } else if (cmd == "alloc") {
       CUdeviceptr p = 0;
       const CUresult r = DRIVER(cuMemAlloc_v2)(&p, ParseSize(arg(1)));

@@ -383,3 +383,42 @@ def test_processes_of_one_lc_vgpu_share_the_gpu_at_the_shared_lc_slice_while_two
     assert_never_longer_while_lc_lives(rm, be_pid, since, time.monotonic_ns())
     release_first()
     release_be()
+
+
+def test_two_contexts_of_one_process_count_as_two_processes_on_the_gpu(world):
+    """A process with two contexts on one GPU has two compute groups there,
+    and they hold each other off as two processes' groups would: an LC
+    process's both take the shared LC slice, and a BE process's both get at
+    least the co-busy slice beside the LC, not the tiny one (two groups at
+    50 us starve each other). The board counts a process's work as one, so
+    the library counts its groups."""
+    rm = Rm(world)
+
+    def two_contexts(name, *flags):
+        ready, done = world.path(f"{name}.ready"), world.path(f"{name}.done")
+        p = world.start("run", "--name", name, *flags, "--", CUDA_APP, "init", "ctxcreate", "ready", ready, "await",
+                        done, env=rm.env)
+
+        def release():
+            open(done, "w").close()
+            out, err = p.communicate(timeout=30)
+            assert p.returncode == 0 and "ctxcreate ok" in out, err
+        return int(world.wait_for_file(ready)), release
+
+    def compute_groups(pid):
+        """{object: last slice} of pid's two compute groups (the fake RM
+        client's first object of each context)."""
+        last = {}
+        for p, o, us, st, ns in timed_sets(rm.log):
+            if p == pid and st == 0 and o in (COMPUTE_TSG, "5c000005"):
+                last[o] = us
+        return last
+
+    lc_pid, release_lc = two_contexts("lc", "--priority", "lc")
+    wait_for(lambda: len(compute_groups(lc_pid)) == 2 and set(compute_groups(lc_pid).values()) == {SHARED_LC},
+             f"the LC process's two compute groups never both took {SHARED_LC} us: {timed_sets(rm.log)}")
+    be_pid, release_be = two_contexts("be", "--priority", "be")
+    wait_for(lambda: len(compute_groups(be_pid)) == 2 and set(compute_groups(be_pid).values()) == {CO_BUSY_BESIDE_LC},
+             f"the BE process's two compute groups never both took {CO_BUSY_BESIDE_LC} us: {timed_sets(rm.log)}")
+    release_be()
+    release_lc()
