@@ -27,6 +27,12 @@
 //                                  completion time (CLOCK_MONOTONIC seconds, the
 //                                  clock of Python's time.monotonic()), so the
 //                                  parent can count them over the LC's window.
+//   lc_be lcctx SECONDS OUT.json   `lc` in the process's primary context, beside
+//                                  `be`'s back-to-back kernels in a second context
+//                                  of the same process (cuCtxCreate, on a thread of
+//                                  its own, started first); OUT is the LC's
+//                                  result, BE_OUT (if set) the busy context's, as
+//                                  `be` writes it.
 //   lc_be small SECONDS OUT.json   back-to-back ~10 µs kernels (SMALL_US), a
 //                                  deep queue (batches of 100 behind each other);
 //                                  reports kernels per second.
@@ -47,15 +53,18 @@
 // The kernel shape is the facts file's (gpu-facts.md): SMs×8 blocks of 256
 // threads of dependent FMAs, so one kernel fills the GPU and the GPU can
 // only be shared by time.
+#include <cuda.h>  // types only: the driver is reached through dlsym
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define CK(x)                                                                                  \
@@ -411,15 +420,61 @@ void RunSmall(FILE* out, const std::string& mode, double seconds) {
 
 }  // namespace
 
+// `lcctx`: the LC loop beside a busy second context of this process.
+void RunLcBesideOwnContext(FILE* out, double seconds) {
+  using CtxCreate = CUresult (*)(CUcontext*, CUctxCreateParams*, unsigned int, CUdevice);
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  auto create = driver == nullptr ? nullptr : reinterpret_cast<CtxCreate>(dlsym(driver, "cuCtxCreate_v4"));
+  if (create == nullptr) {
+    fprintf(stderr, "lc_be: no cuCtxCreate_v4 in libcuda.so.1\n");
+    exit(1);
+  }
+  const int be_iters = Calibrate(Env("BE_WORK_MS", 20) * 1000);
+  std::atomic<bool> started{false}, stop{false};
+  std::vector<double> ends;
+  std::thread busy([&] {
+    CUcontext ctx = nullptr;
+    if (create(&ctx, nullptr, 0, 0) != CUDA_SUCCESS) {
+      fprintf(stderr, "lc_be: cuCtxCreate_v4 failed\n");
+      exit(1);
+    }
+    float* buf = nullptr;
+    CK(cudaMalloc(&buf, sizeof(float) * g_blocks * 256));
+    cudaEvent_t ev[2];
+    CK(cudaEventCreate(&ev[0]));
+    CK(cudaEventCreate(&ev[1]));
+    Work<<<g_blocks, 256>>>(be_iters, buf);
+    CK(cudaEventRecord(ev[0]));
+    started = true;
+    for (int i = 1; !stop; ++i) {
+      Work<<<g_blocks, 256>>>(be_iters, buf);  // keep one queued behind the running one
+      CK(cudaEventRecord(ev[i & 1]));
+      CK(cudaEventSynchronize(ev[(i - 1) & 1]));
+      ends.push_back(NowUs() / 1e6);
+    }
+    CK(cudaDeviceSynchronize());
+  });
+  while (!started) usleep(1000);
+  RunLc(out, "lcctx", seconds, 0);
+  stop = true;
+  busy.join();
+  if (FILE* be = fopen(getenv("BE_OUT") != nullptr ? getenv("BE_OUT") : "/dev/null", "w")) {
+    fprintf(be, "{\"mode\":\"be\",\"iters\":%d,\"kernels\":%zu,\"ends\":[", be_iters, ends.size());
+    for (size_t i = 0; i < ends.size(); ++i) fprintf(be, "%s%.6f", i ? "," : "", ends[i]);
+    fprintf(be, "]}\n");
+    fclose(be);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: lc_be lc|lchint|lce|be|small|graph SECONDS OUT.json | lc_be holdercheck PTX OUT.json\n");
+    fprintf(stderr, "usage: lc_be lc|lchint|lce|lcctx|be|small|graph SECONDS OUT.json | lc_be holdercheck PTX OUT.json\n");
     return 2;
   }
   const std::string mode = argv[1];
   const double seconds = atof(argv[2]);
-  if (mode != "lc" && mode != "lchint" && mode != "lce" && mode != "holdercheck" && mode != "be" && mode != "small" &&
-      mode != "graph") {
+  if (mode != "lc" && mode != "lchint" && mode != "lce" && mode != "lcctx" && mode != "holdercheck" && mode != "be" &&
+      mode != "small" && mode != "graph") {
     fprintf(stderr, "lc_be: unknown mode '%s'\n", mode.c_str());
     return 2;
   }
@@ -433,6 +488,7 @@ int main(int argc, char** argv) {
   if (mode == "lc") RunLc(out, "lc", seconds, 0);
   else if (mode == "lchint") RunLc(out, "lchint", seconds, Env("PREP_US", 400));
   else if (mode == "lce") RunLce(out, seconds);
+  else if (mode == "lcctx") RunLcBesideOwnContext(out, seconds);
   else if (mode == "holdercheck") RunHolderCheck(out, argv[2]);
   else if (mode == "be") RunBe(out, seconds);
   else RunSmall(out, mode, seconds);

@@ -40,6 +40,10 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
   lc_workers_gpuslice_long  the node policy's lc_shared_slice_us at the LC's
                             own 5 s (a state directory's policy file): the
                             rule turned off, as before it existed
+  lc_ctx_stock, lc_ctx_gpuslice, lc_ctx_gpuslice_long
+                            the same two loads as two contexts of ONE process
+                            (lc_be lcctx), no gpuslice / --priority lc / the
+                            rule turned off
 
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
@@ -423,6 +427,26 @@ def long_lc_slice_state():
     return {"GPUSLICE_STATE_DIR": str(d)}
 
 
+def lc_own_context(vgpu=None, env=None):
+    """lc_be lcctx: the synthetic LC beside the synthetic BE's kernels in a
+    second context of the same process."""
+    def fn(label):
+        be_out = OUT / "work" / f"{label}-bectx.json"
+        be_out.unlink(missing_ok=True)
+        lenv = {"LC_ITERS": need("lc_iters"), "PERIOD_US": PERIOD_US, "BE_OUT": str(be_out), **(env or {})}
+        r = run_all(label, [Proc("lc", lc_be_cmd("lcctx", LC_S), vgpu, lenv)], LC_S + 45)
+        check(r, "lc")
+        lc = r["lc"]
+        ends = json.loads(be_out.read_text())["ends"]
+        be_win = rate_between(ends, lc["t_start"], lc["t_end"])
+        res = {**lat_fields(lc), "lc": lc, "be_kernels_per_s": round(be_win, 3),
+               "be_vs_alone": round(be_win / need("be_kps"), 4)}
+        if vgpu:
+            res["slices_set"] = applied_slices(label, "lc")
+        return res
+    return fn
+
+
 def s_lchint_alone(label):
     env = {"LC_ITERS": need("lc_iters"), "PERIOD_US": PERIOD_US, "PREP_US": PREP_US}
     r = run_all(label, [Proc("lc", lc_be_cmd("lchint", LC_S), env=env)], LC_S + 30)
@@ -625,6 +649,11 @@ SCENARIOS = [
     ("lc_workers_gpuslice_long", "workers",
      with_label(lambda l: (lambda st: lc_pair("lc", LC_VG(l), LC_VG(l), lc_env=st, be_env=st))(long_lc_slice_state())),
      LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
+    ("lc_ctx_stock", "workers", lc_own_context(), LC_S + C_UP + 3, ("lc_alone", "be_alone")),
+    ("lc_ctx_gpuslice", "workers", with_label(lambda l: lc_own_context(LC_VG(l))), LC_S + C_UP + 3,
+     ("lc_alone", "be_alone")),
+    ("lc_ctx_gpuslice_long", "workers", with_label(lambda l: lc_own_context(LC_VG(l), long_lc_slice_state())),
+     LC_S + C_UP + 3, ("lc_alone", "be_alone")),
     ("holdercheck", "holder", s_holdercheck, 10, ()),
     ("lce_alone", "eager", s_lce_alone, LC_S + C_UP, ()),
     ("lce_be_stock", "eager", lce_pair(), LC_S + 2 * C_UP + 2, ("lce_alone", "be_alone")),
