@@ -121,10 +121,10 @@ uint32_t LatencyCriticalPeers() {
 // the tiny slice for the whole 6 s of an LC on the H200, launching nothing
 // meanwhile. So the busy count is trusted only from kCoBusyHoldMs after the
 // LC went live; until then two or more processes of the vGPU on the GPU
-// (ProcessesOnGpu) count as busy. That includes the time before the LC is live at
-// all: the node schedule gives the tiny slice as soon as the LC's vGPU
-// exists, and an LC process may take seconds to start (an H200 run set 50 us
-// before 1000 us, docs/benchmarks.md, run 35).
+// (ProcessesOnGpu) count as busy. That includes the time before the LC is
+// live at all: the node schedule gives the tiny slice as soon as the LC's
+// vGPU exists, and an LC process may take seconds to start (an H200 run set
+// 50 us before 1000 us, docs/benchmarks.md, run 35).
 constexpr uint64_t kCoBusySliceUs = 1000;
 constexpr uint64_t kCoBusyHoldMs = 1000;
 uint64_t g_co_busy_until_ms[core::kMaxDevices];    // per device slot; under g_pass_mutex
@@ -183,10 +183,12 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint32_t several, uint64
 // busy group at that slice keeps the GPU for seconds against another at the
 // same slice (docs/gpu-facts.md): a second worker of the same service would
 // wait for the first's whole slice, where stock time-slicing would switch in
-// 2 ms. So while two or more of the vGPU's processes are on a GPU
-// (ProcessesOnGpu) where no higher LC is live, their groups there take the policy's slice
-// beside another LC of their level (the driver's default, 2048 us), and
-// best-effort groups still switch out within their own short slice.
+// 2 ms (docs/benchmarks.md, "Two workers of one LC vGPU": on an H200 the
+// second worker could not make its context in 51 s). So while two or more of
+// the vGPU's processes are on a GPU (ProcessesOnGpu) where no higher LC is
+// live, their groups there take the policy's slice beside another LC of
+// their level (the driver's default, 2048 us), and best-effort groups still
+// switch out within their own short slice.
 //
 // A process with two contexts on one GPU has two compute groups there, and
 // they hold each other off as two processes would.
