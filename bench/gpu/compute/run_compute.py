@@ -45,6 +45,10 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
                             (lc_be lcctx), no gpuslice / --priority lc / the
                             rule turned off
 
+ group `idle` — lc_be_gpuslice_idle_be: lc_be_gpuslice beside a second BE
+ vGPU whose process does nothing on the GPU (the node schedule counts vGPUs,
+ not their activity)
+
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
 
@@ -390,8 +394,9 @@ def s_be_alone(label):
     return {"be_kernels_per_s": round(ref["be_kps"], 3), "be": r["be"]}
 
 
-def lc_pair(mode, lc_vgpu=None, be_vgpu=None, lc_env=None, be_env=None, with_mps=False):
-    """The synthetic LC (`lc` or `lchint`) beside the synthetic BE."""
+def lc_pair(mode, lc_vgpu=None, be_vgpu=None, lc_env=None, be_env=None, with_mps=False, extra=()):
+    """The synthetic LC (`lc` or `lchint`) beside the synthetic BE (and the
+    background Procs `extra`)."""
     def fn(label):
         iters, kernel_us, be_kps = need("lc_iters"), need("lc_kernel_us"), need("be_kps")
         lenv = {"LC_ITERS": iters, "PERIOD_US": PERIOD_US, "PREP_US": PREP_US, **(lc_env or {})}
@@ -400,7 +405,7 @@ def lc_pair(mode, lc_vgpu=None, be_vgpu=None, lc_env=None, be_env=None, with_mps
             if with_mps:
                 lenv.update(mps_env, CUDA_MPS_CLIENT_PRIORITY=0)
                 benv.update(mps_env, CUDA_MPS_CLIENT_PRIORITY=1)
-            r = run_all(label, [be_bg(be_vgpu, benv), Proc("lc", lc_be_cmd(mode, LC_S), lc_vgpu, lenv)],
+            r = run_all(label, [be_bg(be_vgpu, benv), *extra, Proc("lc", lc_be_cmd(mode, LC_S), lc_vgpu, lenv)],
                         LC_S + 45)
         check(r, "lc", "be")
         lc = r["lc"]
@@ -445,6 +450,13 @@ def lc_own_context(vgpu=None, env=None):
             res["slices_set"] = applied_slices(label, "lc")
         return res
     return fn
+
+
+def idle_be(label):
+    """A second BE vGPU whose process does nothing on the GPU (a notebook, an
+    inference service with no traffic): a shell that waits for STOP_FILE."""
+    return Proc("idle", ["sh", "-c", 'touch "$READY_FILE"; while [ ! -e "$STOP_FILE" ]; do sleep 0.1; done'],
+                vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
 
 
 def s_lchint_alone(label):
@@ -649,6 +661,9 @@ SCENARIOS = [
     ("lc_workers_gpuslice_long", "workers",
      with_label(lambda l: (lambda st: lc_pair("lc", LC_VG(l), LC_VG(l), lc_env=st, be_env=st))(long_lc_slice_state())),
      LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
+    ("lc_be_gpuslice_idle_be", "idle",
+     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_be(l)])), LC_S + 2 * C_UP + 4,
+     ("lc_alone", "be_alone")),
     ("lc_ctx_stock", "workers", lc_own_context(), LC_S + C_UP + 3, ("lc_alone", "be_alone")),
     ("lc_ctx_gpuslice", "workers", with_label(lambda l: lc_own_context(LC_VG(l))), LC_S + C_UP + 3,
      ("lc_alone", "be_alone")),
