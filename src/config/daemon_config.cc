@@ -187,6 +187,16 @@ Status ParseShareMode(const Reader& r, const YAML::Node& v, const std::string& k
   return Status::Ok();
 }
 
+Status ParseTurnStyle(const Reader& r, const YAML::Node& v, const std::string& key, policy::TurnStyle* out) {
+  std::string text;
+  if (Status s = r.String(v, key, &text); !s.ok()) return s;
+  if (text != "backfill" && text != "exclusive") {
+    return r.Error(v, key, Quote(text) + " is not a way to take GPU turns; want backfill (the default) or exclusive");
+  }
+  *out = text == "exclusive" ? policy::TurnStyle::kExclusive : policy::TurnStyle::kBackfill;
+  return Status::Ok();
+}
+
 // `levels:` is kept as its own YAML document and checked by the task API's
 // parser, which `gpuslice run/set` and the daemon resolve names with.
 Status ParseLevels(const Reader& r, const YAML::Node& v, const std::string& key, std::string* out) {
@@ -263,6 +273,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"period_with_lc_us", slice(&t.be_period_with_lc_us)},
       {"min_slice_with_lc_us", slice(&t.be_min_slice_with_lc_us)},
       {"shares", [&](N v, K k) { return ParseShareMode(r, v, k, &t.be_shares); }},
+      {"turns", [&](N v, K k) { return ParseTurnStyle(r, v, k, &t.be_turns); }},
   };
   const std::vector<F> latency_critical = {
       {"slice_us", slice(&t.lc_slice_us)},

@@ -48,7 +48,7 @@ defaults:
   priority: lc
 timeslices:
   best_effort: {period_us: 20000, min_slice_us: 2000, slice_beside_lc_us: 70, period_with_lc_us: 800,
-                min_slice_with_lc_us: 100, shares: turns}
+                min_slice_with_lc_us: 100, shares: turns, turns: exclusive}
   latency_critical: {slice_us: 1000000, shared_slice_us: 3000}
 reap_interval_ms: 50
 log_level: debug
@@ -65,6 +65,7 @@ log_level: debug
   EXPECT_EQ(c->defaults.priority, core::Priority::kLatencyCritical);
   EXPECT_EQ(c->timeslices.be_period_us, 20000u);
   EXPECT_EQ(c->timeslices.be_shares, policy::ShareMode::kTurns);
+  EXPECT_EQ(c->timeslices.be_turns, policy::TurnStyle::kExclusive);
   EXPECT_EQ(c->timeslices.be_min_slice_us, 2000u);
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, 800u);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, 100u);
@@ -122,6 +123,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "most period_us"},
       {"version: 1\ntimeslices:\n  best_effort:\n    shares: fair\n",
        "c.yaml:4: timeslices.best_effort.shares: \"fair\" is not a way to share; want slices (the default) or turns"},
+      {"version: 1\ntimeslices:\n  best_effort:\n    turns: polite\n",
+       "c.yaml:4: timeslices.best_effort.turns: \"polite\" is not a way to take GPU turns; want backfill (the default) "
+       "or exclusive"},
       {"version: 1\naudit:\n  action: shoot\n",
        "c.yaml:3: audit.action: \"shoot\" is not an audit action; want report, deny, kill or off"},
       {"version: 1\ntimeslices:\n  latency_critical:\n    slice_us: 0\n",
@@ -249,6 +253,7 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->timeslices.be_slice_beside_lc_us, d.timeslices.be_slice_beside_lc_us);
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, d.timeslices.be_period_with_lc_us);
   EXPECT_EQ(c->timeslices.be_shares, d.timeslices.be_shares);
+  EXPECT_EQ(c->timeslices.be_turns, d.timeslices.be_turns);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, d.timeslices.be_min_slice_with_lc_us);
   EXPECT_EQ(c->timeslices.lc_slice_us, d.timeslices.lc_slice_us);
   EXPECT_EQ(c->timeslices.lc_shared_slice_us, d.timeslices.lc_shared_slice_us);

@@ -103,6 +103,12 @@ inline constexpr uint32_t kDeviceFlagPresent = 1u << 0;
 // "Shares"). Written by the node schedule from the node's policy, so every
 // vGPU on a GPU follows one rule and no tenant chooses its own.
 inline constexpr uint32_t kDeviceFlagShareTurns = 1u << 1;
+// Contending best-effort vGPUs on this GPU take exclusive GPU turns: every
+// launch waits for its vGPU's turn (policy::TurnStyle::kExclusive), not only
+// a capped vGPU's. Written by the node schedule from the node's policy; a
+// process may take exclusive turns where this is not set
+// (GPUSLICE_TURNS=exclusive), never backfill where it is.
+inline constexpr uint32_t kDeviceFlagExclusiveTurns = 1u << 2;
 // A best-effort vGPU's slice beside a latency-critical one when its limits
 // name none (timeslice_beside_lc_us == 0): with nothing else to switch to but
 // the LC, the slice bounds the LC's wait for the GPU (docs/gpu-facts.md).

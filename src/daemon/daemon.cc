@@ -401,8 +401,9 @@ int RunDaemon(const config::DaemonConfig& config) {
   // Last: no return between here and the end leaves the loop running
   // against a server that is gone.
   listener.value()->Start(server.get());
-  spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted, shares by {}{}{})", socket_path,
+  spdlog::info("serving on unix:{} (state {}, {} GPU(s), {} vGPU(s) adopted, shares by {}, {} turns{}{})", socket_path,
                state_dir, devices->gpus.size(), adopted, policy::ShareModeName(timeslices.be_shares),
+               policy::TurnStyleName(timeslices.be_turns),
                identity.metrics_address.empty() ? "" : ", metrics on http://",
                identity.metrics_address.empty() ? "" : identity.metrics_address + "/metrics");
 

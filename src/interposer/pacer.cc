@@ -119,7 +119,6 @@ static_assert(std::is_trivially_destructible_v<Device>);
 Device g_devices[core::kMaxDevices];
 int g_device_count = 0;
 bool g_single_device = true;
-bool g_backfill = true;  // set once by Start, before any device is paced
 std::mutex g_start_mutex;
 bool g_started = false;
 char g_roster_path[4096];  // the compute thread's only (no destructor: see Device)
@@ -221,9 +220,12 @@ void LogSlowWait(Device& d, int member, uint64_t waited_ns) {
             static_cast<int>(d.work.load() & 1));
 }
 
-// GPUSLICE_TURNS: `backfill` (the default) or `exclusive`. Every vGPU on a
-// GPU should use the same: an exclusive one beside backfilling ones waits
-// for its turns while they do not.
+// GPUSLICE_TURNS: `backfill` (the default) or `exclusive`, this process's
+// wish. The node's policy decides for every vGPU on a GPU
+// (core::kDeviceFlagExclusiveTurns); a process may only take exclusive turns
+// where the node backfills, which slows itself (it waits for turns the
+// others do not wait for). Were it the other way, a tenant that unsets the
+// variable would run in the others' exclusive turns.
 bool BackfillTurnsWanted() {
   const char* v = getenv("GPUSLICE_TURNS");
   if (v == nullptr || *v == '\0' || strcmp(v, "backfill") == 0) return true;
@@ -357,7 +359,7 @@ void Start(VgpuRuntime* rt) {
   g_device_count = static_cast<int>(limits.device_count < core::kMaxDevices ? limits.device_count
                                                                             : core::kMaxDevices);
   g_single_device = g_device_count == 1;
-  g_backfill = BackfillTurnsWanted();
+  const bool backfill_wanted = BackfillTurnsWanted();
   // With a roster, each board's rows are believed only as it says
   // (core/board_roster.h); without one (a manager from before rosters), as
   // they say themselves.
@@ -372,7 +374,10 @@ void Start(VgpuRuntime* rt) {
   }
   const uint32_t max_held_pct = HoldBudgetPctWanted();
   for (int s = 0; s < g_device_count; ++s) {
-    g_devices[s].config.backfill = g_backfill;
+    // The node's turn style as the limits say at start: a process keeps it
+    // for its life (its launch path reads the config unsynchronised).
+    g_devices[s].config.backfill =
+        backfill_wanted && (core::LoadAcquire(limits.devices[s].flags) & core::kDeviceFlagExclusiveTurns) == 0;
     g_devices[s].config.trust = rostered ? &g_devices[s].trust : nullptr;
     g_devices[s].hold_budget.Configure(max_held_pct);
   }
@@ -499,7 +504,7 @@ uint64_t Tick(VgpuRuntime* rt) {
       quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
                !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
       d.ticked_launches = work >> 1;
-      if (g_backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
+      if (d.config.backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {
         WatchTurnFloor(d, s, holds, now);
       }
     }
@@ -674,8 +679,9 @@ void ReleaseBestEffort() {
 }
 
 TurnRole RoleOn(int slot) {
-  if (slot < 0 || slot >= g_device_count || !g_backfill) return TurnRole::kNone;
+  if (slot < 0 || slot >= g_device_count) return TurnRole::kNone;
   const Device& d = g_devices[slot];
+  if (!d.config.backfill) return TurnRole::kNone;
   if (d.board == nullptr || !d.paced.load(std::memory_order_acquire)) return TurnRole::kNone;
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return TurnRole::kNone;

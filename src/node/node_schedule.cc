@@ -32,8 +32,10 @@ struct OpenVgpu {
 
 // A device's flags with the node's share mode in them.
 uint32_t FlagsWithShareMode(uint32_t flags, const policy::TimeslicePolicyConfig& config) {
-  flags &= ~core::kDeviceFlagShareTurns;
-  return config.be_shares == policy::ShareMode::kTurns ? flags | core::kDeviceFlagShareTurns : flags;
+  flags &= ~(core::kDeviceFlagShareTurns | core::kDeviceFlagExclusiveTurns);
+  if (config.be_shares == policy::ShareMode::kTurns) flags |= core::kDeviceFlagShareTurns;
+  if (config.be_turns == policy::TurnStyle::kExclusive) flags |= core::kDeviceFlagExclusiveTurns;
+  return flags;
 }
 
 StatusOr<port::MappedFile> OpenLimitsForWrite(const std::string& vgpu_dir) {

@@ -103,6 +103,15 @@ TEST_F(NodeScheduleTest, TheShareModeIsWrittenToEveryVgpuOnTheGpu) {
   ASSERT_TRUE(ApplyNodeSchedule(store_).ok());
   EXPECT_EQ(a.limits().devices[0].flags, core::kDeviceFlagPresent);
   EXPECT_EQ(a.limits().generation, gen_a + 2);
+
+  // The turn style is the node's too: every vGPU on the GPU gets it.
+  policy::TimeslicePolicyConfig exclusive;
+  exclusive.be_turns = policy::TurnStyle::kExclusive;
+  ASSERT_TRUE(ApplyNodeSchedule(store_, exclusive).ok());
+  for (core::VgpuHandle* h : {&a, &b}) {
+    EXPECT_EQ(h->limits().devices[0].flags, core::kDeviceFlagPresent | core::kDeviceFlagExclusiveTurns);
+  }
+  EXPECT_EQ(a.limits().generation, gen_a + 3);
 }
 
 TEST_F(NodeScheduleTest, AChangeIsWrittenBeforeTheSlicesAndBumpedOnce) {

@@ -28,8 +28,10 @@ std::vector<std::pair<const char*, uint64_t policy::TimeslicePolicyConfig::*>> F
           {"lc_shared_slice_us", &C::lc_shared_slice_us}};
 }
 
-// The share mode, by its name (policy::ShareModeName).
+// The share mode and the turn style, by their names (policy::ShareModeName,
+// policy::TurnStyleName).
 constexpr char kSharesKey[] = "be_shares";
+constexpr char kTurnsKey[] = "be_turns";
 
 std::string PathOf(const std::string& root) { return root + "/" + kPolicyFileName; }
 std::string LevelsPathOf(const std::string& root) { return root + "/" + kLevelsFileName; }
@@ -58,6 +60,7 @@ Status StorePolicyConfig(const std::string& state_root, const policy::TimesliceP
   std::string text;
   for (const auto& [key, field] : Fields()) text += std::string(key) + " " + std::to_string(config.*field) + "\n";
   text += std::string(kSharesKey) + " " + policy::ShareModeName(config.be_shares) + "\n";
+  text += std::string(kTurnsKey) + " " + policy::TurnStyleName(config.be_turns) + "\n";
   return WriteWhole(PathOf(state_root), text);
 }
 
@@ -82,6 +85,10 @@ StatusOr<policy::TimeslicePolicyConfig> LoadPolicyConfig(const std::string& stat
     if (words >> key >> value && !(words >> rest)) {
       if (key == kSharesKey && (value == "slices" || value == "turns")) {
         config.be_shares = value == "turns" ? policy::ShareMode::kTurns : policy::ShareMode::kSlices;
+        known = true;
+      }
+      if (key == kTurnsKey && (value == "backfill" || value == "exclusive")) {
+        config.be_turns = value == "exclusive" ? policy::TurnStyle::kExclusive : policy::TurnStyle::kBackfill;
         known = true;
       }
       uint64_t number = 0;

@@ -38,18 +38,21 @@ TEST_F(PolicyFileTest, StoredLevelsAreWhatEveryStandaloneCommandResolvesWith) {
   EXPECT_TRUE(LoadLevels(root_)->Find("critical").has_value());
 }
 
-TEST_F(PolicyFileTest, TheShareModeRoundTripsAndAnUnknownOneIsRefused) {
+TEST_F(PolicyFileTest, TheShareModeAndTurnStyleRoundTripAndUnknownOnesAreRefused) {
   EXPECT_EQ(LoadPolicyConfig(root_)->be_shares, policy::ShareMode::kSlices) << "none stored: the default";
+  EXPECT_EQ(LoadPolicyConfig(root_)->be_turns, policy::TurnStyle::kBackfill) << "none stored: the default";
   policy::TimeslicePolicyConfig config;
   config.be_shares = policy::ShareMode::kTurns;
+  config.be_turns = policy::TurnStyle::kExclusive;
   config.be_period_us = 20000;
   ASSERT_TRUE(StorePolicyConfig(root_, config).ok());
   auto loaded = LoadPolicyConfig(root_);
   ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->be_shares, policy::ShareMode::kTurns);
+  EXPECT_EQ(loaded->be_turns, policy::TurnStyle::kExclusive);
   EXPECT_EQ(loaded->be_period_us, 20000u);
 
-  for (const char* bad : {"be_shares fastest\n", "be_period_us turns\n", "be_shares\n"}) {
+  for (const char* bad : {"be_shares fastest\n", "be_period_us turns\n", "be_shares\n", "be_turns slices\n"}) {
     std::ofstream(root_ + "/" + kPolicyFileName) << bad;
     auto refused = LoadPolicyConfig(root_);
     ASSERT_FALSE(refused.ok()) << bad;

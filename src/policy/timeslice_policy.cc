@@ -16,6 +16,7 @@ std::optional<uint32_t> TopLcRank(const std::vector<VgpuOnGpu>& vgpus) {
 }  // namespace
 
 const char* ShareModeName(ShareMode mode) { return mode == ShareMode::kTurns ? "turns" : "slices"; }
+const char* TurnStyleName(TurnStyle style) { return style == TurnStyle::kExclusive ? "exclusive" : "backfill"; }
 
 std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config) {
   // The highest LC level present is "the LC"; BE vGPUs are sliced against

@@ -51,8 +51,22 @@ struct VgpuOnGpu {
 enum class ShareMode : uint64_t { kSlices = 0, kTurns = 1 };
 const char* ShareModeName(ShareMode mode);
 
+// How GPU turns (core/pacing_board.h) treat best-effort vGPUs that do not
+// hold the turn (docs/design.md, "GPU turns").
+//   kBackfill: they launch at once and run in the holder's gaps at a short
+//     slice; only capped vGPUs and LC holds wait.
+//   kExclusive: their launches wait for their own turn, so one BE vGPU runs
+//     at a time. Beside an LC and two GPU-bound BE vGPUs, with the tiny slice
+//     beside LC, the LC's p99 fell 3-4x and the BEs kept more, but beside a
+//     launch-bound BE the BEs lost about half of what they kept under slices
+//     (docs/benchmarks.md, "Several best-effort processes beside an LC"):
+//     for a node that wants its LC first whatever it costs the BEs.
+enum class TurnStyle : uint64_t { kBackfill = 0, kExclusive = 1 };
+const char* TurnStyleName(TurnStyle style);
+
 struct TimeslicePolicyConfig {
   ShareMode be_shares = ShareMode::kSlices;
+  TurnStyle be_turns = TurnStyle::kBackfill;
   // BE vGPUs alone split this period by share: 10 ms keeps every slice at or
   // above 1 ms for shares down to 10%, where switching costs ~1%.
   uint64_t be_period_us = 10000;

@@ -194,6 +194,23 @@ def test_a_launch_stalled_past_the_gate_still_runs_in_its_vgpus_own_turn(world):
         f"{record['overlaps']} of {record['hand_changes']} hand changes met another vGPU's unfinished work"
 
 
+def test_a_nodes_exclusive_turns_hold_every_tenant_whatever_its_environment(world):
+    """A node that asks for exclusive turns (`timeslices.best_effort.turns:
+    exclusive`, stored in the state directory's policy file as a daemon
+    does) has every best-effort vGPU's launches wait for its own turn. A
+    tenant cannot opt out by its environment: one that asks for backfill
+    turns would run in the others' exclusive turns. Uncapped vGPUs under the
+    default backfill turns never wait (the tests above and below)."""
+    state = world.env["GPUSLICE_STATE_DIR"]
+    os.makedirs(state, exist_ok=True)
+    with open(os.path.join(state, "policy"), "w") as f:
+        f.write("be_turns exclusive\n")
+    slow = {"FAKE_KERNEL_US": "100"}
+    waits = spin_together(world, [("a", ["--compute", "30"]), ("b", ["--compute", "70"])],
+                          env={"a": {**slow, "GPUSLICE_TURNS": "backfill"}, "b": slow})
+    assert waits["a"] > 0 and waits["b"] > 0, f"gate waits {waits}: a vGPU ran outside its turns"
+
+
 def spin_30_70_recording_slices(world):
     """vGPUs a (30%) and b (70%) spin together, neither waiting at the gate;
     returns a's first and last board snapshots around its window and every
