@@ -177,25 +177,22 @@ Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string&
   return Status::Ok();
 }
 
-Status ParseShareMode(const Reader& r, const YAML::Node& v, const std::string& key, policy::ShareMode* out) {
+// One of two names, `names[0]` the default, into `*out` as Enum(0) or
+// Enum(1); `what` names what they are, for the error.
+template <typename Enum>
+Status ParseOneOfTwo(const Reader& r, const YAML::Node& v, const std::string& key, const char* const (&names)[2],
+                     const char* what, Enum* out) {
   std::string text;
   if (Status s = r.String(v, key, &text); !s.ok()) return s;
-  if (text != "slices" && text != "turns") {
-    return r.Error(v, key, Quote(text) + " is not a way to share; want slices (the default) or turns");
+  if (text != names[0] && text != names[1]) {
+    return r.Error(v, key, Quote(text) + " is not " + what + "; want " + names[0] + " (the default) or " + names[1]);
   }
-  *out = text == "turns" ? policy::ShareMode::kTurns : policy::ShareMode::kSlices;
+  *out = static_cast<Enum>(text == names[1] ? 1 : 0);
   return Status::Ok();
 }
 
-Status ParseTurnStyle(const Reader& r, const YAML::Node& v, const std::string& key, policy::TurnStyle* out) {
-  std::string text;
-  if (Status s = r.String(v, key, &text); !s.ok()) return s;
-  if (text != "backfill" && text != "exclusive") {
-    return r.Error(v, key, Quote(text) + " is not a way to take GPU turns; want backfill (the default) or exclusive");
-  }
-  *out = text == "exclusive" ? policy::TurnStyle::kExclusive : policy::TurnStyle::kBackfill;
-  return Status::Ok();
-}
+constexpr const char* kShareModes[2] = {"slices", "turns"};        // policy::ShareMode's order
+constexpr const char* kTurnStyles[2] = {"backfill", "exclusive"};  // policy::TurnStyle's order
 
 // `levels:` is kept as its own YAML document and checked by the task API's
 // parser, which `gpuslice run/set` and the daemon resolve names with.
@@ -272,8 +269,8 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"slice_beside_lc_us", slice(&t.be_slice_beside_lc_us)},
       {"period_with_lc_us", slice(&t.be_period_with_lc_us)},
       {"min_slice_with_lc_us", slice(&t.be_min_slice_with_lc_us)},
-      {"shares", [&](N v, K k) { return ParseShareMode(r, v, k, &t.be_shares); }},
-      {"turns", [&](N v, K k) { return ParseTurnStyle(r, v, k, &t.be_turns); }},
+      {"shares", [&](N v, K k) { return ParseOneOfTwo(r, v, k, kShareModes, "a way to share", &t.be_shares); }},
+      {"turns", [&](N v, K k) { return ParseOneOfTwo(r, v, k, kTurnStyles, "a way to take GPU turns", &t.be_turns); }},
   };
   const std::vector<F> latency_critical = {
       {"slice_us", slice(&t.lc_slice_us)},
