@@ -68,7 +68,7 @@ std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vg
   slices.resize(vgpus.size());
   // The top LC level gets what it would with another LC vGPU of its level
   // beside: the shared slice, which its processes take while several of them
-  // hold memory on the GPU (each has its own channel group). A lower LC level
+  // are on the GPU (each has its own channel group). A lower LC level
   // is sliced as BE beside it (a 0 would read as "the default beside-LC
   // slice", the tiny one).
   for (size_t i = 0; i < vgpus.size(); ++i) {
