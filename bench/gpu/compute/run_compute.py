@@ -35,8 +35,8 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
  group `workers` — two processes of one LC vGPU: the synthetic LC beside the
  synthetic BE's back-to-back kernels, both `--priority lc` in one vGPU (two
  workers of one service, one of them busy); against lc_be_stock
-  lc_workers_gpuslice       the library's rule: while both hold memory, both
-                            take the shared LC slice (2048 us)
+  lc_workers_gpuslice       the library's rule: while both are on the GPU,
+                            both take the shared LC slice (2048 us)
   lc_workers_gpuslice_long  the node policy's lc_shared_slice_us at the LC's
                             own 5 s (a state directory's policy file): the
                             rule turned off, as before it existed
