@@ -26,6 +26,7 @@
 #include "daemon/memory_pressure_service.h"
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
+#include "daemon/occupancy_watch.h"
 #include "daemon/power_cap_enforcer.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
@@ -62,12 +63,13 @@ int Fail(const std::string& message) {
 // (and joins) on destruction.
 class Housekeeper {
  public:
-  Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, MetricsExporter* exporter,
-              node::StateKeeperClient* keeper, std::chrono::milliseconds interval, port::NvmlLibrary* nvml,
-              GpuHealth* health, PowerCapEnforcer* power)
+  Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, OccupancyWatch* occupancy,
+              MetricsExporter* exporter, node::StateKeeperClient* keeper, std::chrono::milliseconds interval,
+              port::NvmlLibrary* nvml, GpuHealth* health, PowerCapEnforcer* power)
       : manager_(manager),
         sampler_(sampler),
         audit_(audit),
+        occupancy_(occupancy),
         exporter_(exporter),
         keeper_(keeper),
         interval_(interval),
@@ -118,6 +120,7 @@ class Housekeeper {
         if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
+        occupancy_->Pass();
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
       lock.Lock();
@@ -131,6 +134,7 @@ class Housekeeper {
   node::VgpuManager* const manager_;
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
+  OccupancyWatch* const occupancy_;
   MetricsExporter* const exporter_;
   node::StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
@@ -267,7 +271,10 @@ int RunDaemon(const config::DaemonConfig& config) {
   if (Status s = node::StoreMemoryWait(state_dir, config.memory_pressure.wait_ms); !s.ok()) return Fail(s.message());
   auto levels = node::LoadLevels(state_dir);
   if (!levels.ok()) return Fail(levels.status().message());
-  node::ScheduleWorker schedule(node::ScheduleWorker::NodeSchedule(store, timeslices));
+  // Which vGPUs have a process on each GPU (OccupancyWatch, below): beside
+  // an LC, the schedule counts only those as contenders.
+  node::OccupancyCell occupancy;
+  node::ScheduleWorker schedule(node::ScheduleWorker::NodeSchedule(store, timeslices, &occupancy));
   node::ManagerOptions options;
   options.default_memory_bytes = config.defaults.memory_bytes;
   options.default_compute_pct = config.defaults.compute_pct;
@@ -394,8 +401,9 @@ int RunDaemon(const config::DaemonConfig& config) {
         "levels are suspended",
         config.memory_pressure.wait_ms);
   }
+  OccupancyWatch occupancy_watch(nvml.value().get(), &manager, &audit::SystemProcessTable(), &occupancy, &schedule);
   std::optional<Housekeeper> housekeeper;
-  housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, exporter ? &*exporter : nullptr,
+  housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch, exporter ? &*exporter : nullptr,
                       keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
                       nvml.value().get(), &health, &power_caps);
   // Last: no return between here and the end leaves the loop running

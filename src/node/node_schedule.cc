@@ -113,7 +113,7 @@ Status WriteRosterIfChanged(const std::string& dir, const std::string& text) {
 }  // namespace
 
 Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config,
-                         NodeScheduleResult* result, LimitsChange* change) {
+                         NodeScheduleResult* result, LimitsChange* change, const GpuOccupancy* occupancy) {
   struct stat st;
   if (stat((store.root() + "/vgpus").c_str(), &st) != 0) {  // no vGPU ever made here
     return change == nullptr ? Status::Ok() : Status::Error("no vGPU '" + change->vgpu + "' on this node");
@@ -192,13 +192,19 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
   }
 
   for (const auto& [uuid, members] : by_gpu) {
+    const GpuOccupancy::OnGpu* on_gpu = nullptr;
+    if (occupancy != nullptr) {
+      if (auto it = occupancy->gpus.find(uuid); it != occupancy->gpus.end()) on_gpu = &it->second;
+    }
     std::vector<policy::VgpuOnGpu> inputs;
     for (const auto& [v, i] : members) {
       const core::DeviceLimit& d = v->handle.limits().devices[i];
-      inputs.push_back({v->name, core::LevelClass(d.priority), d.compute_share_pct, core::LevelRank(d.priority)});
+      inputs.push_back({v->name, core::LevelClass(d.priority), d.compute_share_pct, core::LevelRank(d.priority),
+                        on_gpu == nullptr || on_gpu->vgpus.count(v->name) != 0});
     }
-    const std::vector<uint64_t> slices = policy::ComputeTimeslices(inputs, config);
-    const std::vector<uint64_t> beside_lc = policy::ComputeTimeslicesBesideLc(inputs, config);
+    const uint32_t others = on_gpu != nullptr ? on_gpu->other_processes : 0;
+    const std::vector<uint64_t> slices = policy::ComputeTimeslices(inputs, config, others);
+    const std::vector<uint64_t> beside_lc = policy::ComputeTimeslicesBesideLc(inputs, config, others);
     for (size_t k = 0; k < members.size(); ++k) {
       members[k].first->wanted[members[k].second] = slices[k];
       members[k].first->beside_lc[members[k].second] = beside_lc[k];

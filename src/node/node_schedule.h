@@ -37,6 +37,7 @@
 
 #include "core/status.h"
 #include "core/vgpu_store.h"
+#include "node/gpu_occupancy.h"
 #include "policy/timeslice_policy.h"
 
 namespace gpuslice::node {
@@ -73,8 +74,13 @@ struct NodeScheduleResult {
 //
 // `change`, if given, is written first; if it cannot be, nothing else is done
 // and the error is returned (`change->written` stays false).
+//
+// `occupancy`, if given, says which vGPUs have a process on each GPU it
+// knows (gpu_occupancy.h): beside an LC, only those contend for the GPU
+// (policy::VgpuOnGpu::on_gpu). Without it, every vGPU on a GPU counts.
 Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config = {},
-                         NodeScheduleResult* result = nullptr, LimitsChange* change = nullptr);
+                         NodeScheduleResult* result = nullptr, LimitsChange* change = nullptr,
+                         const GpuOccupancy* occupancy = nullptr);
 
 }  // namespace gpuslice::node
 

@@ -232,6 +232,43 @@ TEST_F(NodeScheduleTest, EachGpuIsScheduledOnItsOwn) {
   EXPECT_EQ(Open("other").limits().devices[0].timeslice_us, 5000u);
 }
 
+TEST_F(NodeScheduleTest, BesideAnLcOnlyVgpusWithAProcessOnTheGpuContend) {
+  store_ = core::VgpuStore(root_);
+  Create("lc", {1}, 100, Priority::kLatencyCritical);
+  Create("busy", {1, 2}, 50);
+  Create("idle", {1}, 50);
+  Create("other", {2}, 50);
+  GpuOccupancy occupancy;
+  std::array<uint8_t, 16> gpu1{1}, gpu2{2};
+  occupancy.gpus[gpu1].vgpus = {"lc", "busy"};  // GPU 2 not known: everyone there counts
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
+  core::VgpuHandle busy = Open("busy");
+  core::VgpuHandle idle = Open("idle");
+  // The lone BE on GPU 1 keeps the tiny slice; the idle one would split the
+  // period on arriving.
+  EXPECT_EQ(busy.limits().devices[0].timeslice_us, 50u);
+  EXPECT_EQ(busy.limits().devices[0].timeslice_beside_lc_us, 50u);
+  EXPECT_EQ(idle.limits().devices[0].timeslice_us, 1000u);
+  EXPECT_EQ(busy.limits().devices[1].timeslice_us, 5000u);  // GPU 2: no LC, shares
+  EXPECT_EQ(busy.limits().devices[1].timeslice_beside_lc_us, 1000u);
+  // The idle one's process arrives: both split the period.
+  occupancy.gpus[gpu1].vgpus.insert("idle");
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
+  EXPECT_EQ(busy.limits().devices[0].timeslice_us, 1000u);
+  EXPECT_EQ(idle.limits().devices[0].timeslice_us, 1000u);
+  // A process of no vGPU on GPU 1 contends too, whoever is listed.
+  occupancy.gpus[gpu1].vgpus = {"lc", "busy"};
+  occupancy.gpus[gpu1].other_processes = 1;
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
+  EXPECT_GE(busy.limits().devices[0].timeslice_us, 1000u);
+  // GPU 2 known and empty: "other" and "busy" there are both idle, and each
+  // would split on arriving beside the other (no LC there: shares as before).
+  occupancy.gpus[gpu2] = {};
+  ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
+  EXPECT_EQ(Open("other").limits().devices[0].timeslice_us, 5000u);
+  EXPECT_EQ(Open("other").limits().devices[0].timeslice_beside_lc_us, 50u);
+}
+
 TEST_F(NodeScheduleTest, RemovalGivesTheGpuBack) {
   store_ = core::VgpuStore(root_);
   Create("a", {1}, 30);

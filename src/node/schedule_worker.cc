@@ -2,11 +2,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 namespace gpuslice::node {
 
-ScheduleWorker::ApplyFn ScheduleWorker::NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config) {
-  return [store = std::move(store), config](LimitsChange* change) {
-    return ApplyNodeSchedule(store, config, nullptr, change);
+ScheduleWorker::ApplyFn ScheduleWorker::NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config,
+                                                     const OccupancyCell* occupancy) {
+  return [store = std::move(store), config, occupancy](LimitsChange* change) {
+    const std::optional<GpuOccupancy> now = occupancy != nullptr ? occupancy->Get() : std::nullopt;
+    return ApplyNodeSchedule(store, config, nullptr, change, now ? &*now : nullptr);
   };
 }
 

@@ -41,8 +41,10 @@ class ScheduleWorker {
   explicit ScheduleWorker(ApplyFn apply, Passes passes = Passes::kBackground);
   // The pass every writer of node state uses: ApplyNodeSchedule over
   // `store` with the node's policy `config` (the daemon's, or the one it
-  // stored: policy_file.h).
-  static ApplyFn NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config);
+  // stored: policy_file.h) and, where given (the daemon's; it must outlive
+  // the worker), what `occupancy` holds at the pass.
+  static ApplyFn NodeSchedule(core::VgpuStore store, policy::TimeslicePolicyConfig config,
+                              const OccupancyCell* occupancy = nullptr);
   ~ScheduleWorker();
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;

@@ -13,12 +13,15 @@ std::optional<uint32_t> TopLcRank(const std::vector<VgpuOnGpu>& vgpus) {
   }
   return top;
 }
-}  // namespace
 
-const char* ShareModeName(ShareMode mode) { return mode == ShareMode::kTurns ? "turns" : "slices"; }
-const char* TurnStyleName(TurnStyle style) { return style == TurnStyle::kExclusive ? "exclusive" : "backfill"; }
-
-std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config) {
+// The slices of ComputeTimeslices, with the best-effort contenders beside
+// an LC counted as those on the GPU, `self` (whatever its on_gpu; npos:
+// none) and `other_processes`. Without an LC every BE vGPU counts: a lone
+// busy group keeps the GPU whatever its slice, and the slices' ratios are
+// the shares (docs/benchmarks.md, "Shares by slices or by turns"), which an
+// arriving vGPU would upset until the next schedule.
+std::vector<uint64_t> SlicesCounting(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config,
+                                     uint32_t other_processes, size_t self) {
   // The highest LC level present is "the LC"; BE vGPUs are sliced against
   // it as before levels existed. LC vGPUs of lower levels get the floor of
   // a slice beside an LC: short, so the LC waits little for them, and yet
@@ -29,12 +32,13 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
   const bool has_lc = top_lc.has_value();
   const uint32_t top_lc_rank = top_lc.value_or(0);
   uint32_t top_count = 0;
-  uint32_t be_count = 0;
+  uint32_t be_count = has_lc ? other_processes : 0;
   uint64_t be_weight = 0;
-  for (const VgpuOnGpu& v : vgpus) {
+  for (size_t i = 0; i < vgpus.size(); ++i) {
+    const VgpuOnGpu& v = vgpus[i];
     if (v.priority == core::Priority::kLatencyCritical) {
       top_count += v.rank == top_lc_rank;
-    } else {
+    } else if (v.on_gpu || i == self || !has_lc) {
       ++be_count;
       be_weight += std::max<uint32_t>(v.share_pct, 1);
     }
@@ -52,19 +56,34 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
       slices.push_back(config.be_slice_beside_lc_us);
     } else {
       const uint64_t share = std::max<uint32_t>(v.share_pct, 1);
-      slices.push_back(std::max(floor, period * share / be_weight));
+      slices.push_back(std::max(floor, period * share / std::max<uint64_t>(be_weight, share)));
+    }
+  }
+  return slices;
+}
+}  // namespace
+
+const char* ShareModeName(ShareMode mode) { return mode == ShareMode::kTurns ? "turns" : "slices"; }
+const char* TurnStyleName(TurnStyle style) { return style == TurnStyle::kExclusive ? "exclusive" : "backfill"; }
+
+std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config,
+                                        uint32_t other_processes) {
+  std::vector<uint64_t> slices = SlicesCounting(vgpus, config, other_processes, std::string::npos);
+  for (size_t i = 0; i < vgpus.size(); ++i) {
+    if (!vgpus[i].on_gpu && vgpus[i].priority != core::Priority::kLatencyCritical) {
+      slices[i] = SlicesCounting(vgpus, config, other_processes, i)[i];
     }
   }
   return slices;
 }
 
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
-                                                const TimeslicePolicyConfig& config) {
+                                                const TimeslicePolicyConfig& config, uint32_t other_processes) {
   std::vector<VgpuOnGpu> with_lc = vgpus;
   const std::optional<uint32_t> top_lc = TopLcRank(vgpus);
   const uint32_t top_lc_rank = top_lc.value_or(0);
   if (!top_lc) with_lc.push_back({"", core::Priority::kLatencyCritical, 100});
-  std::vector<uint64_t> slices = ComputeTimeslices(with_lc, config);
+  std::vector<uint64_t> slices = ComputeTimeslices(with_lc, config, other_processes);
   slices.resize(vgpus.size());
   // The top LC level gets what it would with another LC vGPU of its level
   // beside: the shared slice, which its processes take while several of them

@@ -35,6 +35,14 @@ struct VgpuOnGpu {
   core::Priority priority = core::Priority::kBestEffort;  // its level's class
   uint32_t share_pct = 100;  // --compute; relative weight among BE vGPUs
   uint32_t rank = 0;         // its level's rank in its class (core::LevelWord)
+  // False: the driver lists no process of this vGPU on the GPU
+  // (node/gpu_occupancy.h). Beside an LC, a best-effort vGPU that is not on
+  // the GPU is no contender for the others' slices (an idle neighbour made
+  // an LC wait 4.3x longer at p99 on an H200: docs/benchmarks.md, "An idle
+  // second BE vGPU beside an LC"), and its own slice is the one it would get
+  // on arriving. Latency-critical vGPUs, and every vGPU on a GPU without an
+  // LC, count whatever this says.
+  bool on_gpu = true;
 };
 
 // How best-effort vGPUs that contend for a GPU split it by `--compute`
@@ -90,9 +98,12 @@ struct TimeslicePolicyConfig {
   uint64_t lc_shared_slice_us = core::kDefaultSharedLcSliceUs;
 };
 
-// One timeslice per input vGPU, in input order.
-std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
-                                        const TimeslicePolicyConfig& config = {});
+// One timeslice per input vGPU, in input order. `other_processes`: GPU
+// processes the driver lists on the GPU that are in none of `vgpus` (not
+// gpuslice's, or not yet in a ledger); beside an LC each counts as one more
+// best-effort contender, of no share.
+std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, const TimeslicePolicyConfig& config = {},
+                                        uint32_t other_processes = 0);
 
 // One slice per input vGPU for the case that a latency-critical vGPU is live
 // on the GPU: what ComputeTimeslices gives it with one more LC vGPU beside
@@ -103,7 +114,7 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus,
 // on the GPU's pacing board (core::DeviceLimit::timeslice_beside_lc_us); the
 // top level's processes when several of them are on the GPU.
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
-                                                const TimeslicePolicyConfig& config = {});
+                                                const TimeslicePolicyConfig& config = {}, uint32_t other_processes = 0);
 
 }  // namespace gpuslice::policy
 

@@ -83,17 +83,27 @@ TEST(TimeslicePolicyTest, ALowerLcLevelKeepsItsSliceBesideAHigherLiveOne) {
 }
 
 TEST(TimeslicePolicyTest, NoTwoVgpusGetTheTinySlice) {
-  // Whatever the mix, at most one vGPU gets a slice below the floor.
+  // Whatever the mix, at most one vGPU on the GPU gets a slice below the
+  // floor. (Two arriving at once may both come with the tiny slice until the
+  // next schedule; their processes then see each other busy on the board:
+  // interposer/timeslice_applier.h.)
   const TimeslicePolicyConfig c;
   for (uint32_t lower_lc = 0; lower_lc <= 3; ++lower_lc) {
     for (uint32_t be = 0; be <= 3; ++be) {
       std::vector<VgpuOnGpu> v{{"top", Priority::kLatencyCritical, 100, 5}};
       for (uint32_t i = 0; i < lower_lc; ++i) v.push_back({"l", Priority::kLatencyCritical, 10 + 20 * i, i});
       for (uint32_t i = 0; i < be; ++i) v.push_back({"b", Priority::kBestEffort, 5 + 30 * i});
-      const auto s = ComputeTimeslices(v, c);
-      int tiny = 0;
-      for (uint64_t x : s) tiny += x < c.be_min_slice_with_lc_us;
-      EXPECT_LE(tiny, 1) << lower_lc << " lower LC, " << be << " BE";
+      // ... whichever of the BE vGPUs are on the GPU, with or without
+      // processes of no vGPU there.
+      for (uint32_t absent = 0; absent < (1u << be); ++absent) {
+        for (uint32_t others = 0; others <= 1; ++others) {
+          for (uint32_t i = 0; i < be; ++i) v[1 + lower_lc + i].on_gpu = ((absent >> i) & 1) == 0;
+          const auto s = ComputeTimeslices(v, c, others);
+          int tiny = 0;
+          for (size_t k = 0; k < s.size(); ++k) tiny += v[k].on_gpu && s[k] < c.be_min_slice_with_lc_us;
+          EXPECT_LE(tiny, 1) << lower_lc << " lower LC, " << be << " BE, absent " << absent << ", " << others;
+        }
+      }
     }
   }
 }
@@ -124,6 +134,31 @@ TEST(TimeslicePolicyTest, SlicesBesideLcAreThoseAnLcWouldBring) {
   const auto beside = ComputeTimeslicesBesideLc(be, config);
   for (size_t i = 0; i < be.size(); ++i) EXPECT_LE(beside[i], now[i]);
   EXPECT_EQ(ComputeTimeslicesBesideLc({{"a", Priority::kBestEffort, 100}}, config), (std::vector<uint64_t>{80}));
+}
+
+TEST(TimeslicePolicyTest, BesideAnLcOnlyBestEffortVgpusOnTheGpuContend) {
+  VgpuOnGpu idle{"idle", Priority::kBestEffort, 50};
+  idle.on_gpu = false;
+  // The lone BE on the GPU keeps the tiny slice beside the idle one; the
+  // idle one's slice is what it gets on arriving (the period split in two).
+  EXPECT_EQ(ComputeTimeslices({{"lc", Priority::kLatencyCritical, 100}, {"busy", Priority::kBestEffort, 50}, idle}),
+            (std::vector<uint64_t>{5000000, 50, 1000}));
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"busy", Priority::kBestEffort, 50}, idle}), (std::vector<uint64_t>{50, 1000}));
+  // Both on it: the split, as before.
+  idle.on_gpu = true;
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"busy", Priority::kBestEffort, 50}, idle}),
+            (std::vector<uint64_t>{1000, 1000}));
+  // A process of no listed vGPU is a contender: the BE no longer takes the
+  // tiny slice, and splits the period with it (of no share, it is not paid one).
+  idle.on_gpu = false;
+  EXPECT_EQ(ComputeTimeslicesBesideLc({{"busy", Priority::kBestEffort, 50}, idle}, {}, 1),
+            (std::vector<uint64_t>{2000, 1000}));
+  // Without an LC the shares stay slices of the whole set, on the GPU or not.
+  EXPECT_EQ(ComputeTimeslices({{"busy", Priority::kBestEffort, 50}, idle}, {}, 1), (std::vector<uint64_t>{5000, 5000}));
+  // An LC vGPU counts whether or not it is on the GPU.
+  VgpuOnGpu lc{"lc", Priority::kLatencyCritical, 100};
+  lc.on_gpu = false;
+  EXPECT_EQ(ComputeTimeslices({lc, {"busy", Priority::kBestEffort, 50}}), (std::vector<uint64_t>{5000000, 50}));
 }
 
 }  // namespace

@@ -25,10 +25,11 @@ def compute_sets(log, pid):
             if k == "set" and int(p) == pid and o == COMPUTE_TSG and st == "0"]
 
 
-def hold(dworld, log, name, *flags):
-    ready, done = dworld.path(name + ".ready"), dworld.path(name + ".done")
-    p = dworld.start("run", "--name", name, *flags, "--", CUDA_APP, "init", "ready", ready, "await", done,
-                     env={"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log})
+def hold(dworld, log, name, *flags, alloc=None, env=None, tag=""):
+    ready, done = dworld.path(name + tag + ".ready"), dworld.path(name + tag + ".done")
+    app = [CUDA_APP, "init", *(["alloc", alloc] if alloc else []), "ready", ready, "await", done]
+    p = dworld.start("run", "--name", name, *flags, "--", *app,
+                     env={"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, **(env or {})})
     pid = int(dworld.wait_for_file(ready))
 
     def release():
@@ -69,3 +70,39 @@ def test_the_daemons_reschedules_never_lengthen_a_be_slice_beside_a_live_lc(dwor
     assert dworld.ls()["be"]["devices"][0]["applied_timeslice_us"] == BESIDE_LC
     release_lc()
     release_be()
+
+
+def test_beside_an_lc_a_be_vgpu_with_no_process_on_the_gpu_is_no_contender(dworld):
+    """The daemon counts a best-effort vGPU as contending for a GPU only
+    while the driver lists a process of it there (src/daemon/occupancy_watch.h):
+    beside an LC, the lone busy BE keeps the tiny slice while its neighbour
+    idles, and both split the period once the neighbour has a process there."""
+    procs = dworld.path("gpu-processes")
+    os.makedirs(procs)
+    env = {"FAKE_GPU_PROCESS_DIR": procs}
+    dworld.daemon(env=env)
+    log = dworld.path("rm.log")
+    # An idle neighbour: a vGPU whose process never touches the GPU.
+    idle_ready, idle_done = dworld.path("idle.ready"), dworld.path("idle.done")
+    idle = dworld.start("run", "--name", "idle", "--priority", "be", "--", "sh", "-c",
+                        f'touch {idle_ready}; while [ ! -e {idle_done} ]; do sleep 0.1; done')
+    dworld.wait_for_file(idle_ready)
+    _, release_lc = hold(dworld, log, "lc", "--priority", "lc", alloc="1M", env=env)
+    be_pid, release_be = hold(dworld, log, "be", "--priority", "be", alloc="1M", env=env)
+
+    def be_slices():
+        d = dworld.ls()["be"]["devices"][0]
+        return d["timeslice_us"], d["timeslice_beside_lc_us"]
+    poll(lambda: be_slices() == (BESIDE_LC, BESIDE_LC), 20, "the lone BE's tiny slice beside the idle vGPU")
+    poll(lambda: compute_sets(log, be_pid)[-1:] == [(BESIDE_LC, compute_sets(log, be_pid)[-1][1])], 20,
+         "the BE applied it")
+    # The neighbour's process comes onto the GPU: both split the period.
+    _, release_neighbour = hold(dworld, log, "idle", "--priority", "be", alloc="1M", env=env, tag="-cuda")
+    poll(lambda: be_slices() == (SEVERAL_BESIDE_LC // 2, SEVERAL_BESIDE_LC // 2), 20, "the split")
+    poll(lambda: compute_sets(log, be_pid)[-1][0] == SEVERAL_BESIDE_LC // 2, 20, "the BE applied the split")
+    assert dworld.ls()["idle"]["devices"][0]["timeslice_us"] == SEVERAL_BESIDE_LC // 2
+    release_neighbour()
+    open(idle_done, "w").close()
+    assert idle.wait(timeout=30) == 0
+    release_be()
+    release_lc()
