@@ -8,7 +8,12 @@
 set -euo pipefail
 : "${OUT:?set OUT}"
 mkdir -p "$OUT"
-read -r -a gs <<< "${GPUSLICE_CMD:-${GPUSLICE_BIN:-build/bin/gpuslice}}"
+# The daemon as its own binary: it re-executes itself to start its state
+# keeper, which GPUSLICE_CMD's loader prefix would break; with the bundle's
+# libraries when there is one.
+gs=("${GPUSLICE_BIN:-build/bin/gpuslice}")
+deps=$(cd "$(dirname "$0")/../.." && pwd)/.device/bundle/deps
+[ -n "${GPUSLICE_BIN:-}" ] && [ -d "$deps" ] && gs=(env "LD_LIBRARY_PATH=$deps" "$GPUSLICE_BIN")
 state=$(mktemp -d /tmp/gpuslice-daemon-state-XXXXXX)
 export GPUSLICE_STATE_DIR=$state/state
 unset GPUSLICE_SOCKET

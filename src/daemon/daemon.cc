@@ -120,7 +120,7 @@ class Housekeeper {
         if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
-        occupancy_->Pass();
+        occupancy_->Pass(port::MonotonicNanos());
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
       lock.Lock();

@@ -13,7 +13,7 @@ namespace gpuslice::daemon {
 
 node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
                                const std::vector<audit::GpuProcess>& processes, const audit::ProcessTable& table,
-                               const std::vector<port::GpuInfo>& gpus) {
+                               const std::vector<port::GpuInfo>& gpus, ClaimedPids* claimed_pids) {
   node::GpuOccupancy out;
   std::map<uint32_t, node::GpuOccupancy::OnGpu*> by_index;
   for (const port::GpuInfo& g : gpus) by_index[g.index] = &out.gpus[g.uuid];
@@ -40,16 +40,56 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
         }
       }
     }
-    if (!claimed) ++gpu->second->other_processes;
+    if (!claimed) gpu->second->other_pids.insert(gp.pid);
+    if (claimed && claimed_pids != nullptr) {
+      for (const port::GpuInfo& g : gpus) {
+        if (g.index == gp.gpu_index) (*claimed_pids)[g.uuid].insert(gp.pid);
+      }
+    }
+  }
+  return out;
+}
+
+node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns) {
+  node::GpuOccupancy out = seen;
+  for (auto& [uuid, on] : out.gpus) {
+    std::map<std::string, uint64_t>& last = last_seen_ns_[uuid];
+    for (const std::string& name : on.vgpus) last[name] = now_ns;
+    for (uint32_t pid : on.other_pids) last["pid " + std::to_string(pid)] = now_ns;
+    if (auto it = claimed.find(uuid); it != claimed.end()) {
+      for (uint32_t pid : it->second) last.erase("pid " + std::to_string(pid));
+    }
+    for (auto it = last.begin(); it != last.end();) {
+      if (now_ns - it->second >= linger_ns_) {
+        it = last.erase(it);
+        continue;
+      }
+      if (it->first.rfind("pid ", 0) == 0) {
+        const auto pid = static_cast<uint32_t>(std::stoul(it->first.substr(4)));
+        if (alive_ && !alive_(pid)) {
+          it = last.erase(it);
+          continue;
+        }
+        on.other_pids.insert(pid);
+      } else {
+        on.vgpus.insert(it->first);
+      }
+      ++it;
+    }
   }
   return out;
 }
 
 OccupancyWatch::OccupancyWatch(port::NvmlLibrary* nvml, node::VgpuManager* manager, const audit::ProcessTable* table,
                                node::OccupancyCell* cell, node::ScheduleWorker* schedule)
-    : nvml_(nvml), manager_(manager), table_(table), cell_(cell), schedule_(schedule) {}
+    : nvml_(nvml),
+      manager_(manager),
+      table_(table),
+      cell_(cell),
+      schedule_(schedule),
+      linger_(kLingerNs, [table](uint32_t pid) { return table->InNamespace(pid).has_value(); }) {}
 
-void OccupancyWatch::Pass() {
+void OccupancyWatch::Pass(uint64_t now_ns) {
   const std::vector<port::GpuInfo>& gpus = manager_->devices().gpus;
   std::vector<uint32_t> indices;
   for (const port::GpuInfo& g : gpus) indices.push_back(g.index);
@@ -65,7 +105,8 @@ void OccupancyWatch::Pass() {
     }
     warned_ = true;
   } else if (manager_->List("", &views).ok()) {
-    now = OccupancyOf(views, processes.value(), *table_, gpus);
+    ClaimedPids claimed;
+    now = linger_.Apply(OccupancyOf(views, processes.value(), *table_, gpus, &claimed), claimed, now_ns);
   } else {
     return;  // keep what the schedule has
   }
@@ -74,7 +115,7 @@ void OccupancyWatch::Pass() {
     auto it = now.gpus.find(g.uuid);
     if (it == now.gpus.end()) continue;
     spdlog::debug("GPU {}: {} vGPU(s) and {} other process(es) on it", g.uuid_text, it->second.vgpus.size(),
-                  it->second.other_processes);
+                  it->second.other_pids.size());
   }
   schedule_->Request();
 }

@@ -4,6 +4,16 @@
 // differs from the last pass's, a schedule pass, so that beside an LC only
 // the best-effort vGPUs with a process on a GPU contend for it there.
 //
+// A vGPU (or a process of none) seen on a GPU stays on it for kLingerNs after
+// it was last seen. A vGPU whose process arrives runs at the slice it would
+// have beside the others, but theirs follow only at the next pass (about a
+// second): a lone best-effort vGPU at the tiny slice beside the arrival's
+// longer one gets little of the GPU meanwhile. Without the linger a tenant
+// that starts and ends processes over and over would get that second again
+// and again; with it, once per kLingerNs. Jobs that come and go (a script of
+// short CUDA runs) keep their neighbours' slices steady the same way. A
+// process of no vGPU lingers only while it lives (OccupancyLinger).
+//
 // Fails open: when NVML cannot list a GPU's processes, the occupancy is
 // emptied (every vGPU counts, as without a watch) and that is said once.
 //
@@ -12,6 +22,13 @@
 #ifndef GPUSLICE_DAEMON_OCCUPANCY_WATCH_H_
 #define GPUSLICE_DAEMON_OCCUPANCY_WATCH_H_
 
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "audit/memory_audit.h"
@@ -28,16 +45,38 @@ namespace gpuslice::daemon {
 // ledger has a slot naming it (ProcessTable::InNamespace, as the memory
 // audit matches them), and as one of the GPU's other_processes when none
 // does. Every GPU of `gpus` is in the result, those with no process too.
+// `claimed`, if given, gets the pids a vGPU on the GPU does claim, per GPU.
+using ClaimedPids = std::map<std::array<uint8_t, 16>, std::set<uint32_t>>;
 node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
                                const std::vector<audit::GpuProcess>& processes, const audit::ProcessTable& table,
-                               const std::vector<port::GpuInfo>& gpus);
+                               const std::vector<port::GpuInfo>& gpus, ClaimedPids* claimed = nullptr);
+
+// `seen` (an OccupancyOf) with everything seen on each of its GPUs within
+// `linger_ns` before `now_ns` added; remembers `seen` as of `now_ns`. A
+// process of no vGPU that a vGPU now claims (`claimed`: one that had not yet
+// joined its ledger, an LC's at its start) no longer lingers as one of none:
+// it counts as its vGPU; nor does one that has ended (`alive` says no): a
+// process of no vGPU is nobody's to come back.
+class OccupancyLinger {
+ public:
+  explicit OccupancyLinger(uint64_t linger_ns, std::function<bool(uint32_t pid)> alive = nullptr)
+      : linger_ns_(linger_ns), alive_(std::move(alive)) {}
+  node::GpuOccupancy Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns);
+
+ private:
+  const uint64_t linger_ns_;
+  const std::function<bool(uint32_t)> alive_;
+  // Per GPU: vGPU name, or "pid N" for a process of none -> last seen.
+  std::map<std::array<uint8_t, 16>, std::map<std::string, uint64_t>> last_seen_ns_;
+};
 
 class OccupancyWatch {
  public:
+  static constexpr uint64_t kLingerNs = 30'000'000'000;
   // All must outlive the watch.
   OccupancyWatch(port::NvmlLibrary* nvml, node::VgpuManager* manager, const audit::ProcessTable* table,
                  node::OccupancyCell* cell, node::ScheduleWorker* schedule);
-  void Pass();
+  void Pass(uint64_t now_ns);
 
  private:
   port::NvmlLibrary* const nvml_;
@@ -45,6 +84,7 @@ class OccupancyWatch {
   const audit::ProcessTable* const table_;
   node::OccupancyCell* const cell_;
   node::ScheduleWorker* const schedule_;
+  OccupancyLinger linger_;
   bool warned_ = false;
 };
 

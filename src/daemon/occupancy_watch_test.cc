@@ -46,10 +46,12 @@ std::vector<port::GpuInfo> Gpus() {
 
 TEST(OccupancyOfTest, AVgpuIsOnTheGpusWhereTheDriverListsItsProcesses) {
   const std::vector<node::VgpuView> views = {View("a", {0, 1}, {10}), View("b", {0}, {20}), View("idle", {0}, {})};
-  const auto o = OccupancyOf(views, {{0, 10, 0}, {0, 20, 1 << 20}, {0, 10, 0}}, ContainerTable(), Gpus());
+  ClaimedPids claimed;
+  const auto o = OccupancyOf(views, {{0, 10, 0}, {0, 20, 1 << 20}, {0, 10, 0}}, ContainerTable(), Gpus(), &claimed);
+  EXPECT_EQ(claimed, (ClaimedPids{{{1}, {10, 20}}}));
   const auto& gpu0 = o.gpus.at({1});
   EXPECT_EQ(gpu0.vgpus, (std::set<std::string>{"a", "b"}));
-  EXPECT_EQ(gpu0.other_processes, 0u);
+  EXPECT_TRUE(gpu0.other_pids.empty());
   // GPU 1 is known and has no process: "a" is not on it.
   EXPECT_TRUE(o.gpus.at({2}).vgpus.empty());
 }
@@ -59,8 +61,8 @@ TEST(OccupancyOfTest, AProcessNoLedgerOfTheGpuClaimsIsAContenderOfItsOwn) {
   const std::vector<node::VgpuView> views = {View("a", {0}, {10}), View("b", {0}, {11})};
   const auto o = OccupancyOf(views, {{0, 30, 0}, {0, ContainerTable::kGone, 0}, {1, 11, 0}}, ContainerTable(), Gpus());
   EXPECT_TRUE(o.gpus.at({1}).vgpus.empty());
-  EXPECT_EQ(o.gpus.at({1}).other_processes, 2u);
-  EXPECT_EQ(o.gpus.at({2}).other_processes, 1u);
+  EXPECT_EQ(o.gpus.at({1}).other_pids, (std::set<uint32_t>{30, ContainerTable::kGone}));
+  EXPECT_EQ(o.gpus.at({2}).other_pids, (std::set<uint32_t>{11}));
 }
 
 TEST(OccupancyOfTest, AForgedClaimAddsAContenderAndHidesNoOne) {
@@ -70,15 +72,58 @@ TEST(OccupancyOfTest, AForgedClaimAddsAContenderAndHidesNoOne) {
   EXPECT_EQ(o.gpus.at({1}).vgpus, (std::set<std::string>{"b", "thief"}));
 }
 
+TEST(OccupancyLingerTest, WhatWasSeenStaysForTheLingerAndThenGoes) {
+  OccupancyLinger linger(30);
+  node::GpuOccupancy seen;
+  seen.gpus[{1}].vgpus = {"a"};
+  seen.gpus[{1}].other_pids = {7};
+  EXPECT_EQ(linger.Apply(seen, {}, 100), seen);
+  const node::GpuOccupancy empty_gpu = [] {
+    node::GpuOccupancy o;
+    o.gpus[{1}];
+    return o;
+  }();
+  // Gone from the driver's list: still there until 30 after it was last seen.
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 129), seen);
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 130), empty_gpu);
+  // Seen again: the linger starts over from then.
+  EXPECT_EQ(linger.Apply(seen, {}, 140), seen);
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 169), seen);
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 170), empty_gpu);
+}
+
+TEST(OccupancyLingerTest, AProcessThatJoinsALedgerStopsLingeringAsOneOfNone) {
+  OccupancyLinger linger(30);
+  node::GpuOccupancy first;
+  first.gpus[{1}].other_pids = {7};  // an LC's process before it joined its ledger
+  EXPECT_EQ(linger.Apply(first, {}, 100), first);
+  node::GpuOccupancy joined;
+  joined.gpus[{1}].vgpus = {"lc"};
+  EXPECT_EQ(linger.Apply(joined, {{{1}, {7}}}, 101), joined);
+}
+
+TEST(OccupancyLingerTest, AnEndedProcessOfNoVgpuStopsLingering) {
+  bool alive = true;
+  OccupancyLinger linger(30, [&alive](uint32_t) { return alive; });
+  node::GpuOccupancy seen;
+  seen.gpus[{1}].other_pids = {7};
+  EXPECT_EQ(linger.Apply(seen, {}, 100), seen);
+  node::GpuOccupancy empty_gpu;
+  empty_gpu.gpus[{1}];
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 101), seen);
+  alive = false;
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 102), empty_gpu);
+}
+
 TEST(OccupancyCellTest, SetSaysWhetherAnythingChanged) {
   node::OccupancyCell cell;
   EXPECT_FALSE(cell.Get().has_value());
   node::GpuOccupancy o;
   EXPECT_TRUE(cell.Set(o));
   EXPECT_FALSE(cell.Set(o));
-  o.gpus[{1}].other_processes = 1;
+  o.gpus[{1}].other_pids = {5};
   EXPECT_TRUE(cell.Set(o));
-  EXPECT_EQ(cell.Get()->gpus.at({1}).other_processes, 1u);
+  EXPECT_EQ(cell.Get()->gpus.at({1}).other_pids, (std::set<uint32_t>{5}));
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 // tenant's to write, so it can only add claims, never hide another vGPU's
 // process. A process that no ledger of a vGPU on that GPU claims (not
 // gpuslice's, or not yet joined) counts as a contender of its own
-// (`other_processes`), so a tenant that hides its processes from its ledger
+// (`other_pids`), so a tenant that hides its processes from its ledger
 // makes the others take longer slices, never shorter ones.
 //
 // GpuOccupancy is a value. OccupancyCell is thread-safe: the daemon's
@@ -36,8 +36,8 @@ namespace gpuslice::node {
 
 struct GpuOccupancy {
   struct OnGpu {
-    std::set<std::string> vgpus;   // vGPUs with at least one process there
-    uint32_t other_processes = 0;  // processes there in no ledger of a vGPU on it
+    std::set<std::string> vgpus;    // vGPUs with at least one process there
+    std::set<uint32_t> other_pids;  // processes there in no ledger of a vGPU on it
     bool operator==(const OnGpu&) const = default;
   };
   // By GPU UUID. A GPU that is not here is not known: every vGPU on it

@@ -202,7 +202,7 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
       inputs.push_back({v->name, core::LevelClass(d.priority), d.compute_share_pct, core::LevelRank(d.priority),
                         on_gpu == nullptr || on_gpu->vgpus.count(v->name) != 0});
     }
-    const uint32_t others = on_gpu != nullptr ? on_gpu->other_processes : 0;
+    const uint32_t others = on_gpu != nullptr ? static_cast<uint32_t>(on_gpu->other_pids.size()) : 0;
     const std::vector<uint64_t> slices = policy::ComputeTimeslices(inputs, config, others);
     const std::vector<uint64_t> beside_lc = policy::ComputeTimeslicesBesideLc(inputs, config, others);
     for (size_t k = 0; k < members.size(); ++k) {

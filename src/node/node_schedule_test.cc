@@ -258,7 +258,7 @@ TEST_F(NodeScheduleTest, BesideAnLcOnlyVgpusWithAProcessOnTheGpuContend) {
   EXPECT_EQ(idle.limits().devices[0].timeslice_us, 1000u);
   // A process of no vGPU on GPU 1 contends too, whoever is listed.
   occupancy.gpus[gpu1].vgpus = {"lc", "busy"};
-  occupancy.gpus[gpu1].other_processes = 1;
+  occupancy.gpus[gpu1].other_pids = {4242};
   ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
   EXPECT_GE(busy.limits().devices[0].timeslice_us, 1000u);
   // GPU 2 known and empty: "other" and "busy" there are both idle, and each

@@ -38,13 +38,22 @@ def test_standalone_set_writes_the_same_limits_as_the_daemon(dworld):
     cfg = dworld.path("config.yaml")
     with open(cfg, "w") as f:
         f.write(CONFIG)
-    d = dworld.daemon(["--config", cfg])
+    # Both vGPUs have a process on the GPU, as the driver lists them: the
+    # daemon counts them as contending beside an LC, as a standalone pass,
+    # which has no such list, counts every vGPU.
+    procs = dworld.path("gpu-processes")
+    os.makedirs(procs)
+    env = {"FAKE_GPU_PROCESS_DIR": procs}
+    d = dworld.daemon(["--config", cfg], env=env)
     assert os.path.exists(os.path.join(dworld.state, "policy"))
     done = dworld.path("done")
     for name, share in (("a", "30"), ("b", "70")):
         ready = dworld.path("ready-" + name)
-        dworld.start("run", "--name", name, "--compute", share, "--", *dworld.app_cmd(["ready", ready, "await", done]))
+        dworld.start("run", "--name", name, "--compute", share, "--",
+                     *dworld.app_cmd(["init", "alloc", "1M", "ready", ready, "await", done]), env=env)
         dworld.wait_for_file(ready)
+    # 30% of the default 2000 us period beside an LC, once the daemon has seen both.
+    poll(lambda: dworld.ls()["a"]["devices"][0]["timeslice_beside_lc_us"] == 600, 20, "both on the GPU")
     before = read_limits(dworld, ["a", "b"])
 
     r = dworld.gpuslice("set", "a", "--compute", "60")

@@ -46,8 +46,10 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
                             rule turned off
 
  group `idle` — lc_be_gpuslice_idle_be: lc_be_gpuslice beside a second BE
- vGPU whose process does nothing on the GPU (the node schedule counts vGPUs,
- not their activity)
+ vGPU whose process does nothing on the GPU; lc_be_gpuslice_idle_ctx_be: the
+ same, its process holding a CUDA context and launching nothing (a notebook
+ after `import torch`). Through a daemon (bench/gpu/with_daemon.sh) the
+ schedule counts only vGPUs with a process on the GPU; standalone, every vGPU
 
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
@@ -459,6 +461,14 @@ def idle_be(label):
                 vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
 
 
+def idle_ctx_be(label):
+    """idle_be, its process holding a CUDA context (torch's) and launching nothing."""
+    code = ("import os, time, torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
+            "open(os.environ['READY_FILE'], 'w').close()\n"
+            "while not os.path.exists(os.environ['STOP_FILE']): time.sleep(0.1)")
+    return Proc("idle", [PYTHON, "-c", code], vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
+
+
 def s_lchint_alone(label):
     env = {"LC_ITERS": need("lc_iters"), "PERIOD_US": PERIOD_US, "PREP_US": PREP_US}
     r = run_all(label, [Proc("lc", lc_be_cmd("lchint", LC_S), env=env)], LC_S + 30)
@@ -663,6 +673,9 @@ SCENARIOS = [
      LC_S + 2 * C_UP + 3, ("lc_alone", "be_alone")),
     ("lc_be_gpuslice_idle_be", "idle",
      with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_be(l)])), LC_S + 2 * C_UP + 4,
+     ("lc_alone", "be_alone")),
+    ("lc_be_gpuslice_idle_ctx_be", "idle",
+     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_ctx_be(l)])), LC_S + 2 * C_UP + 8,
      ("lc_alone", "be_alone")),
     ("lc_ctx_stock", "workers", lc_own_context(), LC_S + C_UP + 3, ("lc_alone", "be_alone")),
     ("lc_ctx_gpuslice", "workers", with_label(lambda l: lc_own_context(LC_VG(l))), LC_S + C_UP + 3,
