@@ -15,8 +15,11 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
                                const std::vector<audit::GpuProcess>& processes, const audit::ProcessTable& table,
                                const std::vector<port::GpuInfo>& gpus, ClaimedPids* claimed_pids) {
   node::GpuOccupancy out;
-  std::map<uint32_t, node::GpuOccupancy::OnGpu*> by_index;
-  for (const port::GpuInfo& g : gpus) by_index[g.index] = &out.gpus[g.uuid];
+  std::map<uint32_t, const port::GpuInfo*> by_index;
+  for (const port::GpuInfo& g : gpus) {
+    by_index[g.index] = &g;
+    out.gpus[g.uuid];
+  }
   // (pid namespace, pid there) of every ledger slot -> the vGPUs naming it.
   // Several may: a ledger is its tenant's to write, so each claim is taken,
   // and a forged one only adds a contender.
@@ -24,27 +27,24 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
   for (const node::VgpuView& v : views) {
     for (const node::VgpuProcessView& p : v.processes) claims[{p.pid_namespace, p.pid}].push_back(&v);
   }
-  std::set<std::pair<uint32_t, uint32_t>> seen;  // (GPU index, pid)
   for (const audit::GpuProcess& gp : processes) {
     auto gpu = by_index.find(gp.gpu_index);
-    if (gpu == by_index.end() || !seen.insert({gp.gpu_index, gp.pid}).second) continue;
+    if (gpu == by_index.end()) continue;
+    node::GpuOccupancy::OnGpu& on = out.gpus[gpu->second->uuid];
     bool claimed = false;
     const auto id = table.InNamespace(gp.pid);
     const auto it = id ? claims.find({id->pid_namespace, id->pid}) : claims.end();
-    if (it != claims.end()) {
-      for (const node::VgpuView* v : it->second) {
-        for (const node::VgpuDeviceView& d : v->devices) {
-          if (d.gpu_index != gp.gpu_index) continue;
-          gpu->second->vgpus.insert(v->name);
-          claimed = true;
-        }
+    for (const node::VgpuView* v : it != claims.end() ? it->second : std::vector<const node::VgpuView*>{}) {
+      for (const node::VgpuDeviceView& d : v->devices) {
+        if (d.gpu_index != gp.gpu_index) continue;
+        on.vgpus.insert(v->name);
+        claimed = true;
       }
     }
-    if (!claimed) gpu->second->other_pids.insert(gp.pid);
-    if (claimed && claimed_pids != nullptr) {
-      for (const port::GpuInfo& g : gpus) {
-        if (g.index == gp.gpu_index) (*claimed_pids)[g.uuid].insert(gp.pid);
-      }
+    if (!claimed) {
+      on.other_pids.insert(gp.pid);
+    } else if (claimed_pids != nullptr) {
+      (*claimed_pids)[gpu->second->uuid].insert(gp.pid);
     }
   }
   return out;
@@ -53,29 +53,17 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
 node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns) {
   node::GpuOccupancy out = seen;
   for (auto& [uuid, on] : out.gpus) {
-    std::map<std::string, uint64_t>& last = last_seen_ns_[uuid];
-    for (const std::string& name : on.vgpus) last[name] = now_ns;
-    for (uint32_t pid : on.other_pids) last["pid " + std::to_string(pid)] = now_ns;
+    LastSeen& last = last_seen_ns_[uuid];
+    for (const std::string& name : on.vgpus) last.vgpus[name] = now_ns;
+    for (uint32_t pid : on.other_pids) last.pids[pid] = now_ns;
     if (auto it = claimed.find(uuid); it != claimed.end()) {
-      for (uint32_t pid : it->second) last.erase("pid " + std::to_string(pid));
+      for (uint32_t pid : it->second) last.pids.erase(pid);
     }
-    for (auto it = last.begin(); it != last.end();) {
-      if (now_ns - it->second >= linger_ns_) {
-        it = last.erase(it);
-        continue;
-      }
-      if (it->first.rfind("pid ", 0) == 0) {
-        const auto pid = static_cast<uint32_t>(std::stoul(it->first.substr(4)));
-        if (alive_ && !alive_(pid)) {
-          it = last.erase(it);
-          continue;
-        }
-        on.other_pids.insert(pid);
-      } else {
-        on.vgpus.insert(it->first);
-      }
-      ++it;
-    }
+    std::erase_if(last.vgpus, [&](const auto& e) { return now_ns - e.second >= linger_ns_; });
+    std::erase_if(last.pids,
+                  [&](const auto& e) { return now_ns - e.second >= linger_ns_ || (alive_ && !alive_(e.first)); });
+    for (const auto& [name, at] : last.vgpus) on.vgpus.insert(name);
+    for (const auto& [pid, at] : last.pids) on.other_pids.insert(pid);
   }
   return out;
 }

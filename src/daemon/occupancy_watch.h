@@ -43,9 +43,8 @@ namespace gpuslice::daemon {
 // Which of `views` have a process of `processes` (NVML's, this namespace's
 // pids) on each of `gpus`. A process counts for every vGPU on that GPU whose
 // ledger has a slot naming it (ProcessTable::InNamespace, as the memory
-// audit matches them), and as one of the GPU's other_processes when none
-// does. Every GPU of `gpus` is in the result, those with no process too.
-// `claimed`, if given, gets the pids a vGPU on the GPU does claim, per GPU.
+// audit matches them), and as one of the GPU's other_pids when none does. Every GPU of `gpus` is in the result, those
+// with no process too. `claimed`, if given, gets the pids a vGPU on the GPU does claim, per GPU.
 using ClaimedPids = std::map<std::array<uint8_t, 16>, std::set<uint32_t>>;
 node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
                                const std::vector<audit::GpuProcess>& processes, const audit::ProcessTable& table,
@@ -66,8 +65,11 @@ class OccupancyLinger {
  private:
   const uint64_t linger_ns_;
   const std::function<bool(uint32_t)> alive_;
-  // Per GPU: vGPU name, or "pid N" for a process of none -> last seen.
-  std::map<std::array<uint8_t, 16>, std::map<std::string, uint64_t>> last_seen_ns_;
+  struct LastSeen {
+    std::map<std::string, uint64_t> vgpus;  // vGPU name -> when
+    std::map<uint32_t, uint64_t> pids;      // a process of none -> when
+  };
+  std::map<std::array<uint8_t, 16>, LastSeen> last_seen_ns_;  // per GPU
 };
 
 class OccupancyWatch {
