@@ -271,6 +271,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"min_slice_with_lc_us", slice(&t.be_min_slice_with_lc_us)},
       {"shares", [&](N v, K k) { return ParseOneOfTwo(r, v, k, kShareModes, "a way to share", &t.be_shares); }},
       {"turns", [&](N v, K k) { return ParseOneOfTwo(r, v, k, kTurnStyles, "a way to take GPU turns", &t.be_turns); }},
+      {"idle_after_ms", [&](N v, K k) { return r.Uint32(v, k, &c.be_idle_after_ms); }},
   };
   const std::vector<F> latency_critical = {
       {"slice_us", slice(&t.lc_slice_us)},

@@ -88,6 +88,11 @@ struct DaemonConfig {
     // of its memory; 0 (the default): not checked.
     uint32_t max_overcommit_pct = 0;
   } memory_pressure;
+  // Beside an LC, a best-effort process the driver lists on a GPU stops
+  // contending for it once it has run nothing there for this long
+  // (daemon/occupancy_watch.h, ProcessActivity); 0: it contends while listed.
+  // `timeslices.best_effort.idle_after_ms`.
+  uint32_t be_idle_after_ms = 10000;
   uint32_t reap_interval_ms = 200;  // how often dead processes are looked for
   std::string log_level = "info";   // trace, debug, info, warn, error, off
 };

@@ -48,7 +48,7 @@ defaults:
   priority: lc
 timeslices:
   best_effort: {period_us: 20000, min_slice_us: 2000, slice_beside_lc_us: 70, period_with_lc_us: 800,
-                min_slice_with_lc_us: 100, shares: turns, turns: exclusive}
+                min_slice_with_lc_us: 100, shares: turns, turns: exclusive, idle_after_ms: 2500}
   latency_critical: {slice_us: 1000000, shared_slice_us: 3000}
 reap_interval_ms: 50
 log_level: debug
@@ -66,6 +66,7 @@ log_level: debug
   EXPECT_EQ(c->timeslices.be_period_us, 20000u);
   EXPECT_EQ(c->timeslices.be_shares, policy::ShareMode::kTurns);
   EXPECT_EQ(c->timeslices.be_turns, policy::TurnStyle::kExclusive);
+  EXPECT_EQ(c->be_idle_after_ms, 2500u);
   EXPECT_EQ(c->timeslices.be_min_slice_us, 2000u);
   EXPECT_EQ(c->timeslices.be_period_with_lc_us, 800u);
   EXPECT_EQ(c->timeslices.be_min_slice_with_lc_us, 100u);

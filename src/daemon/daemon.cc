@@ -401,7 +401,8 @@ int RunDaemon(const config::DaemonConfig& config) {
         "levels are suspended",
         config.memory_pressure.wait_ms);
   }
-  OccupancyWatch occupancy_watch(nvml.value().get(), &manager, &audit::SystemProcessTable(), &occupancy, &schedule);
+  OccupancyWatch occupancy_watch(nvml.value().get(), &manager, &audit::SystemProcessTable(), &occupancy, &schedule,
+                                 uint64_t{config.be_idle_after_ms} * 1'000'000);
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch, exporter ? &*exporter : nullptr,
                       keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),

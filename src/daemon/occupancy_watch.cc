@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -50,7 +51,8 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
   return out;
 }
 
-node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns) {
+node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns,
+                                          const node::GpuOccupancy& idle) {
   node::GpuOccupancy out = seen;
   for (auto& [uuid, on] : out.gpus) {
     LastSeen& last = last_seen_ns_[uuid];
@@ -58,6 +60,12 @@ node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const 
     for (uint32_t pid : on.other_pids) last.pids[pid] = now_ns;
     if (auto it = claimed.find(uuid); it != claimed.end()) {
       for (uint32_t pid : it->second) last.pids.erase(pid);
+    }
+    if (auto it = idle.gpus.find(uuid); it != idle.gpus.end()) {
+      for (const std::string& name : it->second.vgpus) {
+        if (on.vgpus.count(name) == 0) last.vgpus.erase(name);
+      }
+      for (uint32_t pid : it->second.other_pids) last.pids.erase(pid);
     }
     std::erase_if(last.vgpus, [&](const auto& e) { return now_ns - e.second >= linger_ns_; });
     std::erase_if(last.pids,
@@ -68,14 +76,41 @@ node::GpuOccupancy OccupancyLinger::Apply(const node::GpuOccupancy& seen, const 
   return out;
 }
 
+void ProcessActivity::AddSamples(uint32_t gpu_index,
+                                 const std::optional<std::vector<port::ProcessUtilization>>& samples, uint64_t now_ns) {
+  if (!samples) {
+    unreadable_.insert(gpu_index);
+    return;
+  }
+  unreadable_.erase(gpu_index);
+  for (const port::ProcessUtilization& s : *samples) {
+    if (s.sm_percent > 0) since_ns_[{gpu_index, s.pid}] = now_ns;
+  }
+}
+
+void ProcessActivity::Split(const std::vector<audit::GpuProcess>& listed, uint64_t now_ns,
+                            std::vector<audit::GpuProcess>* active, std::vector<audit::GpuProcess>* idle) {
+  std::set<Key> now_listed;
+  for (const audit::GpuProcess& gp : listed) {
+    const Key key{gp.gpu_index, gp.pid};
+    now_listed.insert(key);
+    const uint64_t since = since_ns_.try_emplace(key, now_ns).first->second;
+    const bool is_idle =
+        idle_after_ns_ != 0 && unreadable_.count(gp.gpu_index) == 0 && now_ns - since >= idle_after_ns_;
+    (is_idle ? idle : active)->push_back(gp);
+  }
+  std::erase_if(since_ns_, [&](const auto& e) { return now_listed.count(e.first) == 0; });
+}
+
 OccupancyWatch::OccupancyWatch(port::NvmlLibrary* nvml, node::VgpuManager* manager, const audit::ProcessTable* table,
-                               node::OccupancyCell* cell, node::ScheduleWorker* schedule)
+                               node::OccupancyCell* cell, node::ScheduleWorker* schedule, uint64_t idle_after_ns)
     : nvml_(nvml),
       manager_(manager),
       table_(table),
       cell_(cell),
       schedule_(schedule),
-      linger_(kLingerNs, [table](uint32_t pid) { return table->InNamespace(pid).has_value(); }) {}
+      linger_(kLingerNs, [table](uint32_t pid) { return table->InNamespace(pid).has_value(); }),
+      activity_(idle_after_ns) {}
 
 void OccupancyWatch::Pass(uint64_t now_ns) {
   const std::vector<port::GpuInfo>& gpus = manager_->devices().gpus;
@@ -93,8 +128,20 @@ void OccupancyWatch::Pass(uint64_t now_ns) {
     }
     warned_ = true;
   } else if (manager_->List("", &views).ok()) {
+    for (const port::GpuInfo& g : gpus) {
+      auto samples = nvml_->ProcessUtilizations(g.index, samples_seen_us_[g.index]);
+      if (samples.ok()) {
+        for (const port::ProcessUtilization& s : samples.value()) {
+          samples_seen_us_[g.index] = std::max(samples_seen_us_[g.index], s.timestamp_us);
+        }
+      }
+      activity_.AddSamples(g.index, samples.ok() ? std::optional(samples.value()) : std::nullopt, now_ns);
+    }
+    std::vector<audit::GpuProcess> active, idle;
+    activity_.Split(processes.value(), now_ns, &active, &idle);
     ClaimedPids claimed;
-    now = linger_.Apply(OccupancyOf(views, processes.value(), *table_, gpus, &claimed), claimed, now_ns);
+    const node::GpuOccupancy on = OccupancyOf(views, active, *table_, gpus, &claimed);
+    now = linger_.Apply(on, claimed, now_ns, OccupancyOf(views, idle, *table_, gpus));
   } else {
     return;  // keep what the schedule has
   }

@@ -14,6 +14,11 @@
 // short CUDA runs) keep their neighbours' slices steady the same way. A
 // process of no vGPU lingers only while it lives (OccupancyLinger).
 //
+// A listed process that has run nothing for a while (ProcessActivity: a
+// notebook after `import torch`, a server with no traffic) is not on the GPU
+// either: an LC beside such a neighbour waited 4.1x longer at p99 on an H200
+// (docs/benchmarks.md, "An idle second BE vGPU beside an LC").
+//
 // Fails open: when NVML cannot list a GPU's processes, the occupancy is
 // emptied (every vGPU counts, as without a watch) and that is said once.
 //
@@ -26,6 +31,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -60,7 +66,10 @@ class OccupancyLinger {
  public:
   explicit OccupancyLinger(uint64_t linger_ns, std::function<bool(uint32_t pid)> alive = nullptr)
       : linger_ns_(linger_ns), alive_(std::move(alive)) {}
-  node::GpuOccupancy Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns);
+  // `idle`: what is on the GPUs but idle (ProcessActivity), which does not
+  // linger (the idle window is its own).
+  node::GpuOccupancy Apply(const node::GpuOccupancy& seen, const ClaimedPids& claimed, uint64_t now_ns,
+                           const node::GpuOccupancy& idle = {});
 
  private:
   const uint64_t linger_ns_;
@@ -72,12 +81,38 @@ class OccupancyLinger {
   std::map<std::array<uint8_t, 16>, LastSeen> last_seen_ns_;  // per GPU
 };
 
+// Which listed processes are idle: those the driver has listed for
+// `idle_after_ns` and whose SMs it has not seen busy (NVML's per-process
+// samples) for as long. What a process runs on the GPU its tenant cannot
+// hide from the driver, nor fake idleness with; the samples come 0.2-5.6 s
+// apart for a busy process (docs/benchmarks.md, "NVML's raw samples"), so
+// the window is seconds. On a GPU whose samples cannot be read, no process
+// is idle. idle_after_ns 0: none ever is.
+class ProcessActivity {
+ public:
+  explicit ProcessActivity(uint64_t idle_after_ns) : idle_after_ns_(idle_after_ns) {}
+  // The samples NVML gave for GPU `gpu_index` at `now_ns` (nullopt: it could
+  // not read them).
+  void AddSamples(uint32_t gpu_index, const std::optional<std::vector<port::ProcessUtilization>>& samples,
+                  uint64_t now_ns);
+  // Splits `listed` (this pass's processes) into active and idle; forgets
+  // processes no longer listed.
+  void Split(const std::vector<audit::GpuProcess>& listed, uint64_t now_ns, std::vector<audit::GpuProcess>* active,
+             std::vector<audit::GpuProcess>* idle);
+
+ private:
+  using Key = std::pair<uint32_t, uint32_t>;  // (GPU index, pid)
+  const uint64_t idle_after_ns_;
+  std::set<uint32_t> unreadable_;     // GPUs whose samples could not be read this pass
+  std::map<Key, uint64_t> since_ns_;  // when listed first, then when last seen busy
+};
+
 class OccupancyWatch {
  public:
   static constexpr uint64_t kLingerNs = 30'000'000'000;
-  // All must outlive the watch.
+  // All must outlive the watch. idle_after_ns: ProcessActivity's.
   OccupancyWatch(port::NvmlLibrary* nvml, node::VgpuManager* manager, const audit::ProcessTable* table,
-                 node::OccupancyCell* cell, node::ScheduleWorker* schedule);
+                 node::OccupancyCell* cell, node::ScheduleWorker* schedule, uint64_t idle_after_ns);
   void Pass(uint64_t now_ns);
 
  private:
@@ -87,6 +122,8 @@ class OccupancyWatch {
   node::OccupancyCell* const cell_;
   node::ScheduleWorker* const schedule_;
   OccupancyLinger linger_;
+  ProcessActivity activity_;
+  std::map<uint32_t, uint64_t> samples_seen_us_;  // per GPU index: NVML's newest sample read
   bool warned_ = false;
 };
 

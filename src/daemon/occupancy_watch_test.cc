@@ -115,6 +115,58 @@ TEST(OccupancyLingerTest, AnEndedProcessOfNoVgpuStopsLingering) {
   EXPECT_EQ(linger.Apply(empty_gpu, {}, 102), empty_gpu);
 }
 
+TEST(OccupancyLingerTest, WhatIsThereButIdleDoesNotLinger) {
+  OccupancyLinger linger(30);
+  node::GpuOccupancy seen;
+  seen.gpus[{1}].vgpus = {"a", "b"};
+  seen.gpus[{1}].other_pids = {7};
+  EXPECT_EQ(linger.Apply(seen, {}, 100), seen);
+  // "a" and pid 7 are listed but idle; "b" went away.
+  node::GpuOccupancy empty_gpu;
+  empty_gpu.gpus[{1}];
+  node::GpuOccupancy idle;
+  idle.gpus[{1}].vgpus = {"a"};
+  idle.gpus[{1}].other_pids = {7};
+  node::GpuOccupancy b_lingers;
+  b_lingers.gpus[{1}].vgpus = {"b"};
+  EXPECT_EQ(linger.Apply(empty_gpu, {}, 101, idle), b_lingers);
+}
+
+// Processes 1 and 2 on GPU 0; what each pass finds busy.
+TEST(ProcessActivityTest, AListedProcessIsIdleOnceItHasRunNothingForTheWindow) {
+  ProcessActivity activity(10);
+  const std::vector<audit::GpuProcess> listed = {{0, 1, 0}, {0, 2, 0}};
+  auto split = [&](uint64_t now) {
+    std::vector<audit::GpuProcess> active, idle;
+    activity.Split(listed, now, &active, &idle);
+    std::vector<uint32_t> idle_pids;
+    for (const auto& p : idle) idle_pids.push_back(p.pid);
+    EXPECT_EQ(active.size() + idle.size(), listed.size());
+    return idle_pids;
+  };
+  activity.AddSamples(0, std::vector<port::ProcessUtilization>{}, 100);
+  EXPECT_TRUE(split(100).empty());  // newly listed: active for the window
+  activity.AddSamples(0, std::vector<port::ProcessUtilization>{{1, 40, 0}, {2, 0, 0}}, 105);
+  EXPECT_TRUE(split(109).empty());
+  EXPECT_EQ(split(110), (std::vector<uint32_t>{2}));  // a 0% sample is no work
+  EXPECT_EQ(split(114), (std::vector<uint32_t>{2}));
+  EXPECT_EQ(split(115), (std::vector<uint32_t>{1, 2}));
+  // It runs again: active at once.
+  activity.AddSamples(0, std::vector<port::ProcessUtilization>{{2, 5, 0}}, 116);
+  EXPECT_EQ(split(116), (std::vector<uint32_t>{1}));
+  // Samples that cannot be read: nothing is idle.
+  activity.AddSamples(0, std::nullopt, 130);
+  EXPECT_TRUE(split(130).empty());
+}
+
+TEST(ProcessActivityTest, AWindowOfZeroNeverJudgesAProcessIdle) {
+  ProcessActivity activity(0);
+  std::vector<audit::GpuProcess> active, idle;
+  activity.AddSamples(0, std::vector<port::ProcessUtilization>{}, 0);
+  activity.Split({{0, 1, 0}}, 1'000'000'000'000, &active, &idle);
+  EXPECT_TRUE(idle.empty());
+}
+
 TEST(OccupancyCellTest, SetSaysWhetherAnythingChanged) {
   node::OccupancyCell cell;
   EXPECT_FALSE(cell.Get().has_value());

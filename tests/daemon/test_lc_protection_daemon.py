@@ -79,7 +79,8 @@ def test_beside_an_lc_a_be_vgpu_with_no_process_on_the_gpu_is_no_contender(dworl
     idles, and both split the period once the neighbour has a process there."""
     procs = dworld.path("gpu-processes")
     os.makedirs(procs)
-    env = {"FAKE_GPU_PROCESS_DIR": procs}
+    busy = dworld.path("busy-processes")  # what NVML's per-process samples say ran
+    env = {"FAKE_GPU_PROCESS_DIR": procs, "FAKE_NVML_PROCESS_UTILIZATION_FILE": busy}
     dworld.daemon(env=env)
     log = dworld.path("rm.log")
     # An idle neighbour: a vGPU whose process never touches the GPU.
@@ -89,6 +90,8 @@ def test_beside_an_lc_a_be_vgpu_with_no_process_on_the_gpu_is_no_contender(dworl
     dworld.wait_for_file(idle_ready)
     _, release_lc = hold(dworld, log, "lc", "--priority", "lc", alloc="1M", env=env)
     be_pid, release_be = hold(dworld, log, "be", "--priority", "be", alloc="1M", env=env)
+    with open(busy, "w") as f:
+        f.write(f"{be_pid} 90\n")
 
     def be_slices():
         d = dworld.ls()["be"]["devices"][0]
@@ -104,5 +107,48 @@ def test_beside_an_lc_a_be_vgpu_with_no_process_on_the_gpu_is_no_contender(dworl
     release_neighbour()
     open(idle_done, "w").close()
     assert idle.wait(timeout=30) == 0
+    release_be()
+    release_lc()
+
+
+def test_beside_an_lc_a_be_process_that_runs_nothing_stops_contending(dworld):
+    """A neighbour whose process holds a CUDA context and runs nothing (a
+    notebook after `import torch`) is listed by the driver, but its SMs are
+    never seen busy: after idle_after_ms it no longer contends, and the lone
+    busy BE takes the tiny slice beside the LC. Once it runs, it contends at
+    the next pass."""
+    procs = dworld.path("gpu-processes")
+    os.makedirs(procs)
+    busy = dworld.path("busy-processes")
+    env = {"FAKE_GPU_PROCESS_DIR": procs, "FAKE_NVML_PROCESS_UTILIZATION_FILE": busy}
+    cfg = dworld.path("config.yaml")
+    with open(cfg, "w") as f:
+        f.write("version: 1\ntimeslices:\n  best_effort:\n    idle_after_ms: 2500\n")
+    dworld.daemon(["--config", cfg], env=env)
+    log = dworld.path("rm.log")
+
+    def say_busy(*pids):
+        with open(busy + ".tmp", "w") as f:
+            f.write("".join(f"{p} 90\n" for p in pids))
+        os.rename(busy + ".tmp", busy)
+
+    def be_sets():
+        return [us for us, ns in compute_sets(log, be_pid)]
+    _, release_lc = hold(dworld, log, "lc", "--priority", "lc", alloc="1M", env=env)
+    be_pid, release_be = hold(dworld, log, "be", "--priority", "be", alloc="1M", env=env)
+    say_busy(be_pid)
+    poll(lambda: be_sets()[-1:] == [BESIDE_LC], 20, "the lone BE's tiny slice")
+    seen = len(be_sets())
+    idle_pid, release_idle = hold(dworld, log, "idle", "--priority", "be", alloc="1M", env=env)
+    # Newly listed, the neighbour contends (the split), then, having run
+    # nothing for idle_after_ms, no longer (the tiny slice again).
+    poll(lambda: SEVERAL_BESIDE_LC // 2 in be_sets()[seen:], 20, "the split while the neighbour is new")
+    split_at = seen + be_sets()[seen:].index(SEVERAL_BESIDE_LC // 2)
+    poll(lambda: be_sets()[split_at:][-1] == BESIDE_LC, 20, "the tiny slice once the neighbour is idle")
+    assert dworld.ls()["be"]["devices"][0]["timeslice_beside_lc_us"] == BESIDE_LC
+    # The neighbour runs: both split the period.
+    say_busy(be_pid, idle_pid)
+    poll(lambda: be_sets()[-1] == SEVERAL_BESIDE_LC // 2, 20, "the split once the neighbour runs")
+    release_idle()
     release_be()
     release_lc()

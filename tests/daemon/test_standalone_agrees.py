@@ -12,6 +12,7 @@ timeslices:
     period_us: 30000
     min_slice_us: 3000
     slice_beside_lc_us: 70
+    idle_after_ms: 0
 """
 
 
@@ -38,9 +39,10 @@ def test_standalone_set_writes_the_same_limits_as_the_daemon(dworld):
     cfg = dworld.path("config.yaml")
     with open(cfg, "w") as f:
         f.write(CONFIG)
-    # Both vGPUs have a process on the GPU, as the driver lists them: the
-    # daemon counts them as contending beside an LC, as a standalone pass,
-    # which has no such list, counts every vGPU.
+    # Both vGPUs have a process on the GPU, as the driver lists them, and
+    # idle_after_ms 0 never judges one idle: the daemon counts them as
+    # contending beside an LC, as a standalone pass, which has no such list,
+    # counts every vGPU.
     procs = dworld.path("gpu-processes")
     os.makedirs(procs)
     env = {"FAKE_GPU_PROCESS_DIR": procs}

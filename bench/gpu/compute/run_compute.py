@@ -462,8 +462,12 @@ def idle_be(label):
 
 
 def idle_ctx_be(label):
-    """idle_be, its process holding a CUDA context (torch's) and launching nothing."""
+    """idle_be, its process holding a CUDA context (torch's) and launching
+    nothing; it says it is ready IDLE_BEFORE_READY_S (default 0) after its
+    last kernel, so that the cell can measure a neighbour idle for that long
+    (the daemon's timeslices.best_effort.idle_after_ms)."""
     code = ("import os, time, torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
+            "time.sleep(float(os.environ.get('IDLE_BEFORE_READY_S', '0'))); "
             "open(os.environ['READY_FILE'], 'w').close()\n"
             "while not os.path.exists(os.environ['STOP_FILE']): time.sleep(0.1)")
     return Proc("idle", [PYTHON, "-c", code], vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
@@ -675,7 +679,8 @@ SCENARIOS = [
      with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_be(l)])), LC_S + 2 * C_UP + 4,
      ("lc_alone", "be_alone")),
     ("lc_be_gpuslice_idle_ctx_be", "idle",
-     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_ctx_be(l)])), LC_S + 2 * C_UP + 8,
+     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_ctx_be(l)])),
+     LC_S + 2 * C_UP + 8 + float(os.environ.get("IDLE_BEFORE_READY_S", "0")),
      ("lc_alone", "be_alone")),
     ("lc_ctx_stock", "workers", lc_own_context(), LC_S + C_UP + 3, ("lc_alone", "be_alone")),
     ("lc_ctx_gpuslice", "workers", with_label(lambda l: lc_own_context(LC_VG(l))), LC_S + C_UP + 3,
