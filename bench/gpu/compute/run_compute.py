@@ -49,7 +49,9 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
  vGPU whose process does nothing on the GPU; lc_be_gpuslice_idle_ctx_be: the
  same, its process holding a CUDA context and launching nothing (a notebook
  after `import torch`). Through a daemon (bench/gpu/with_daemon.sh) the
- schedule counts only vGPUs with a process on the GPU; standalone, every vGPU
+ schedule counts only vGPUs with a process on the GPU that has run something
+ lately; standalone, every vGPU. lc_be_gpuslice_busy_be: beside a second,
+ busy, BE vGPU (both contend: neither may be judged idle)
 
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
@@ -473,6 +475,11 @@ def idle_ctx_be(label):
     return Proc("idle", [PYTHON, "-c", code], vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
 
 
+def busy_be(label):
+    """A second synthetic BE, busy, in a vGPU of its own."""
+    return Proc("be2", lc_be_cmd("be", 600), vg(f"{label.replace('_', '-')}-be2", "--priority", "be"), bg=True)
+
+
 def s_lchint_alone(label):
     env = {"LC_ITERS": need("lc_iters"), "PERIOD_US": PERIOD_US, "PREP_US": PREP_US}
     r = run_all(label, [Proc("lc", lc_be_cmd("lchint", LC_S), env=env)], LC_S + 30)
@@ -681,6 +688,9 @@ SCENARIOS = [
     ("lc_be_gpuslice_idle_ctx_be", "idle",
      with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_ctx_be(l)])),
      LC_S + 2 * C_UP + 8 + float(os.environ.get("IDLE_BEFORE_READY_S", "0")),
+     ("lc_alone", "be_alone")),
+    ("lc_be_gpuslice_busy_be", "idle",
+     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[busy_be(l)])), LC_S + 2 * C_UP + 4,
      ("lc_alone", "be_alone")),
     ("lc_ctx_stock", "workers", lc_own_context(), LC_S + C_UP + 3, ("lc_alone", "be_alone")),
     ("lc_ctx_gpuslice", "workers", with_label(lambda l: lc_own_context(LC_VG(l))), LC_S + C_UP + 3,
