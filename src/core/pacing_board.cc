@@ -470,6 +470,15 @@ bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now, con
   return false;
 }
 
+bool OtherBestEffortBusy(const Board& board, int member, uint64_t now, const PacingConfig& c) {
+  Board* b = const_cast<Board*>(&board);
+  for (int i = 0; i < kBoardMembers; ++i) {
+    BoardMember& m = b->members[i];
+    if (i != member && !IsLc(m, c) && Alive(m, now, c) && LoadAcquire(m.busy_processes) > 0) return true;
+  }
+  return false;
+}
+
 void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& m = b->members[member];
   // Back from a real idle (not a pause between steps): start at the virtual

@@ -281,6 +281,12 @@ bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hol
 // roster or not (see the .cc: the safe direction).
 bool HigherLatencyCriticalLive(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
+// Another live best-effort member than `member` has work queued on this GPU
+// (busy_processes). Rows are believed through config.trust. A forged busy
+// mark only makes the reader take a longer slice (interposer/
+// timeslice_applier.h), which costs the LC what any busy neighbour does.
+bool OtherBestEffortBusy(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
+
 // Who holds the turn now (-1 = nobody); for views and tests.
 int TurnHolder(const Board& board);
 

@@ -907,6 +907,27 @@ TEST(PacingBoardTest, HigherLatencyCriticalLiveSeesOnlyLiveLcPeers) {
   EXPECT_FALSE(HigherLatencyCriticalLive(board, be, now + 2'000'000'000)) << "its heartbeat stopped";
 }
 
+TEST(PacingBoardTest, OtherBestEffortBusySeesLiveBestEffortPeersWithWorkQueued) {
+  Board board;
+  InitBoard(&board);
+  const uint64_t now = 5'000'000'000;
+  const int me = JoinBoard(&board, 1, Share(100), now);
+  const int lc = JoinBoard(&board, 2, MemberSpec{100, 0, Priority::kLatencyCritical}, now);
+  const int other = JoinBoard(&board, 3, Share(100), now);
+  EXPECT_FALSE(OtherBestEffortBusy(board, me, now)) << "nobody has work queued";
+  NoteBusy(&board, me, true, now);
+  NoteBusy(&board, lc, true, now);
+  EXPECT_FALSE(OtherBestEffortBusy(board, me, now)) << "its own work, and the LC's, are not a neighbour's";
+  NoteBusy(&board, other, true, now);
+  EXPECT_TRUE(OtherBestEffortBusy(board, me, now));
+  EXPECT_FALSE(OtherBestEffortBusy(board, me, now + 2'000'000'000)) << "its heartbeat stopped";
+  PacingConfig config;
+  static BoardTrust trust;
+  trust.Reset({{1, {LevelWord(Priority::kBestEffort, 0), 100, 0}}});
+  config.trust = &trust;
+  EXPECT_FALSE(OtherBestEffortBusy(board, me, now, config)) << "a row the roster does not list";
+}
+
 MemberSpec Level(Priority level_class, uint32_t rank, uint32_t share = 100) {
   return MemberSpec{share, 0, level_class, rank};
 }

@@ -109,6 +109,13 @@ inline constexpr uint32_t kDeviceFlagShareTurns = 1u << 1;
 // process may take exclusive turns where this is not set
 // (GPUSLICE_TURNS=exclusive), never backfill where it is.
 inline constexpr uint32_t kDeviceFlagExclusiveTurns = 1u << 2;
+// The node schedule counted this best-effort vGPU as the only one that
+// contends for this GPU beside an LC (its slice beside an LC is the lone,
+// tiny one; policy::AloneBesideLc). Its processes take a longer slice by
+// themselves while another best-effort vGPU there has work queued
+// (interposer/timeslice_applier.h): a neighbour that starts running is
+// counted by the schedule only at the daemon's next pass.
+inline constexpr uint32_t kDeviceFlagLoneBestEffort = 1u << 3;
 // A best-effort vGPU's slice beside a latency-critical one when its limits
 // name none (timeslice_beside_lc_us == 0): with nothing else to switch to but
 // the LC, the slice bounds the LC's wait for the GPU (docs/gpu-facts.md).

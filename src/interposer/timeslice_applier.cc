@@ -148,13 +148,28 @@ uint32_t ProcessesOnGpu(VgpuRuntime* rt, int slot) {
   return n;
 }
 
+// The node schedule counted this vGPU as the lone best-effort one on the
+// GPU beside an LC (kDeviceFlagLoneBestEffort), and another best-effort
+// vGPU there has work queued now. The daemon counts only vGPUs whose
+// processes the driver shows running (docs/design.md, "Who contends for a
+// GPU"), so a neighbour that starts running is counted at its next pass, 1-6
+// s later; meanwhile the neighbour runs its own slice (1000 us by default)
+// against this vGPU's 50 us. Under exclusive turns the two never run at
+// once, so the tiny slice stays.
+bool NeighbourArrived(const core::DeviceLimit& limit, const pacer::Seat& seat) {
+  const uint32_t flags = core::LoadRelaxed(limit.flags);
+  if ((flags & core::kDeviceFlagLoneBestEffort) == 0 || (flags & core::kDeviceFlagExclusiveTurns) != 0) return false;
+  return core::OtherBestEffortBusy(*seat.board, seat.member, port::MonotonicNanos(), *seat.config);
+}
+
 // Bit s: device slot s runs a slice under kCoBusySliceUs (beside a live LC,
 // or the policy's own slice beside an LC's vGPU), and two or more of this
 // vGPU's processes had work queued there at once within the last
 // kCoBusyHoldMs (sampled at each pass), or are there (ProcessesOnGpu) while
 // the busy count is not yet trusted; or this process has several compute
 // groups there (`several`: SeveralComputeGroups), whose work the board counts
-// as one. lc_mask: LatencyCriticalPeers.
+// as one; or a neighbour arrived (NeighbourArrived). lc_mask:
+// LatencyCriticalPeers.
 uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint32_t several, uint64_t now_ms) {
   const core::Limits& limits = rt->limits();
   uint32_t mask = 0;
@@ -166,10 +181,11 @@ uint32_t CoBusySlots(VgpuRuntime* rt, uint32_t lc_mask, uint32_t several, uint64
     if (lc_live && g_beside_lc_since_ms[s] == 0) g_beside_lc_since_ms[s] = now_ms;
     const bool trusted = lc_live && now_ms >= g_beside_lc_since_ms[s] + kCoBusyHoldMs;
     const pacer::Seat seat = pacer::SeatOf(static_cast<int>(s));
-    const int32_t busy = seat.board == nullptr || seat.member < 0
-                             ? 0
-                             : static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes));
-    if (busy >= 2 || ((several >> s) & 1) || (!trusted && ProcessesOnGpu(rt, static_cast<int>(s)) >= 2)) {
+    const bool seated = seat.board != nullptr && seat.member >= 0;
+    const int32_t busy =
+        seated ? static_cast<int32_t>(core::LoadAcquire(seat.board->members[seat.member].busy_processes)) : 0;
+    if (busy >= 2 || ((several >> s) & 1) || (!trusted && ProcessesOnGpu(rt, static_cast<int>(s)) >= 2) ||
+        (lc_live && seated && NeighbourArrived(limits.devices[s], seat))) {
       g_co_busy_until_ms[s] = now_ms + kCoBusyHoldMs;
     }
     if (now_ms < g_co_busy_until_ms[s]) mask |= 1u << s;

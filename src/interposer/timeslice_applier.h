@@ -13,7 +13,9 @@
 // beside an LC while one is live (LC protection, whatever the node schedule
 // says), but never under 1000 us while two or more of the vGPU's processes
 // have work queued there, or are there in the first second beside a
-// new LC (two busy groups at the tiny slice starve each other). An LC
+// new LC, or while the node schedule counts the vGPU as the lone best-effort
+// one there but another has work queued (two busy groups at the tiny slice
+// starve each other). An LC
 // vGPU's long slice is shortened to the shared LC slice (2048 us) while two
 // or more of its processes (or contexts of this one) are on the GPU, so they do not hold each
 // other off for seconds. Copy-engine TSGs are scheduled on runlists of their own: they get the

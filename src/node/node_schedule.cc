@@ -28,13 +28,16 @@ struct OpenVgpu {
   core::VgpuHandle handle;
   std::array<uint64_t, core::kMaxDevices> wanted{};
   std::array<uint64_t, core::kMaxDevices> beside_lc{};
+  std::array<bool, core::kMaxDevices> alone_beside_lc{};
 };
 
-// A device's flags with the node's share mode in them.
-uint32_t FlagsWithShareMode(uint32_t flags, const policy::TimeslicePolicyConfig& config) {
-  flags &= ~(core::kDeviceFlagShareTurns | core::kDeviceFlagExclusiveTurns);
+// A device's flags with the node's share mode, and whether the vGPU is the
+// lone best-effort one there beside an LC, in them.
+uint32_t ScheduledFlags(uint32_t flags, const policy::TimeslicePolicyConfig& config, bool alone_beside_lc) {
+  flags &= ~(core::kDeviceFlagShareTurns | core::kDeviceFlagExclusiveTurns | core::kDeviceFlagLoneBestEffort);
   if (config.be_shares == policy::ShareMode::kTurns) flags |= core::kDeviceFlagShareTurns;
   if (config.be_turns == policy::TurnStyle::kExclusive) flags |= core::kDeviceFlagExclusiveTurns;
+  if (alone_beside_lc) flags |= core::kDeviceFlagLoneBestEffort;
   return flags;
 }
 
@@ -205,9 +208,11 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
     const uint32_t others = on_gpu != nullptr ? static_cast<uint32_t>(on_gpu->other_pids.size()) : 0;
     const std::vector<uint64_t> slices = policy::ComputeTimeslices(inputs, config, others);
     const std::vector<uint64_t> beside_lc = policy::ComputeTimeslicesBesideLc(inputs, config, others);
+    const std::vector<bool> alone = policy::AloneBesideLc(inputs, others);
     for (size_t k = 0; k < members.size(); ++k) {
       members[k].first->wanted[members[k].second] = slices[k];
       members[k].first->beside_lc[members[k].second] = beside_lc[k];
+      members[k].first->alone_beside_lc[members[k].second] = alone[k];
     }
   }
 
@@ -220,7 +225,7 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
       if (core::LoadAcquire(current.devices[i].timeslice_us) != v->wanted[i] ||
           core::LoadAcquire(current.devices[i].timeslice_beside_lc_us) != v->beside_lc[i] ||
           core::LoadAcquire(current.devices[i].flags) !=
-              FlagsWithShareMode(core::LoadAcquire(current.devices[i].flags), config)) {
+              ScheduledFlags(core::LoadAcquire(current.devices[i].flags), config, v->alone_beside_lc[i])) {
         changed = true;
       }
     }
@@ -239,7 +244,7 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
       core::StoreRelaxed(limits->devices[i].timeslice_us, v->wanted[i]);
       core::StoreRelaxed(limits->devices[i].timeslice_beside_lc_us, v->beside_lc[i]);
       core::StoreRelaxed(limits->devices[i].flags,
-                         FlagsWithShareMode(core::LoadRelaxed(limits->devices[i].flags), config));
+                         ScheduledFlags(core::LoadRelaxed(limits->devices[i].flags), config, v->alone_beside_lc[i]));
     }
     // Release: a reader that sees the new generation sees the new slices.
     core::FetchAddRelease(limits->generation, 1);

@@ -251,11 +251,16 @@ TEST_F(NodeScheduleTest, BesideAnLcOnlyVgpusWithAProcessOnTheGpuContend) {
   EXPECT_EQ(idle.limits().devices[0].timeslice_us, 1000u);
   EXPECT_EQ(busy.limits().devices[1].timeslice_us, 5000u);  // GPU 2: no LC, shares
   EXPECT_EQ(busy.limits().devices[1].timeslice_beside_lc_us, 1000u);
+  // ... and says so, so that its processes see a neighbour arrive.
+  EXPECT_NE(busy.limits().devices[0].flags & core::kDeviceFlagLoneBestEffort, 0u);
+  EXPECT_EQ(busy.limits().devices[1].flags & core::kDeviceFlagLoneBestEffort, 0u);
+  EXPECT_EQ(idle.limits().devices[0].flags & core::kDeviceFlagLoneBestEffort, 0u);
   // The idle one's process arrives: both split the period.
   occupancy.gpus[gpu1].vgpus.insert("idle");
   ASSERT_TRUE(ApplyNodeSchedule(store_, {}, nullptr, nullptr, &occupancy).ok());
   EXPECT_EQ(busy.limits().devices[0].timeslice_us, 1000u);
   EXPECT_EQ(idle.limits().devices[0].timeslice_us, 1000u);
+  EXPECT_EQ(busy.limits().devices[0].flags & core::kDeviceFlagLoneBestEffort, 0u);
   // A process of no vGPU on GPU 1 contends too, whoever is listed.
   occupancy.gpus[gpu1].vgpus = {"lc", "busy"};
   occupancy.gpus[gpu1].other_pids = {4242};

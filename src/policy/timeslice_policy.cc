@@ -98,4 +98,15 @@ std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vg
   return slices;
 }
 
+std::vector<bool> AloneBesideLc(const std::vector<VgpuOnGpu>& vgpus, uint32_t other_processes) {
+  uint32_t on_gpu = other_processes;
+  for (const VgpuOnGpu& v : vgpus) on_gpu += v.priority != core::Priority::kLatencyCritical && v.on_gpu;
+  std::vector<bool> alone;
+  alone.reserve(vgpus.size());
+  for (const VgpuOnGpu& v : vgpus) {
+    alone.push_back(v.priority != core::Priority::kLatencyCritical && on_gpu + (v.on_gpu ? 0 : 1) == 1);
+  }
+  return alone;
+}
+
 }  // namespace gpuslice::policy

@@ -116,6 +116,12 @@ std::vector<uint64_t> ComputeTimeslices(const std::vector<VgpuOnGpu>& vgpus, con
 std::vector<uint64_t> ComputeTimeslicesBesideLc(const std::vector<VgpuOnGpu>& vgpus,
                                                 const TimeslicePolicyConfig& config = {}, uint32_t other_processes = 0);
 
+// For each input vGPU: a best-effort one that is the only best-effort
+// contender for the GPU beside an LC, counted as ComputeTimeslicesBesideLc
+// counts (itself, the others on the GPU, other_processes): the one that
+// gets be_slice_beside_lc_us.
+std::vector<bool> AloneBesideLc(const std::vector<VgpuOnGpu>& vgpus, uint32_t other_processes = 0);
+
 }  // namespace gpuslice::policy
 
 #endif  // GPUSLICE_POLICY_TIMESLICE_POLICY_H_

@@ -155,6 +155,13 @@ TEST(TimeslicePolicyTest, BesideAnLcOnlyBestEffortVgpusOnTheGpuContend) {
             (std::vector<uint64_t>{2000, 1000}));
   // Without an LC the shares stay slices of the whole set, on the GPU or not.
   EXPECT_EQ(ComputeTimeslices({{"busy", Priority::kBestEffort, 50}, idle}, {}, 1), (std::vector<uint64_t>{5000, 5000}));
+  // The lone best-effort contender beside an LC is the one at the tiny slice.
+  idle.on_gpu = false;
+  EXPECT_EQ(AloneBesideLc({{"lc", Priority::kLatencyCritical, 100}, {"busy", Priority::kBestEffort, 50}, idle}),
+            (std::vector<bool>{false, true, false}));
+  EXPECT_EQ(AloneBesideLc({{"busy", Priority::kBestEffort, 50}, idle}, 1), (std::vector<bool>{false, false}));
+  idle.on_gpu = true;
+  EXPECT_EQ(AloneBesideLc({{"busy", Priority::kBestEffort, 50}, idle}), (std::vector<bool>{false, false}));
   // An LC vGPU counts whether or not it is on the GPU.
   VgpuOnGpu lc{"lc", Priority::kLatencyCritical, 100};
   lc.on_gpu = false;

@@ -14,6 +14,7 @@ FAKE_RM = os.path.join(os.environ.get("GPUSLICE_BUILD_DIR", os.path.join(os.path
 COMPUTE_TSG = "5c000001"
 BESIDE_LC = 50
 SEVERAL_BESIDE_LC = 2000
+CO_BUSY = 1000  # src/interposer/timeslice_applier.cc: kCoBusySliceUs
 
 
 def compute_sets(log, pid):
@@ -150,5 +151,43 @@ def test_beside_an_lc_a_be_process_that_runs_nothing_stops_contending(dworld):
     say_busy(be_pid, idle_pid)
     poll(lambda: be_sets()[-1] == SEVERAL_BESIDE_LC // 2, 20, "the split once the neighbour runs")
     release_idle()
+    release_be()
+    release_lc()
+
+
+def test_a_lone_be_beside_an_lc_leaves_the_tiny_slice_when_a_neighbour_starts_running(dworld):
+    """The daemon counts a neighbour only once the driver shows it running,
+    at its next pass; meanwhile the neighbour runs its own slice against the
+    lone BE's 50 us. So the lone BE's processes, seeing the neighbour's work
+    queued on the GPU's board, take the co-busy slice by themselves. The
+    neighbour here is never listed by the fake NVML (it holds no memory), so
+    only the board can tell."""
+    procs = dworld.path("gpu-processes")
+    os.makedirs(procs)
+    busy = dworld.path("busy-processes")
+    env = {"FAKE_GPU_PROCESS_DIR": procs, "FAKE_NVML_PROCESS_UTILIZATION_FILE": busy, "FAKE_KERNEL_US": "200"}
+    dworld.daemon(env=env)
+    log = dworld.path("rm.log")
+    _, release_lc = hold(dworld, log, "lc", "--priority", "lc", alloc="1M", env=env)
+    be_pid, release_be = hold(dworld, log, "be", "--priority", "be", alloc="1M", env=env)
+    with open(busy, "w") as f:
+        f.write(f"{be_pid} 90\n")
+    poll(lambda: dworld.ls()["be"]["devices"][0]["timeslice_beside_lc_us"] == BESIDE_LC, 20, "the lone BE's slice")
+    poll(lambda: compute_sets(log, be_pid)[-1][0] == BESIDE_LC, 20, "the BE applied it")
+    seen = len(compute_sets(log, be_pid))
+    ready, go, runs, idle, done = (dworld.path("nb." + n) for n in ("ready", "go", "runs", "idle", "done"))
+    nb = dworld.start("run", "--name", "neighbour", "--priority", "be", "--", CUDA_APP, "init", "ready", ready,
+                      "await", go, "spin", "6", runs, "ready", idle, "await", done,
+                      env={"LD_PRELOAD": FAKE_RM, "FAKE_RM_LOG": log, **env})
+    dworld.wait_for_file(ready)
+    open(go, "w").close()
+    poll(lambda: CO_BUSY in [us for us, ns in compute_sets(log, be_pid)[seen:]], 30,
+         "the lone BE's co-busy slice while the neighbour runs")
+    assert dworld.ls()["be"]["devices"][0]["timeslice_beside_lc_us"] == BESIDE_LC, "the schedule never saw it"
+    dworld.wait_for_file(idle, timeout=30)
+    poll(lambda: compute_sets(log, be_pid)[-1][0] == BESIDE_LC, 20, "the tiny slice once the neighbour stops")
+    open(done, "w").close()
+    out, err = nb.communicate(timeout=30)
+    assert nb.returncode == 0 and "spin ok" in out, err
     release_be()
     release_lc()
