@@ -51,7 +51,9 @@ they need is added; SKIP_SCENARIOS=... leaves some out):
  after `import torch`). Through a daemon (bench/gpu/with_daemon.sh) the
  schedule counts only vGPUs with a process on the GPU that has run something
  lately; standalone, every vGPU. lc_be_gpuslice_busy_be: beside a second,
- busy, BE vGPU (both contend: neither may be judged idle)
+ busy, BE vGPU (both contend: neither may be judged idle).
+ lc_be_gpuslice_waking_be: beside one idle for IDLE_BEFORE_READY_S that
+ starts running WAKE_AFTER_S into the LC's window
 
  group `holder` — holdercheck: the holder kernel (holder_kernel.ptx) alone:
  unreleased it ends at its bound, released it ends at once
@@ -475,6 +477,20 @@ def idle_ctx_be(label):
     return Proc("idle", [PYTHON, "-c", code], vg(f"{label.replace('_', '-')}-idle", "--priority", "be"), bg=True)
 
 
+def waking_be(label):
+    """idle_ctx_be that starts running (back-to-back matmuls) WAKE_AFTER_S
+    (default 2) after it says it is ready: a neighbour the daemon had judged
+    idle waking up beside the LC and the lone BE."""
+    code = ("import os, time, torch; x = torch.randn(4096, 4096, device='cuda'); torch.cuda.synchronize(); "
+            "time.sleep(float(os.environ.get('IDLE_BEFORE_READY_S', '0'))); "
+            "open(os.environ['READY_FILE'], 'w').close(); "
+            "time.sleep(float(os.environ.get('WAKE_AFTER_S', '2')))\n"
+            "while not os.path.exists(os.environ['STOP_FILE']):\n"
+            "    for _ in range(20): y = x @ x\n"
+            "    torch.cuda.synchronize()")
+    return Proc("waking", [PYTHON, "-c", code], vg(f"{label.replace('_', '-')}-waking", "--priority", "be"), bg=True)
+
+
 def busy_be(label):
     """A second synthetic BE, busy, in a vGPU of its own."""
     return Proc("be2", lc_be_cmd("be", 600), vg(f"{label.replace('_', '-')}-be2", "--priority", "be"), bg=True)
@@ -687,6 +703,10 @@ SCENARIOS = [
      ("lc_alone", "be_alone")),
     ("lc_be_gpuslice_idle_ctx_be", "idle",
      with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[idle_ctx_be(l)])),
+     LC_S + 2 * C_UP + 8 + float(os.environ.get("IDLE_BEFORE_READY_S", "0")),
+     ("lc_alone", "be_alone")),
+    ("lc_be_gpuslice_waking_be", "idle",
+     with_label(lambda l: lc_pair("lc", LC_VG(l), BE_VG(l), extra=[waking_be(l)])),
      LC_S + 2 * C_UP + 8 + float(os.environ.get("IDLE_BEFORE_READY_S", "0")),
      ("lc_alone", "be_alone")),
     ("lc_be_gpuslice_busy_be", "idle",
