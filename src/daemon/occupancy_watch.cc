@@ -35,11 +35,13 @@ node::GpuOccupancy OccupancyOf(const std::vector<node::VgpuView>& views,
     bool claimed = false;
     const auto id = table.InNamespace(gp.pid);
     const auto it = id ? claims.find({id->pid_namespace, id->pid}) : claims.end();
-    for (const node::VgpuView* v : it != claims.end() ? it->second : std::vector<const node::VgpuView*>{}) {
-      for (const node::VgpuDeviceView& d : v->devices) {
-        if (d.gpu_index != gp.gpu_index) continue;
-        on.vgpus.insert(v->name);
-        claimed = true;
+    if (it != claims.end()) {
+      for (const node::VgpuView* v : it->second) {
+        for (const node::VgpuDeviceView& d : v->devices) {
+          if (d.gpu_index != gp.gpu_index) continue;
+          on.vgpus.insert(v->name);
+          claimed = true;
+        }
       }
     }
     if (!claimed) {

@@ -1,6 +1,7 @@
 // gpu_occupancy.h — which vGPUs have a process on each GPU, as the driver
 // itself lists them: an input of the node schedule (node_schedule.h) that no
-// tenant can write.
+// tenant can write. The daemon leaves out processes that have run nothing
+// lately, and keeps what it saw for a while (daemon/occupancy_watch.h).
 //
 // Why the schedule wants it: beside an LC, two best-effort vGPUs on a GPU
 // split a short period (1000 us each by default) where a lone one takes the

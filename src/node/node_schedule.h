@@ -75,8 +75,8 @@ struct NodeScheduleResult {
 // `change`, if given, is written first; if it cannot be, nothing else is done
 // and the error is returned (`change->written` stays false).
 //
-// `occupancy`, if given, says which vGPUs have a process on each GPU it
-// knows (gpu_occupancy.h): beside an LC, only those contend for the GPU
+// `occupancy`, if given, says which vGPUs have a process running on each
+// GPU it knows (gpu_occupancy.h): beside an LC, only those contend for the GPU
 // (policy::VgpuOnGpu::on_gpu). Without it, every vGPU on a GPU counts.
 Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePolicyConfig& config = {},
                          NodeScheduleResult* result = nullptr, LimitsChange* change = nullptr,
