@@ -285,6 +285,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
   const std::vector<F> audit = {
       {"action", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.action); }},
       {"unmanaged", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.unmanaged); }},
+      {"raised_slice", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.raised_slice); }},
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };

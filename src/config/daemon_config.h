@@ -65,6 +65,9 @@ struct DaemonConfig {
   struct Audit {
     std::optional<audit::AuditAction> action = audit::AuditAction::kKill;       // unaccounted, over_limit
     std::optional<audit::AuditAction> unmanaged = audit::AuditAction::kReport;  // GPU processes of no vGPU
+    // A process that raises its channel groups' slices above its vGPU's
+    // ceiling again after the daemon set them back (daemon/slice_audit.h).
+    std::optional<audit::AuditAction> raised_slice = audit::AuditAction::kKill;
     uint32_t grace_ms = 1000;
     uint64_t context_allowance_bytes = 1ull << 30;
   } audit;

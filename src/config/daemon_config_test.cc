@@ -137,17 +137,20 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
 
 TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   auto c = ParseDaemonConfig(
-      "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  grace_ms: 500\n  context_allowance: 512MiB\n",
+      "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  raised_slice: report\n  grace_ms: 500\n"
+      "  context_allowance: 512MiB\n",
       "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->audit.action, audit::AuditAction::kDeny);
   EXPECT_FALSE(c->audit.unmanaged.has_value());
+  EXPECT_EQ(c->audit.raised_slice, audit::AuditAction::kReport);
   EXPECT_EQ(c->audit.grace_ms, 500u);
   EXPECT_EQ(c->audit.context_allowance_bytes, 512ull << 20);
   auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->audit.action, audit::AuditAction::kKill) << "kill after a grace, by default";
   EXPECT_EQ(d->audit.unmanaged, audit::AuditAction::kReport);
+  EXPECT_EQ(d->audit.raised_slice, audit::AuditAction::kKill);
 }
 
 TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {

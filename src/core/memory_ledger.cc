@@ -17,6 +17,10 @@ void ZeroCounters(ProcessSlot& slot) {
   for (uint64_t& used : slot.used_bytes) StoreSeqCst(used, 0);
   for (uint32_t& applied : slot.applied_timeslice_us) StoreRelaxed(applied, 0);
   StoreRelaxed(slot.memory_wait, 0);
+  for (PublishedChannelGroup& g : slot.channel_groups) {
+    StoreRelaxed(g.where, 0);
+    StoreRelaxed(g.what, 0);
+  }
 }
 
 }  // namespace
@@ -138,6 +142,15 @@ void MemoryLedger::RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us
   if (mine_ == nullptr || device >= ProcessSlot::kApplied) return;
   const uint32_t us = timeslice_us > UINT32_MAX ? UINT32_MAX : static_cast<uint32_t>(timeslice_us);
   StoreRelaxed(mine_->applied_timeslice_us[device], us);
+}
+
+void MemoryLedger::PublishChannelGroups(const PublishedChannelGroup* groups, uint32_t count) {
+  if (mine_ == nullptr) return;
+  for (uint32_t i = 0; i < ProcessSlot::kPublishedGroups; ++i) {
+    const PublishedChannelGroup g = i < count ? groups[i] : PublishedChannelGroup{0, 0};
+    StoreRelaxed(mine_->channel_groups[i].what, g.what);
+    StoreRelease(mine_->channel_groups[i].where, g.where);
+  }
 }
 
 uint64_t MemoryLedger::DeniedAllocations() const {

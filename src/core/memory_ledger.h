@@ -63,6 +63,10 @@ class MemoryLedger {
   // `device` (shown by `ls`); devices past ProcessSlot::kApplied are not kept.
   void RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us);
 
+  // This process's channel groups, for the daemon's slice audit
+  // (ProcessSlot::channel_groups); the first kPublishedGroups of `count`.
+  void PublishChannelGroups(const PublishedChannelGroup* groups, uint32_t count);
+
   // This process's memory-overcommit request (core/memory_wait.h); no-ops
   // (and never refused) while the process has no slot.
   void PostMemoryWait(uint32_t device, uint64_t bytes);

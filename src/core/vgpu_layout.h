@@ -30,7 +30,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
-inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 200.5 KiB at this size
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 328.75 KiB at this size
 inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
@@ -38,8 +38,9 @@ inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
 // 2: the ledger gained the LC latency histogram. 3: limits gained each
 // device's slice beside a latency-critical vGPU, slots their applied slices.
 // 4: the ledger gained the task API's per-level rows (after the slots).
+// 5: slots gained their process's channel groups, for the daemon's slice audit.
 // (A vGPU of an older version must be deleted and made again by this gpuslice.)
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 
 // A memory limit of this value means "no limit": the device is visible but the
 // vGPU does not cap it.
@@ -140,6 +141,23 @@ struct Limits {
   DeviceLimit devices[kMaxDevices];
 };
 
+// One channel group of a process, in two atomic words; both 0 = none.
+//   where: (descriptor + 1) << 32 | RM client handle. The descriptor is the
+//          process's own number for the /dev/nvidiactl it made the group on.
+//   what:  group handle << 32 | device slot (an index into Limits::devices,
+//          0xffff unknown) << 16 | engine type (NV2080_ENGINE_TYPE_*; 1 is
+//          the compute engine, the others copy engines).
+struct PublishedChannelGroup {
+  uint64_t where;
+  uint64_t what;
+};
+inline constexpr uint32_t kUnknownDeviceSlot = 0xffff;
+constexpr PublishedChannelGroup PublishChannelGroup(int fd, uint32_t client, uint32_t handle, uint32_t device_slot,
+                                                    uint32_t engine_type) {
+  return {static_cast<uint64_t>(static_cast<uint32_t>(fd) + 1) << 32 | client,
+          static_cast<uint64_t>(handle) << 32 | (device_slot & 0xffffu) << 16 | (engine_type & 0xffffu)};
+}
+
 // One process's share of the vGPU's usage. `owner` is the claim word:
 //   0                 free
 //   bit 63 set        busy: being claimed or reclaimed by the process that
@@ -162,6 +180,12 @@ struct alignas(64) ProcessSlot {
   // Atomic: the process's request that the node free GPU memory for it, and
   // the node's answer (core/memory_wait.h); 0 = none.
   uint64_t memory_wait;
+  // The channel groups (TSGs) the process's driver made, as its library saw
+  // them (rm/tsg_registry.h), so that the daemon can read and set their
+  // slices from outside the process (daemon/slice_audit.h). The tenant can
+  // write them: the daemon trusts only what RM answers for them.
+  static constexpr uint32_t kPublishedGroups = 8;
+  PublishedChannelGroup channel_groups[kPublishedGroups];
 };
 inline constexpr uint64_t kSlotBusyBit = 1ull << 63;
 constexpr uint64_t BusyWord(uint32_t pid, uint64_t pid_namespace) {
@@ -235,7 +259,7 @@ struct Ledger {
   TaskLevelRow task_levels_other;  // every name once the rows are taken; its name is "other"
 };
 
-static_assert(sizeof(ProcessSlot) == 192);
+static_assert(sizeof(ProcessSlot) == 320);
 static_assert(sizeof(DeviceLimit) == 56);
 static_assert(offsetof(Ledger, lc_latency_count) % 64 == 0, "the LC histogram starts a cache line");
 static_assert(offsetof(Ledger, slots) % 64 == 0);

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "core/board_roster.h"
 #include "core/vgpu_store.h"
+#include "daemon/audit_inputs.h"
 #include "daemon/board_sampler.h"
 #include "daemon/control_listener.h"
 #include "daemon/control_service.h"
@@ -27,6 +29,7 @@
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
 #include "daemon/occupancy_watch.h"
+#include "daemon/slice_audit.h"
 #include "daemon/power_cap_enforcer.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
@@ -64,12 +67,13 @@ int Fail(const std::string& message) {
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, OccupancyWatch* occupancy,
-              MetricsExporter* exporter, node::StateKeeperClient* keeper, std::chrono::milliseconds interval,
+              SliceAudit* slices, MetricsExporter* exporter, node::StateKeeperClient* keeper, std::chrono::milliseconds interval,
               port::NvmlLibrary* nvml, GpuHealth* health, PowerCapEnforcer* power)
       : manager_(manager),
         sampler_(sampler),
         audit_(audit),
         occupancy_(occupancy),
+        slices_(slices),
         exporter_(exporter),
         keeper_(keeper),
         interval_(interval),
@@ -121,6 +125,7 @@ class Housekeeper {
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
         occupancy_->Pass(port::MonotonicNanos());
+        if (slices_ != nullptr) AuditSlices();
         next_sample = std::chrono::steady_clock::now() + kSampleInterval;
       }
       lock.Lock();
@@ -131,10 +136,20 @@ class Housekeeper {
     }
   }
 
+  // Every vGPU process's channel groups against its slice ceiling.
+  void AuditSlices() {
+    std::vector<uint32_t> indices;
+    for (const port::GpuInfo& g : manager_->devices().gpus) indices.push_back(g.index);
+    auto listed = GpuProcessesOf(nvml_, indices);
+    std::vector<node::VgpuView> views;
+    if (listed.ok() && manager_->List("", &views).ok()) slices_->Pass(views, listed.value());
+  }
+
   node::VgpuManager* const manager_;
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   OccupancyWatch* const occupancy_;
+  SliceAudit* const slices_;
   MetricsExporter* const exporter_;
   node::StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
@@ -403,8 +418,20 @@ int RunDaemon(const config::DaemonConfig& config) {
   }
   OccupancyWatch occupancy_watch(nvml.value().get(), &manager, &audit::SystemProcessTable(), &occupancy, &schedule,
                                  uint64_t{config.be_idle_after_ms} * 1'000'000);
+  // Tenants' channel groups held to their slice ceilings (slice_audit.h),
+  // through RM controls on their own descriptors.
+  static rm::SystemRmIoctl rm_ioctl(&::ioctl);
+  std::optional<SliceAudit> slice_audit;
+  if (config.audit.raised_slice) {
+    MetricsExporter* counts = exporter ? &*exporter : nullptr;
+    slice_audit.emplace(*config.audit.raised_slice, &SystemTenantDescriptors(), &rm_ioctl, &audit::SystemProcessTable(),
+                        &audit::SystemProcessActions(), [counts](const RaisedSlice& r) {
+                          if (counts != nullptr) counts->CountViolation(r.vgpu, "raised_slice");
+                        });
+  }
   std::optional<Housekeeper> housekeeper;
-  housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch, exporter ? &*exporter : nullptr,
+  housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch,
+                      slice_audit ? &*slice_audit : nullptr, exporter ? &*exporter : nullptr,
                       keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
                       nvml.value().get(), &health, &power_caps);
   // Last: no return between here and the end leaves the loop running

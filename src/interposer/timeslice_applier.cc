@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/pacing_board.h"
+#include "core/slice_ceiling.h"
 #include "core/shared_word.h"
 #include "core/vgpu_layout.h"
 #include "interposer/pacer.h"
@@ -124,8 +125,9 @@ uint32_t LatencyCriticalPeers() {
 // (ProcessesOnGpu) count as busy. That includes the time before the LC is
 // live at all: the node schedule gives the tiny slice as soon as the LC's
 // vGPU exists, and an LC process may take seconds to start (an H200 run set
-// 50 us before 1000 us, docs/benchmarks.md, run 35).
-constexpr uint64_t kCoBusySliceUs = 1000;
+// 50 us before 1000 us, docs/benchmarks.md, run 35). The slice is
+// core::kCoBusySliceUs, part of the ceiling the daemon audits.
+using core::kCoBusySliceUs;
 constexpr uint64_t kCoBusyHoldMs = 1000;
 uint64_t g_co_busy_until_ms[core::kMaxDevices];    // per device slot; under g_pass_mutex
 uint64_t g_beside_lc_since_ms[core::kMaxDevices];  // 0 = not beside a live LC at the last pass; under g_pass_mutex
@@ -248,6 +250,25 @@ uint32_t SeveralComputeGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t 
   return several;
 }
 
+// Writes this process's channel groups into its ledger slot, for the
+// daemon's slice audit (daemon/slice_audit.h): compute groups first, since a
+// slot holds only ProcessSlot::kPublishedGroups.
+void PublishGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t n) {
+  core::PublishedChannelGroup published[core::ProcessSlot::kPublishedGroups];
+  uint32_t count = 0;
+  for (const bool compute : {true, false}) {
+    for (uint32_t i = 0; i < n && count < core::ProcessSlot::kPublishedGroups; ++i) {
+      if ((tsgs[i].engine_type == rm::kEngineTypeGraphics) != compute) continue;
+      const int slot = SlotOf(rt, tsgs[i]);
+      published[count++] = core::PublishChannelGroup(
+          tsgs[i].fd, tsgs[i].client, tsgs[i].handle,
+          slot >= 0 && slot < static_cast<int>(core::kMaxDevices) ? static_cast<uint32_t>(slot) : core::kUnknownDeviceSlot,
+          tsgs[i].engine_type);
+    }
+  }
+  rt->ledger().PublishChannelGroups(published, count);
+}
+
 // Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
 uint64_t TurnRoles() {
   uint64_t roles = 0;
@@ -357,6 +378,9 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   }
   if (!groups_moved) n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
   LogTracked(tsgs, n);
+  // Again at each read-back tick (every 100 ms), not only when the groups
+  // change: the slot may have been claimed after they were made.
+  PublishGroups(rt, tsgs, n);
   for (uint32_t i = 0; i < n; ++i) {
     const rm::TsgRef& tsg = tsgs[i];
     const bool compute = tsg.engine_type == rm::kEngineTypeGraphics;
@@ -382,7 +406,11 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
       uint64_t current = 0;
       if (Control().Get(tsg, &current).ok) a.default_us = current;
     }
-    const uint64_t target = want != 0 ? want : a.default_us;
+    // Never above the ceiling the daemon's slice audit holds the vGPU to,
+    // not even to restore a default (read at first sight, after anything a
+    // tenant may have set there): the audit must never find a library's own
+    // slice too long (core/slice_ceiling.h).
+    const uint64_t target = std::min(want != 0 ? want : a.default_us, core::SliceCeilingUs(limits.devices[slot], compute));
     if (target == 0) continue;
     if (target == a.applied_us) {
       if (!a.set_ok || a.next_check_ms == 0 || now_ms < a.next_check_ms) continue;

@@ -72,7 +72,8 @@ StatusOr<GpusliceMetrics> RegisterGpusliceMetrics(Registry& r) {
            &m.vgpu_hold_budget_spent_total),
       Take(r.AddGauge("gpuslice_vgpu_processes", "Live processes attached to the vGPU.", v), &m.vgpu_processes),
       Take(r.AddCounter("gpuslice_vgpu_violations_total",
-                        "Memory audit violations acted on: GPU memory the vGPU's accounting did not show.",
+                        "Audit violations acted on: GPU memory the vGPU's accounting did not show (unaccounted, over_limit, "
+                        "unmanaged), or a channel group's timeslice raised past its vGPU's again (raised_slice).",
                         {"vgpu", "kind"}),
            &m.vgpu_violations_total),
       Take(r.AddCounter("gpuslice_vgpu_gpu_seconds_total",

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "core/slice_ceiling.h"
 #include "core/memory_ledger.h"
 #include "core/shared_word.h"
 
@@ -85,6 +86,8 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
     dv.priority_rank = core::LevelRank(level);
     dv.timeslice_us = core::LoadAcquire(d.timeslice_us);
     dv.timeslice_beside_lc_us = core::LoadAcquire(d.timeslice_beside_lc_us);
+    dv.slice_ceiling_us = core::ComputeSliceCeilingUs(d);
+    dv.copy_slice_ceiling_us = core::CopySliceCeilingUs(d);
     view.devices.push_back(std::move(dv));
   }
   if (!view.devices.empty()) {
@@ -106,6 +109,13 @@ VgpuView ReadVgpuView(const core::VgpuHandle& handle, const NodeDevices& node) {
       const uint64_t applied = core::LoadAcquire(slot.applied_timeslice_us[i]);
       p.applied_timeslice_us.push_back(applied);
       view.devices[i].applied_timeslice_us = std::max(view.devices[i].applied_timeslice_us, applied);
+    }
+    for (const core::PublishedChannelGroup& g : slot.channel_groups) {
+      const uint64_t where = core::LoadAcquire(g.where), what = core::LoadRelaxed(g.what);
+      if (where == 0) continue;
+      p.channel_groups.push_back({static_cast<int>(where >> 32) - 1, static_cast<uint32_t>(where),
+                                  static_cast<uint32_t>(what >> 32), static_cast<uint32_t>(what >> 16) & 0xffffu,
+                                  static_cast<uint32_t>(what) & 0xffffu});
     }
     view.processes.push_back(std::move(p));
   }

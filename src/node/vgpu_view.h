@@ -40,8 +40,22 @@ struct VgpuDeviceView {
   uint32_t priority_rank = 0;                             // its rank in the class (core::LevelRank)
   uint64_t timeslice_us = 0;
   uint64_t timeslice_beside_lc_us = 0;
+  // The longest slice its compute and copy channel groups may have here
+  // (core/slice_ceiling.h).
+  uint64_t slice_ceiling_us = 0;
+  uint64_t copy_slice_ceiling_us = 0;
   uint64_t applied_timeslice_us = 0;  // the largest any live process set
   std::optional<double> compute_measured_ratio;
+};
+
+// A channel group a process's library published (core::ProcessSlot::
+// channel_groups): the tenant's to write, so only a hint of where to look.
+struct ChannelGroupView {
+  int fd = -1;                // the process's own descriptor number
+  uint32_t client = 0;        // RM client handle
+  uint32_t handle = 0;        // the group's handle
+  uint32_t device_slot = 0;   // index into VgpuView::devices; core::kUnknownDeviceSlot
+  uint32_t engine_type = 0;   // 1: compute
 };
 
 struct VgpuProcessView {
@@ -50,6 +64,7 @@ struct VgpuProcessView {
   bool same_pid_namespace = true;
   std::vector<uint64_t> memory_used_bytes;  // per device
   std::vector<uint64_t> applied_timeslice_us;  // per device (first ProcessSlot::kApplied)
+  std::vector<ChannelGroupView> channel_groups;
 };
 
 // The vGPU's LC request latency (core/lc_latency.h).

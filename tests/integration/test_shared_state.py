@@ -11,7 +11,7 @@ import subprocess
 from conftest import CUDA_APP, FAKE_DIR, MiB, lines
 
 # Offsets from src/core/vgpu_layout.h (struct Ledger / ProcessSlot).
-LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE = 16, 256, 192
+LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE = 16, 256, 320
 SLOT_OWNER, SLOT_START, SLOT_NS, SLOT_USED = 0, 8, 16, 24
 MAX_PROCESSES = 1024
 LIBRARY = os.path.join(os.path.dirname(CUDA_APP), "..", "lib", "libgpuslice-cuda.so")

@@ -1,0 +1,183 @@
+#include "daemon/slice_audit.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+// glibc 2.36's <sys/pidfd.h> declares these without C linkage for C++.
+extern "C" {
+#include <sys/pidfd.h>
+}
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "core/slice_ceiling.h"
+#include "core/vgpu_layout.h"
+#include "rm/rm_abi.h"
+
+namespace gpuslice::daemon {
+namespace {
+
+// NVIDIA's control device, /dev/nvidiactl: character device 195:255 (the
+// driver's major number and its control minor, nv-linux.h).
+constexpr unsigned kNvidiaMajor = 195;
+constexpr unsigned kNvidiaControlMinor = 255;
+
+class SystemDescriptors final : public TenantDescriptors {
+ public:
+  int DupRmControl(uint32_t pid, int fd) override {
+    const int pidfd = pidfd_open(static_cast<pid_t>(pid), 0);
+    if (pidfd < 0) return -errno;
+    const int dup = pidfd_getfd(pidfd, fd, 0);
+    const int error = errno;
+    close(pidfd);
+    if (dup < 0) return -error;
+    struct stat st;
+    if (fstat(dup, &st) != 0 || !S_ISCHR(st.st_mode) || major(st.st_rdev) != kNvidiaMajor ||
+        minor(st.st_rdev) != kNvidiaControlMinor) {
+      close(dup);
+      return -ENODEV;
+    }
+    return dup;
+  }
+  void Close(int fd) override { close(fd); }
+};
+
+// True when process `pid` maps vGPU `view`'s ledger: the daemon's sealed
+// memfd, or the ledger file of a vGPU made before it. No other process can
+// have it: a slot that names a process which does not is not believed, so a
+// tenant cannot point the audit at another tenant's process.
+bool MapsLedgerOf(uint32_t pid, const node::VgpuView& view) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  const std::string memfd = " /memfd:gpuslice-ledger-" + view.name + " (deleted)";
+  const std::string file = " " + view.dir + "/ledger";
+  for (std::string line; std::getline(maps, line);) {
+    if (line.ends_with(memfd) || line.ends_with(file)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TenantDescriptors& SystemTenantDescriptors() {
+  static SystemDescriptors descriptors;
+  return descriptors;
+}
+
+std::string Describe(const RaisedSlice& r) {
+  std::string what = "vGPU '" + r.vgpu + "' process " + std::to_string(r.pid) + ": its " +
+                     (r.compute ? "compute" : "copy-engine") + " channel group " + fmt::format("0x{:x}", r.handle) +
+                     " ran a " + std::to_string(r.found_us) + " us timeslice, above its vGPU's " +
+                     std::to_string(r.ceiling_us) + " us; set to " + std::to_string(r.set_us) + " us";
+  if (!r.again) return what + " (it is acted on if it raises it again)";
+  return what + " again: the process raises it itself (RM controls its library does not make); " +
+         (r.acted ? std::string(audit::AuditActionName(r.action)) + " (audit.raised_slice)"
+                  : std::string("already acted on"));
+}
+
+SliceAudit::SliceAudit(audit::AuditAction action, TenantDescriptors* descriptors, rm::RmIoctl* rm,
+                       const audit::ProcessTable* table, audit::ProcessActions* actions, OnRaised on_raised)
+    : action_(action),
+      descriptors_(descriptors),
+      control_(rm),
+      table_(table),
+      actions_(actions),
+      on_raised_(std::move(on_raised)) {}
+
+std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& views,
+                                          const std::vector<audit::GpuProcess>& listed) {
+  // The driver's processes, by how their slots name them.
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> host_pids;
+  for (const audit::GpuProcess& p : listed) {
+    if (auto id = table_->InNamespace(p.pid)) host_pids[{id->pid_namespace, id->pid}] = p.pid;
+  }
+  std::vector<RaisedSlice> found;
+  for (const node::VgpuView& view : views) {
+    if (!view.corrupt.empty()) continue;
+    for (const node::VgpuProcessView& process : view.processes) {
+      if (process.channel_groups.empty()) continue;
+      const auto host = host_pids.find({process.pid_namespace, process.pid});
+      if (host == host_pids.end() || !MapsLedgerOf(host->second, view)) continue;
+      const uint32_t pid = host->second;
+      for (const node::ChannelGroupView& g : process.channel_groups) {
+        const bool compute = g.engine_type == rm::kEngineTypeGraphics;
+        // A group of no known device is held to the vGPU's largest ceiling.
+        uint64_t ceiling = 0, policy_us = 0;
+        for (uint32_t s = 0; s < view.devices.size(); ++s) {
+          if (g.device_slot != core::kUnknownDeviceSlot && g.device_slot != s) continue;
+          const node::VgpuDeviceView& d = view.devices[s];
+          ceiling = std::max(ceiling, compute ? d.slice_ceiling_us : d.copy_slice_ceiling_us);
+          policy_us = std::max(policy_us, d.timeslice_us);
+        }
+        if (ceiling == 0) continue;
+        const int fd = descriptors_->DupRmControl(pid, g.fd);
+        if (fd == -EPERM || fd == -EACCES) {
+          if (!warned_denied_) {
+            spdlog::warn(
+                "slice audit: may not take process {}'s descriptors ({}); channel groups' slices are not audited "
+                "(run the daemon as root, or give it CAP_SYS_PTRACE)",
+                pid, strerror(-fd));
+          }
+          warned_denied_ = true;
+          continue;
+        }
+        if (fd < 0) continue;
+        rm::TsgRef tsg;
+        tsg.fd = fd;
+        tsg.client = g.client;
+        tsg.handle = g.handle;
+        tsg.engine_type = g.engine_type;
+        uint64_t current = 0;
+        if (!control_.Get(tsg, &current).ok || current <= ceiling) {
+          descriptors_->Close(fd);
+          continue;
+        }
+        RaisedSlice r;
+        r.vgpu = view.name;
+        r.pid = pid;
+        r.client = g.client;
+        r.handle = g.handle;
+        r.compute = compute;
+        r.found_us = current;
+        r.ceiling_us = ceiling;
+        // The vGPU's own slice (its policy's, or the driver's default),
+        // never above the ceiling: what its library would set.
+        const uint64_t own = policy_us != 0 ? policy_us : compute ? core::kDriverComputeSliceUs : core::kDriverCopySliceUs;
+        r.set_us = std::min(own, ceiling);
+        const rm::ControlResult set = control_.Set(tsg, r.set_us);
+        descriptors_->Close(fd);
+        if (!set.ok) {
+          char why[96];
+          spdlog::warn("slice audit: could not set {}'s channel group 0x{:x} back ({})", view.name, g.handle,
+                       set.Describe(why, sizeof why));
+        }
+        auto [strike, first] = strikes_.try_emplace(Key{pid, g.client, g.handle});
+        r.again = !first && strike->second.generation == view.generation;
+        if (r.again && !strike->second.acted) {
+          r.action = action_;
+          r.acted = true;
+          strike->second.acted = true;
+          if (action_ == audit::AuditAction::kDeny) actions_->Stop(pid);
+          if (action_ == audit::AuditAction::kKill) actions_->Kill(pid);
+        }
+        strike->second.generation = view.generation;
+        spdlog::warn("slice audit: {}", Describe(r));
+        if (r.again && on_raised_) on_raised_(r);
+        found.push_back(std::move(r));
+      }
+    }
+  }
+  // A group set back keeps its strike while its process is listed: raising
+  // it later, its limits unchanged, is raising it again.
+  std::set<uint32_t> listed_pids;
+  for (const audit::GpuProcess& p : listed) listed_pids.insert(p.pid);
+  std::erase_if(strikes_, [&](const auto& s) { return listed_pids.count(std::get<0>(s.first)) == 0; });
+  return found;
+}
+
+}  // namespace gpuslice::daemon
