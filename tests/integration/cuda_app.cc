@@ -63,6 +63,14 @@
 //                       WHAT = slice (SET_TIMESLICE, V µs), realtime
 //                       (MAKE_REALTIME, V = 0/1) or interleave
 //                       (SET_INTERLEAVE_LEVEL, V) -> "rmcontrol WHAT STATUS" (hex)
+//   rawslice US SECONDS a hostile tenant: SET_TIMESLICE US on its compute
+//                       channel group through the fake RM device directly
+//                       (fake_rm_raw_ioctl: the raw system call, which no
+//                       hook sees), again every 20 ms for SECONDS ->
+//                       "rawslice N" (sets made)
+//   freezetick          parks gpuslice's compute thread ("gpuslice-tick") in
+//                       a signal handler forever, as a tenant can ->
+//                       "freezetick ok" or "freezetick none"
 //   holders             the fake GPU's holder kernels (fake_cuda_holders) ->
 //                       "holders LAUNCHED RUNNING RELEASED EXPIRED LAST_BOUND_NS SYNCS_WAITED"
 //   sleep MS            sleep (an LC request's length, in task-API tests)
@@ -102,8 +110,12 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1024,6 +1036,67 @@ int main(int argc, char** argv) {
         printf("rmcontrol %s %x\n", what.c_str(), rc == 0 ? c.status : 0xffffffffu);
       }
       i += 2;
+    } else if (cmd == "rawslice") {
+      using RawIoctl = int (*)(int, unsigned long, void*);
+      auto raw = reinterpret_cast<RawIoctl>(dlsym(RTLD_DEFAULT, "fake_rm_raw_ioctl"));
+      auto handles = reinterpret_cast<fake_cuda_rm_handles_fn>(FakeDriverSymbol("fake_cuda_rm_handles"));
+      int fd = -1;
+      uint32_t client = 0, group = 0;
+      long sets = 0;
+      if (raw != nullptr && handles != nullptr && handles(&fd, &client, &group) != 0) {
+        namespace rm = gpuslice::rm;
+        const uint64_t value = strtoull(arg(1), nullptr, 0);
+        const uint64_t until = NowNs() + static_cast<uint64_t>(atof(arg(2)) * 1e9);
+        do {
+          uint64_t us = value;
+          rm::Nvos54 c{};
+          c.hClient = client;
+          c.hObject = group;
+          c.cmd = rm::kCtrlSetTimeslice;
+          c.params = reinterpret_cast<uint64_t>(&us);
+          c.paramsSize = rm::kTimesliceParamsSize;
+          if (raw(fd, rm::IoctlRequest(rm::kEscRmControl, sizeof c), &c) == 0 && c.status == 0) ++sets;
+          usleep(20000);
+        } while (NowNs() < until);
+      }
+      printf("rawslice %ld\n", sets);
+      fflush(stdout);
+      i += 2;
+    } else if (cmd == "freezetick") {
+      // Its signals are blocked, so a child of this process stops it with
+      // ptrace (a thread stops alone) and stays its tracer until this
+      // process ends.
+      pid_t tid = 0;
+      if (DIR* tasks = opendir("/proc/self/task")) {
+        while (dirent* e = readdir(tasks)) {
+          char comm[32] = {0};
+          FILE* f = fopen(("/proc/self/task/" + std::string(e->d_name) + "/comm").c_str(), "r");
+          if (f == nullptr) continue;
+          if (fgets(comm, sizeof comm, f) != nullptr && strcmp(comm, "gpuslice-tick\n") == 0) tid = atoi(e->d_name);
+          fclose(f);
+        }
+        closedir(tasks);
+      }
+      char parked = '0';
+      int pipe_fds[2];
+      if (tid != 0 && pipe(pipe_fds) == 0) {
+        prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+        const pid_t child = fork();
+        if (child == 0) {
+          prctl(PR_SET_PDEATHSIG, SIGKILL);
+          const char ok = ptrace(PTRACE_SEIZE, tid, 0, 0) == 0 && ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 &&
+                                  waitpid(tid, nullptr, __WALL) == tid
+                              ? '1'
+                              : '0';
+          if (write(pipe_fds[1], &ok, 1) != 1) _exit(1);
+          for (;;) pause();
+        }
+        if (child < 0 || read(pipe_fds[0], &parked, 1) != 1) parked = '0';
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+      }
+      printf("freezetick %s\n", parked == '1' ? "ok" : "none");
+      fflush(stdout);
     } else if (cmd == "holders") {
       fake_cuda_holder_counts c{};
       auto holders = reinterpret_cast<fake_cuda_holders_fn>(FakeDriverSymbol("fake_cuda_holders"));
