@@ -263,6 +263,7 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->timeslices.lc_shared_slice_us, d.timeslices.lc_shared_slice_us);
   EXPECT_EQ(c->audit.action, d.audit.action);
   EXPECT_EQ(c->audit.unmanaged, d.audit.unmanaged);
+  EXPECT_EQ(c->audit.raised_slice, d.audit.raised_slice);
   EXPECT_EQ(c->audit.grace_ms, d.audit.grace_ms);
   EXPECT_EQ(c->audit.context_allowance_bytes, d.audit.context_allowance_bytes);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);

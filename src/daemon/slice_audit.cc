@@ -14,6 +14,7 @@ extern "C" {
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "core/slice_ceiling.h"
@@ -102,8 +103,9 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
     for (const node::VgpuProcessView& process : view.processes) {
       if (process.channel_groups.empty()) continue;
       const auto host = host_pids.find({process.pid_namespace, process.pid});
-      if (host == host_pids.end() || !MapsLedgerOf(host->second, view)) continue;
+      if (host == host_pids.end()) continue;
       const uint32_t pid = host->second;
+      std::optional<bool> member;  // whether `pid` maps this vGPU's ledger, once asked
       for (const node::ChannelGroupView& g : process.channel_groups) {
         const bool compute = g.engine_type == rm::kEngineTypeGraphics;
         // A group of no known device is held to the vGPU's largest ceiling.
@@ -133,7 +135,14 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
         tsg.handle = g.handle;
         tsg.engine_type = g.engine_type;
         uint64_t current = 0;
+        // Read first, and only what is above the ceiling is checked further:
+        // a read changes nothing, and /proc/PID/maps is long.
         if (!control_.Get(tsg, &current).ok || current <= ceiling) {
+          descriptors_->Close(fd);
+          continue;
+        }
+        if (!member) member = MapsLedgerOf(pid, view);
+        if (!*member) {
           descriptors_->Close(fd);
           continue;
         }

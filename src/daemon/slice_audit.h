@@ -18,8 +18,11 @@
 // The slots are the tenant's to write, so what they name is believed only as
 // RM answers for it on the process's own descriptor: a descriptor that is
 // not NVIDIA's RM control device is never used, and RM refuses a handle
-// that is not a channel group of that descriptor's client. A tenant that
-// clears its slot's list is not audited (docs/design.md says what is left).
+// that is not a channel group of that descriptor's client. Nothing is set
+// on a process that does not map the slot's vGPU's ledger (/proc/PID/maps),
+// so a slot naming another tenant's process changes nothing there. A
+// tenant that clears its slot's list is not audited (docs/design.md says
+// what is left).
 //
 // Fails open: where the daemon may not take a process's descriptors (not
 // root, no CAP_SYS_PTRACE), it says so once and audits nothing there.
