@@ -119,6 +119,12 @@ class Housekeeper {
         }
         health_->Tick(GpuHealth::Clock::now());
       }
+      // Between the passes of every second, while a tenant's group was
+      // just set back: acted on within a reap interval if it raises it again.
+      if (slices_ != nullptr && std::chrono::steady_clock::now() < next_sample &&
+          slices_->Watching(port::MonotonicNanos())) {
+        AuditSlices();
+      }
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
         if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
@@ -142,7 +148,7 @@ class Housekeeper {
     for (const port::GpuInfo& g : manager_->devices().gpus) indices.push_back(g.index);
     auto listed = GpuProcessesOf(nvml_, indices);
     std::vector<node::VgpuView> views;
-    if (listed.ok() && manager_->List("", &views).ok()) slices_->Pass(views, listed.value());
+    if (listed.ok() && manager_->List("", &views).ok()) slices_->Pass(views, listed.value(), port::MonotonicNanos());
   }
 
   node::VgpuManager* const manager_;

@@ -91,7 +91,7 @@ SliceAudit::SliceAudit(audit::AuditAction action, TenantDescriptors* descriptors
       on_raised_(std::move(on_raised)) {}
 
 std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& views,
-                                          const std::vector<audit::GpuProcess>& listed) {
+                                          const std::vector<audit::GpuProcess>& listed, uint64_t now_ns) {
   // The driver's processes, by how their slots name them.
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> host_pids;
   for (const audit::GpuProcess& p : listed) {
@@ -175,6 +175,7 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
           if (action_ == audit::AuditAction::kKill) actions_->Kill(pid);
         }
         strike->second.generation = view.generation;
+        strike->second.found_ns = now_ns;
         spdlog::warn("slice audit: {}", Describe(r));
         if (r.again && on_raised_) on_raised_(r);
         found.push_back(std::move(r));
@@ -187,6 +188,11 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
   for (const audit::GpuProcess& p : listed) listed_pids.insert(p.pid);
   std::erase_if(strikes_, [&](const auto& s) { return listed_pids.count(std::get<0>(s.first)) == 0; });
   return found;
+}
+
+bool SliceAudit::Watching(uint64_t now_ns) const {
+  return std::any_of(strikes_.begin(), strikes_.end(),
+                     [now_ns](const auto& s) { return !s.second.acted && now_ns < s.second.found_ns + kWatchNs; });
 }
 
 }  // namespace gpuslice::daemon

@@ -24,6 +24,10 @@
 // tenant that clears its slot's list is not audited (docs/design.md says
 // what is left).
 //
+// A pass runs about once a second, and every few hundred milliseconds for a
+// while after a group was set back (Watching), so a tenant that raises its
+// slice again and again is acted on about a second after its first raise.
+//
 // Fails open: where the daemon may not take a process's descriptors (not
 // root, no CAP_SYS_PTRACE), it says so once and audits nothing there.
 //
@@ -84,14 +88,23 @@ class SliceAudit {
   SliceAudit(audit::AuditAction action, TenantDescriptors* descriptors, rm::RmIoctl* rm,
              const audit::ProcessTable* table, audit::ProcessActions* actions, OnRaised on_raised);
 
+  // After a group is set back, how long the audit is watched for: its
+  // owner runs passes every few hundred milliseconds (Watching), so that a
+  // tenant raising its slice again is acted on within that, not a second.
+  static constexpr uint64_t kWatchNs = 10'000'000'000;
+
   // One pass over `views`' processes that `listed` (the driver's compute
   // processes, this namespace's pids) has on a GPU. Returns what it found.
-  std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views, const std::vector<audit::GpuProcess>& listed);
+  std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views, const std::vector<audit::GpuProcess>& listed,
+                                uint64_t now_ns);
+  // True within kWatchNs of setting back a group not yet acted on.
+  bool Watching(uint64_t now_ns) const;
 
  private:
   using Key = std::tuple<uint32_t, uint32_t, uint32_t>;  // host pid, client, group
   struct Strike {
     uint64_t generation = 0;  // the vGPU's limits when the daemon set the group back
+    uint64_t found_ns = 0;    // when
     bool acted = false;
   };
 

@@ -106,7 +106,8 @@ class SliceAuditTest : public ::testing::Test {
     return v;
   }
   std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views) {
-    return audit_.Pass(views, {{0, static_cast<uint32_t>(getpid()), 1 << 20}});
+    now_ns_ += 1'000'000'000;
+    return audit_.Pass(views, {{0, static_cast<uint32_t>(getpid()), 1 << 20}}, now_ns_);
   }
   std::vector<uint64_t> DaemonSets() const {
     std::vector<uint64_t> out;
@@ -120,6 +121,7 @@ class SliceAuditTest : public ::testing::Test {
   int fd_ = -1;
   rm::NvHandle client_ = 0;
   uint64_t generation_ = 3;
+  uint64_t now_ns_ = 0;
   Table table_;
   Actions actions_;
   Descriptors descriptors_;
@@ -146,6 +148,7 @@ TEST_F(SliceAuditTest, ARaisedSliceIsSetBackThenTheProcessIsKilledWhenItRaisesIt
   EXPECT_EQ(dev_.TimesliceOf(client_, kCompute), 50u);
   EXPECT_TRUE(actions_.killed.empty()) << "a first find is set back, not acted on";
   EXPECT_TRUE(counted_.empty());
+  EXPECT_TRUE(audit_.Watching(now_ns_)) << "its owner now audits more often";
 
   TenantSets(kCompute, 4'000'000);
   found = Pass({View()});
@@ -154,12 +157,21 @@ TEST_F(SliceAuditTest, ARaisedSliceIsSetBackThenTheProcessIsKilledWhenItRaisesIt
   EXPECT_EQ(actions_.killed, std::vector<uint32_t>{static_cast<uint32_t>(getpid())});
   EXPECT_EQ(counted_.size(), 1u);
   EXPECT_EQ(dev_.TimesliceOf(client_, kCompute), 50u);
+  EXPECT_FALSE(audit_.Watching(now_ns_)) << "acted on: nothing left to watch";
 
   TenantSets(kCompute, 4'000'000);  // (a deny'd process is still there)
   found = Pass({View()});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_FALSE(found[0].acted) << "acted on once";
   EXPECT_EQ(actions_.killed.size(), 1u);
+}
+
+TEST_F(SliceAuditTest, AGroupSetBackIsWatchedForAWhile) {
+  EXPECT_FALSE(audit_.Watching(now_ns_));
+  TenantSets(kCompute, 4'000'000);
+  ASSERT_EQ(Pass({View()}).size(), 1u);
+  EXPECT_TRUE(audit_.Watching(now_ns_ + SliceAudit::kWatchNs - 1));
+  EXPECT_FALSE(audit_.Watching(now_ns_ + SliceAudit::kWatchNs));
 }
 
 TEST_F(SliceAuditTest, ChangedLimitsBetweenTwoFindsAreNoSecondStrike) {
@@ -209,7 +221,7 @@ TEST_F(SliceAuditTest, WhatIsNotTheRmControlDeviceOrNotAGroupIsLeftAlone) {
 
 TEST_F(SliceAuditTest, ProcessesTheDriverDoesNotListAreNotAudited) {
   TenantSets(kCompute, 4'000'000);
-  EXPECT_TRUE(audit_.Pass({View()}, {}).empty());
+  EXPECT_TRUE(audit_.Pass({View()}, {}, now_ns_).empty());
   EXPECT_EQ(dev_.TimesliceOf(client_, kCompute), 4'000'000u);
 }
 

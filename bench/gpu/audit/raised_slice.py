@@ -13,13 +13,16 @@ Cases, each on a fresh daemon (audit.raised_slice in its config):
 The LC is lc_be's synthetic one (a ~50 µs kernel at 200 req/s, LC_S s),
 started once the BE has begun raising; the BE a PyTorch loop of large
 matmuls. Each case gives the LC's p50/p99, the BE's exit status, and how
-long after its first raise the daemon killed it.
+long after its first raise the daemon killed it. RAISE_AFTER_S=S: the BE
+starts raising S seconds into the LC's window instead, so that the LC's
+figures include the whole exposure before the kill.
 
     bash bench/gpu/with_bundle.sh env OUT=/tmp/out python3 bench/gpu/audit/raised_slice.py
 
 Writes $OUT/raised_slice.json and the daemons' and children's logs.
 """
 import ctypes
+import datetime
 import json
 import os
 import re
@@ -39,6 +42,7 @@ LC_BE = os.environ.get("LC_BE", str(HERE.parents[2] / "build/bench-compute/lc_be
 LC_S = float(os.environ.get("LC_S", "8"))
 CASES = os.environ.get("CASES", "honest,off,report,kill").split(",")
 RAISED_US = 4_000_000
+RAISE_AFTER_S = float(os.environ["RAISE_AFTER_S"]) if os.environ.get("RAISE_AFTER_S") else None
 
 SET_TIMESLICE = 0xA06C0103
 RM_CONTROL = (3 << 30) | (32 << 16) | (ord("F") << 8) | 0x2A  # _IOWR('F', NV_ESC_RM_CONTROL, NVOS54)
@@ -74,12 +78,15 @@ def tenant():
         libc = ctypes.CDLL(None, use_errno=True)
 
         def raise_forever():
+            go = Path(os.environ["GO_FILE"]) if os.environ.get("GO_FILE") else None
+            while go is not None and not go.exists() and not stop.exists():
+                time.sleep(0.005)
             while not stop.exists():
                 v = ctypes.c_uint64(RAISED_US)
                 c = Nvos54(client, tsg, SET_TIMESLICE, 0, ctypes.addressof(v), 8, 0)
                 if libc.syscall(SYS_IOCTL, fd, ctypes.c_ulong(RM_CONTROL), ctypes.byref(c)) == 0 and c.status == 0:
                     if raises[0] == 0:
-                        Path(os.environ["RAISED_FILE"]).write_text(str(time.monotonic()))
+                        Path(os.environ["RAISED_FILE"]).write_text(f"{time.monotonic()} {time.time()}")
                     raises[0] += 1
                 time.sleep(0.02)
         threading.Thread(target=raise_forever, daemon=True).start()
@@ -122,11 +129,12 @@ def run_case(case):
             if sock.exists():
                 break
             time.sleep(0.1)
-        ready, stop, raised = work / "be.ready", work / "be.stop", work / "be.raised"
-        for f in (ready, stop, raised):
+        ready, stop, raised, go = work / "be.ready", work / "be.stop", work / "be.raised", work / "be.go"
+        for f in (ready, stop, raised, go):
             f.unlink(missing_ok=True)
         benv = {**env, "TENANT": "1", "LOG_FILE": str(work / "be-library.log"), "READY_FILE": str(ready),
-                "STOP_FILE": str(stop), "RAISED_FILE": str(raised), "RAISE": "0" if case == "honest" else "1"}
+                "STOP_FILE": str(stop), "RAISED_FILE": str(raised), "RAISE": "0" if case == "honest" else "1",
+                "GO_FILE": str(go) if RAISE_AFTER_S is not None else ""}
         (work / "be-library.log").write_text("")
         be = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "be", "--priority", "be", "--", sys.executable,
                                __file__], env=benv, stdout=subprocess.PIPE, stderr=open(work / "be.log", "w"),
@@ -137,9 +145,12 @@ def run_case(case):
         result["be_ready"] = json.loads(ready.read_text())
         t_lc = time.monotonic()
         lc_out = work / "lc.json"
-        lc = subprocess.run([*GPUSLICE.split(), "run", "--name", "lc", "--priority", "lc", "--", LC_BE, "lc",
-                             str(LC_S), str(lc_out)], env=env, capture_output=True, text=True, timeout=LC_S + 60)
-        result["lc_rc"] = lc.returncode
+        lc = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "lc", "--priority", "lc", "--", LC_BE, "lc",
+                               str(LC_S), str(lc_out)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if RAISE_AFTER_S is not None:
+            time.sleep(RAISE_AFTER_S)  # a benchmark's pacing, not a synchronisation
+            go.touch()
+        result["lc_rc"] = lc.wait(timeout=LC_S + 60)
         if lc_out.exists():
             r = json.loads(lc_out.read_text())
             result["lc"] = {k: r.get(k) for k in ("n", "p50_us", "p90_us", "p99_us", "max_us")}
@@ -151,9 +162,11 @@ def run_case(case):
         except (ValueError, IndexError):
             pass
         if raised.exists():
-            result["lc_started_after_first_raise_s"] = t_lc - float(raised.read_text())
+            mono, wall = map(float, raised.read_text().split())
+            result["first_raise_after_lc_start_s"] = mono - t_lc
+            result["first_raise_wall"] = wall
     finally:
-        for p in (be,):
+        for p in (be, lc):
             if p is not None and p.poll() is None:
                 p.kill()
         daemon.terminate()
@@ -164,6 +177,10 @@ def run_case(case):
     result["audit_lines"] = len(audit)
     result["audit_first_lines"] = audit[:3]
     result["killed"] = any("kill (audit.raised_slice)" in l for l in audit)
+    kills = [l for l in audit if "kill (audit.raised_slice)" in l]
+    if kills and "first_raise_wall" in result:
+        stamp = datetime.datetime.strptime(kills[0].split()[0], "%Y-%m-%dT%H:%M:%S.%f")
+        result["killed_after_first_raise_s"] = stamp.timestamp() - result["first_raise_wall"]
     return result
 
 
@@ -175,7 +192,7 @@ def main():
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True)
     results = {"gpu": smi.stdout.strip(), "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-               "lc_s": LC_S, "raised_us": RAISED_US, "cases": []}
+               "lc_s": LC_S, "raised_us": RAISED_US, "raise_after_s": RAISE_AFTER_S, "cases": []}
     for case in CASES:
         results["cases"].append(run_case(case))
         (OUT / "raised_slice.json").write_text(json.dumps(results, indent=1))
