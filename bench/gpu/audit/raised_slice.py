@@ -42,17 +42,10 @@ LC_BE = os.environ.get("LC_BE", str(HERE.parents[2] / "build/bench-compute/lc_be
 LC_S = float(os.environ.get("LC_S", "8"))
 CASES = os.environ.get("CASES", "honest,off,report,kill").split(",")
 RAISED_US = 4_000_000
+sys.path.insert(0, str(HERE))
+from reschedule_own_tsg import RM_CONTROL, SET_TIMESLICE, SYS_IOCTL, Nvos54  # noqa: E402
+
 RAISE_AFTER_S = float(os.environ["RAISE_AFTER_S"]) if os.environ.get("RAISE_AFTER_S") else None
-
-SET_TIMESLICE = 0xA06C0103
-RM_CONTROL = (3 << 30) | (32 << 16) | (ord("F") << 8) | 0x2A  # _IOWR('F', NV_ESC_RM_CONTROL, NVOS54)
-SYS_IOCTL = 16  # x86-64
-
-
-class Nvos54(ctypes.Structure):
-    _fields_ = [("hClient", ctypes.c_uint32), ("hObject", ctypes.c_uint32), ("cmd", ctypes.c_uint32),
-                ("flags", ctypes.c_uint32), ("params", ctypes.c_uint64), ("paramsSize", ctypes.c_uint32),
-                ("status", ctypes.c_uint32)]
 
 
 def tenant():
