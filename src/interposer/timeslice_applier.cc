@@ -5,8 +5,8 @@
 #include <mutex>
 
 #include "core/pacing_board.h"
-#include "core/slice_ceiling.h"
 #include "core/shared_word.h"
+#include "core/slice_ceiling.h"
 #include "core/vgpu_layout.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"

@@ -6,9 +6,9 @@
 
 #include <atomic>
 
-#include "core/slice_ceiling.h"
 #include "core/memory_ledger.h"
 #include "core/shared_word.h"
+#include "core/slice_ceiling.h"
 
 namespace gpuslice::node {
 namespace {
