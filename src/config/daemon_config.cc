@@ -286,6 +286,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"action", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.action); }},
       {"unmanaged", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.unmanaged); }},
       {"raised_slice", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.raised_slice); }},
+      {"hidden_groups", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.hidden_groups); }},
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };

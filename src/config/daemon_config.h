@@ -68,6 +68,8 @@ struct DaemonConfig {
     // A process that raises its channel groups' slices above its vGPU's
     // ceiling again after the daemon set them back (daemon/slice_audit.h).
     std::optional<audit::AuditAction> raised_slice = audit::AuditAction::kKill;
+    // A process on a GPU with no channel group the slice audit can read.
+    std::optional<audit::AuditAction> hidden_groups = audit::AuditAction::kReport;
     uint32_t grace_ms = 1000;
     uint64_t context_allowance_bytes = 1ull << 30;
   } audit;

@@ -137,13 +137,15 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
 
 TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   auto c = ParseDaemonConfig(
-      "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  raised_slice: report\n  grace_ms: 500\n"
+      "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  raised_slice: report\n  hidden_groups: kill\n"
+      "  grace_ms: 500\n"
       "  context_allowance: 512MiB\n",
       "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->audit.action, audit::AuditAction::kDeny);
   EXPECT_FALSE(c->audit.unmanaged.has_value());
   EXPECT_EQ(c->audit.raised_slice, audit::AuditAction::kReport);
+  EXPECT_EQ(c->audit.hidden_groups, audit::AuditAction::kKill);
   EXPECT_EQ(c->audit.grace_ms, 500u);
   EXPECT_EQ(c->audit.context_allowance_bytes, 512ull << 20);
   auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
@@ -151,6 +153,7 @@ TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   EXPECT_EQ(d->audit.action, audit::AuditAction::kKill) << "kill after a grace, by default";
   EXPECT_EQ(d->audit.unmanaged, audit::AuditAction::kReport);
   EXPECT_EQ(d->audit.raised_slice, audit::AuditAction::kKill);
+  EXPECT_EQ(d->audit.hidden_groups, audit::AuditAction::kReport);
 }
 
 TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {
@@ -264,6 +267,7 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->audit.action, d.audit.action);
   EXPECT_EQ(c->audit.unmanaged, d.audit.unmanaged);
   EXPECT_EQ(c->audit.raised_slice, d.audit.raised_slice);
+  EXPECT_EQ(c->audit.hidden_groups, d.audit.hidden_groups);
   EXPECT_EQ(c->audit.grace_ms, d.audit.grace_ms);
   EXPECT_EQ(c->audit.context_allowance_bytes, d.audit.context_allowance_bytes);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);

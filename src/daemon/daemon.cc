@@ -428,11 +428,15 @@ int RunDaemon(const config::DaemonConfig& config) {
   // through RM controls on their own descriptors.
   static rm::SystemRmIoctl rm_ioctl(&::ioctl);
   std::optional<SliceAudit> slice_audit;
-  if (config.audit.raised_slice) {
+  if (config.audit.raised_slice || config.audit.hidden_groups) {
     MetricsExporter* counts = exporter ? &*exporter : nullptr;
-    slice_audit.emplace(*config.audit.raised_slice, &SystemTenantDescriptors(), &rm_ioctl, &audit::SystemProcessTable(),
-                        &audit::SystemProcessActions(), [counts](const RaisedSlice& r) {
-                          if (counts != nullptr) counts->CountViolation(r.vgpu, "raised_slice");
+    // An action that is off for raised slices still sets them back, as
+    // report does; `off` for both turns the audit off.
+    SliceAuditActions actions{config.audit.raised_slice.value_or(audit::AuditAction::kReport),
+                              config.audit.hidden_groups};
+    slice_audit.emplace(actions, &SystemTenantDescriptors(), &rm_ioctl, &audit::SystemProcessTable(),
+                        &audit::SystemProcessActions(), [counts](const std::string& vgpu, const char* kind) {
+                          if (counts != nullptr) counts->CountViolation(vgpu, kind);
                         });
   }
   std::optional<Housekeeper> housekeeper;

@@ -81,31 +81,61 @@ std::string Describe(const RaisedSlice& r) {
                   : std::string("already acted on"));
 }
 
-SliceAudit::SliceAudit(audit::AuditAction action, TenantDescriptors* descriptors, rm::RmIoctl* rm,
-                       const audit::ProcessTable* table, audit::ProcessActions* actions, OnRaised on_raised)
-    : action_(action),
+std::string Describe(const HiddenGroups& h) {
+  return "vGPU '" + h.vgpu + "' process " + std::to_string(h.pid) + " runs on GPU " + std::to_string(h.gpu_index) +
+         " with no channel group its slot names that RM answers for, for " +
+         std::to_string(SliceAudit::kHiddenAfterNs / 1'000'000'000) +
+         " s: its slices cannot be audited (a tenant that cleared its list, or a library that cannot see the "
+         "driver's ioctls); " +
+         (h.acted ? std::string(audit::AuditActionName(h.action)) + " (audit.hidden_groups)"
+                  : std::string("already acted on"));
+}
+
+SliceAudit::SliceAudit(SliceAuditActions actions, TenantDescriptors* descriptors, rm::RmIoctl* rm,
+                       const audit::ProcessTable* table, audit::ProcessActions* process_actions, OnActed on_acted)
+    : actions_(actions),
       descriptors_(descriptors),
       control_(rm),
       table_(table),
-      actions_(actions),
-      on_raised_(std::move(on_raised)) {}
+      process_actions_(process_actions),
+      on_acted_(std::move(on_acted)) {}
 
-std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& views,
-                                          const std::vector<audit::GpuProcess>& listed, uint64_t now_ns) {
-  // The driver's processes, by how their slots name them.
+void SliceAudit::Act(audit::AuditAction action, uint32_t pid) {
+  if (action == audit::AuditAction::kDeny) process_actions_->Stop(pid);
+  if (action == audit::AuditAction::kKill) process_actions_->Kill(pid);
+}
+
+SliceAudit::Findings SliceAudit::Pass(const std::vector<node::VgpuView>& views,
+                                      const std::vector<audit::GpuProcess>& listed, uint64_t now_ns) {
+  // The driver's processes, by how their slots name them, and the GPUs
+  // each is on.
   std::map<std::pair<uint64_t, uint32_t>, uint32_t> host_pids;
+  std::map<uint32_t, std::set<uint32_t>> gpus_of;
   for (const audit::GpuProcess& p : listed) {
+    gpus_of[p.pid].insert(p.gpu_index);
     if (auto id = table_->InNamespace(p.pid)) host_pids[{id->pid_namespace, id->pid}] = p.pid;
   }
-  std::vector<RaisedSlice> found;
+  Findings found;
+  std::set<std::pair<uint32_t, uint32_t>> still_hidden;
   for (const node::VgpuView& view : views) {
     if (!view.corrupt.empty()) continue;
     for (const node::VgpuProcessView& process : view.processes) {
-      if (process.channel_groups.empty()) continue;
       const auto host = host_pids.find({process.pid_namespace, process.pid});
       if (host == host_pids.end()) continue;
       const uint32_t pid = host->second;
       std::optional<bool> member;  // whether `pid` maps this vGPU's ledger, once asked
+      auto is_member = [&] {
+        if (!member) member = MapsLedgerOf(pid, view);
+        return *member;
+      };
+      std::set<uint32_t> audited, unknown;  // GPU indices with a group RM answered for, or not asked
+      auto mark = [&](std::set<uint32_t>* into, uint32_t slot) {
+        for (uint32_t s = 0; s < view.devices.size(); ++s) {
+          if ((slot == core::kUnknownDeviceSlot || slot == s) && view.devices[s].gpu_index) {
+            into->insert(*view.devices[s].gpu_index);
+          }
+        }
+      };
       for (const node::ChannelGroupView& g : process.channel_groups) {
         const bool compute = g.engine_type == rm::kEngineTypeGraphics;
         // A group of no known device is held to the vGPU's largest ceiling.
@@ -126,9 +156,11 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
                 pid, strerror(-fd));
           }
           warned_denied_ = true;
+        }
+        if (fd < 0) {
+          if (fd != -ENODEV) mark(&unknown, g.device_slot);  // not a refusal: it could not be asked
           continue;
         }
-        if (fd < 0) continue;
         rm::TsgRef tsg;
         tsg.fd = fd;
         tsg.client = g.client;
@@ -137,12 +169,10 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
         uint64_t current = 0;
         // Read first, and only what is above the ceiling is checked further:
         // a read changes nothing, and /proc/PID/maps is long.
-        if (!control_.Get(tsg, &current).ok || current <= ceiling) {
-          descriptors_->Close(fd);
-          continue;
-        }
-        if (!member) member = MapsLedgerOf(pid, view);
-        if (!*member) {
+        const rm::ControlResult read = control_.Get(tsg, &current);
+        if (read.ok) mark(&audited, g.device_slot);
+        if (read.error != 0) mark(&unknown, g.device_slot);
+        if (!read.ok || current <= ceiling || !is_member()) {
           descriptors_->Close(fd);
           continue;
         }
@@ -168,25 +198,40 @@ std::vector<RaisedSlice> SliceAudit::Pass(const std::vector<node::VgpuView>& vie
         auto [strike, first] = strikes_.try_emplace(Key{pid, g.client, g.handle});
         r.again = !first && strike->second.generation == view.generation;
         if (r.again && !strike->second.acted) {
-          r.action = action_;
+          r.action = actions_.raised;
           r.acted = true;
           strike->second.acted = true;
-          if (action_ == audit::AuditAction::kDeny) actions_->Stop(pid);
-          if (action_ == audit::AuditAction::kKill) actions_->Kill(pid);
+          Act(r.action, pid);
         }
         strike->second.generation = view.generation;
         strike->second.found_ns = now_ns;
         spdlog::warn("slice audit: {}", Describe(r));
-        if (r.again && on_raised_) on_raised_(r);
-        found.push_back(std::move(r));
+        if (r.acted && on_acted_) on_acted_(r.vgpu, "raised_slice");
+        found.raised.push_back(std::move(r));
+      }
+      // The GPUs the driver lists it on, of this vGPU, with no group to audit.
+      if (!actions_.hidden) continue;
+      for (const node::VgpuDeviceView& d : view.devices) {
+        if (!d.gpu_index || !gpus_of[pid].count(*d.gpu_index)) continue;
+        const uint32_t gpu = *d.gpu_index;
+        if (audited.count(gpu) || unknown.count(gpu) || !is_member()) continue;
+        const std::pair<uint32_t, uint32_t> key{pid, gpu};
+        still_hidden.insert(key);
+        Hidden& h = hidden_.try_emplace(key, Hidden{now_ns, false}).first->second;
+        if (h.acted || now_ns < h.since_ns + kHiddenAfterNs) continue;
+        HiddenGroups hg{view.name, pid, gpu, true, *actions_.hidden};
+        h.acted = true;
+        Act(hg.action, pid);
+        spdlog::warn("slice audit: {}", Describe(hg));
+        if (on_acted_) on_acted_(hg.vgpu, "hidden_groups");
+        found.hidden.push_back(std::move(hg));
       }
     }
   }
   // A group set back keeps its strike while its process is listed: raising
   // it later, its limits unchanged, is raising it again.
-  std::set<uint32_t> listed_pids;
-  for (const audit::GpuProcess& p : listed) listed_pids.insert(p.pid);
-  std::erase_if(strikes_, [&](const auto& s) { return listed_pids.count(std::get<0>(s.first)) == 0; });
+  std::erase_if(strikes_, [&](const auto& s) { return gpus_of.count(std::get<0>(s.first)) == 0; });
+  std::erase_if(hidden_, [&](const auto& h) { return still_hidden.count(h.first) == 0; });
   return found;
 }
 

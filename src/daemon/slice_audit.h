@@ -15,14 +15,15 @@
 //     between, the tenant raised it itself (a library never sets more than
 //     the ceiling): `raised_slice`, acted on as audit.raised_slice says
 //     (report, deny: SIGSTOP, kill: the default), once per group.
+// A process with no group to audit on a GPU for seconds is `hidden_groups`
+// (audit.hidden_groups, report by default: HiddenGroups says why).
 // The slots are the tenant's to write, so what they name is believed only as
 // RM answers for it on the process's own descriptor: a descriptor that is
 // not NVIDIA's RM control device is never used, and RM refuses a handle
 // that is not a channel group of that descriptor's client. Nothing is set
-// on a process that does not map the slot's vGPU's ledger (/proc/PID/maps),
-// so a slot naming another tenant's process changes nothing there. A
-// tenant that clears its slot's list is not audited (docs/design.md says
-// what is left).
+// on, or done to, a process that does not map the slot's vGPU's ledger
+// (/proc/PID/maps), so a slot naming another tenant's process changes
+// nothing there.
 //
 // A pass runs about once a second, and every few hundred milliseconds for a
 // while after a group was set back (Watching), so a tenant that raises its
@@ -40,6 +41,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -80,23 +82,52 @@ struct RaisedSlice {
 };
 std::string Describe(const RaisedSlice& r);
 
+// A process on a GPU none of whose channel groups can be audited there for
+// kHiddenAfterNs: its slot names none, or none that RM answers for. Its
+// library publishes them within a tick of making them, so either the
+// tenant cleared its list (to raise its slices unseen) or its library
+// cannot see the driver's ioctls (a gpuslice failure, which is why the
+// default action is report).
+struct HiddenGroups {
+  std::string vgpu;
+  uint32_t pid = 0;
+  uint32_t gpu_index = 0;
+  bool acted = false;  // `action` was taken in this pass
+  audit::AuditAction action = audit::AuditAction::kReport;
+};
+std::string Describe(const HiddenGroups& h);
+
+struct SliceAuditActions {
+  audit::AuditAction raised = audit::AuditAction::kKill;                   // audit.raised_slice
+  std::optional<audit::AuditAction> hidden = audit::AuditAction::kReport;  // audit.hidden_groups; nullopt: off
+};
+
 class SliceAudit {
  public:
-  // Called for each group found above its ceiling again (the metrics' counter).
-  using OnRaised = std::function<void(const RaisedSlice&)>;
+  // Called for each finding acted on, with its kind ("raised_slice",
+  // "hidden_groups"): the metrics' counter.
+  using OnActed = std::function<void(const std::string& vgpu, const char* kind)>;
   // All must outlive the audit.
-  SliceAudit(audit::AuditAction action, TenantDescriptors* descriptors, rm::RmIoctl* rm,
-             const audit::ProcessTable* table, audit::ProcessActions* actions, OnRaised on_raised);
+  SliceAudit(SliceAuditActions actions, TenantDescriptors* descriptors, rm::RmIoctl* rm,
+             const audit::ProcessTable* table, audit::ProcessActions* process_actions, OnActed on_acted);
 
   // After a group is set back, how long the audit is watched for: its
   // owner runs passes every few hundred milliseconds (Watching), so that a
   // tenant raising its slice again is acted on within that, not a second.
   static constexpr uint64_t kWatchNs = 10'000'000'000;
+  // How long a listed process may have no group to audit: its library
+  // publishes its groups within 100 ms of making them, and a loaded node
+  // may delay that by seconds.
+  static constexpr uint64_t kHiddenAfterNs = 5'000'000'000;
 
+  struct Findings {
+    std::vector<RaisedSlice> raised;
+    std::vector<HiddenGroups> hidden;  // those past kHiddenAfterNs
+  };
   // One pass over `views`' processes that `listed` (the driver's compute
-  // processes, this namespace's pids) has on a GPU. Returns what it found.
-  std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views, const std::vector<audit::GpuProcess>& listed,
-                                uint64_t now_ns);
+  // processes, this namespace's pids) has on a GPU.
+  Findings Pass(const std::vector<node::VgpuView>& views, const std::vector<audit::GpuProcess>& listed,
+                uint64_t now_ns);
   // True within kWatchNs of setting back a group not yet acted on.
   bool Watching(uint64_t now_ns) const;
 
@@ -108,13 +139,21 @@ class SliceAudit {
     bool acted = false;
   };
 
-  const audit::AuditAction action_;
+  struct Hidden {
+    uint64_t since_ns = 0;
+    bool acted = false;
+  };
+  // Acts on `pid` as `action` says; true when something was done.
+  void Act(audit::AuditAction action, uint32_t pid);
+
+  const SliceAuditActions actions_;
   TenantDescriptors* const descriptors_;
   rm::TimesliceControl control_;
   const audit::ProcessTable* const table_;
-  audit::ProcessActions* const actions_;
-  OnRaised on_raised_;
+  audit::ProcessActions* const process_actions_;
+  OnActed on_acted_;
   std::map<Key, Strike> strikes_;
+  std::map<std::pair<uint32_t, uint32_t>, Hidden> hidden_;  // (host pid, GPU index)
   bool warned_denied_ = false;
 };
 

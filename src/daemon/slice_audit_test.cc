@@ -93,6 +93,7 @@ class SliceAuditTest : public ::testing::Test {
     v.dir = "/state/vgpus/" + name;
     v.generation = generation_;
     node::VgpuDeviceView d;
+    d.gpu_index = 0;
     d.timeslice_us = 50;
     d.slice_ceiling_us = 1000;
     d.copy_slice_ceiling_us = 1024;
@@ -105,9 +106,10 @@ class SliceAuditTest : public ::testing::Test {
     v.processes.push_back(p);
     return v;
   }
-  std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views) {
+  std::vector<RaisedSlice> Pass(const std::vector<node::VgpuView>& views) { return PassAll(views).raised; }
+  SliceAudit::Findings PassAll(const std::vector<node::VgpuView>& views, SliceAudit* audit = nullptr) {
     now_ns_ += 1'000'000'000;
-    return audit_.Pass(views, {{0, static_cast<uint32_t>(getpid()), 1 << 20}}, now_ns_);
+    return (audit ? audit : &audit_)->Pass(views, {{0, static_cast<uint32_t>(getpid()), 1 << 20}}, now_ns_);
   }
   std::vector<uint64_t> DaemonSets() const {
     std::vector<uint64_t> out;
@@ -125,9 +127,9 @@ class SliceAuditTest : public ::testing::Test {
   Table table_;
   Actions actions_;
   Descriptors descriptors_;
-  std::vector<RaisedSlice> counted_;
-  SliceAudit audit_{audit::AuditAction::kKill, &descriptors_, &dev_, &table_, &actions_,
-                    [this](const RaisedSlice& r) { counted_.push_back(r); }};
+  std::vector<std::string> counted_;  // kinds acted on
+  SliceAudit::OnActed count_ = [this](const std::string&, const char* kind) { counted_.push_back(kind); };
+  SliceAudit audit_{SliceAuditActions{}, &descriptors_, &dev_, &table_, &actions_, count_};
 };
 
 TEST_F(SliceAuditTest, GroupsWithinTheCeilingAreOnlyRead) {
@@ -155,7 +157,7 @@ TEST_F(SliceAuditTest, ARaisedSliceIsSetBackThenTheProcessIsKilledWhenItRaisesIt
   ASSERT_EQ(found.size(), 1u);
   EXPECT_TRUE(found[0].again && found[0].acted);
   EXPECT_EQ(actions_.killed, std::vector<uint32_t>{static_cast<uint32_t>(getpid())});
-  EXPECT_EQ(counted_.size(), 1u);
+  EXPECT_EQ(counted_, std::vector<std::string>{"raised_slice"});
   EXPECT_EQ(dev_.TimesliceOf(client_, kCompute), 50u);
   EXPECT_FALSE(audit_.Watching(now_ns_)) << "acted on: nothing left to watch";
 
@@ -221,8 +223,44 @@ TEST_F(SliceAuditTest, WhatIsNotTheRmControlDeviceOrNotAGroupIsLeftAlone) {
 
 TEST_F(SliceAuditTest, ProcessesTheDriverDoesNotListAreNotAudited) {
   TenantSets(kCompute, 4'000'000);
-  EXPECT_TRUE(audit_.Pass({View()}, {}, now_ns_).empty());
+  EXPECT_TRUE(audit_.Pass({View()}, {}, now_ns_).raised.empty());
   EXPECT_EQ(dev_.TimesliceOf(client_, kCompute), 4'000'000u);
+}
+
+TEST_F(SliceAuditTest, AProcessWithNoGroupToAuditIsReportedAfterAWhile) {
+  node::VgpuView v = View();
+  v.processes[0].channel_groups.clear();  // the tenant cleared its list
+  int passes = 0;
+  while (PassAll({v}).hidden.empty() && passes < 20) ++passes;
+  EXPECT_GE(uint64_t(passes + 1) * 1'000'000'000, SliceAudit::kHiddenAfterNs) << "not before its time";
+  EXPECT_LT(passes, 20);
+  EXPECT_EQ(counted_, std::vector<std::string>{"hidden_groups"});
+  EXPECT_TRUE(actions_.killed.empty()) << "reported by default: it may be gpuslice's own failure";
+  EXPECT_TRUE(PassAll({v}).hidden.empty()) << "acted on once";
+
+  // Named groups that RM does not answer for hide as well; an operator may kill.
+  SliceAudit strict({audit::AuditAction::kKill, audit::AuditAction::kKill}, &descriptors_, &dev_, &table_, &actions_,
+                    count_);
+  v.processes[0].channel_groups = {{fd_, client_, 0x7777, 0, rm::kEngineTypeGraphics}};
+  for (int i = 0; i < 20 && actions_.killed.empty(); ++i) PassAll({v}, &strict);
+  EXPECT_EQ(actions_.killed, std::vector<uint32_t>{static_cast<uint32_t>(getpid())});
+}
+
+TEST_F(SliceAuditTest, WhatCannotBeAskedOrIsNotTheVgpusIsNeverCalledHidden) {
+  // Its groups answer: nothing hidden.
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(PassAll({View()}).hidden.empty());
+  // The daemon may not take its descriptors: not known to hide anything.
+  struct Denied final : TenantDescriptors {
+    int DupRmControl(uint32_t, int) override { return -EPERM; }
+    void Close(int) override {}
+  } denied;
+  SliceAudit audit({}, &denied, &dev_, &table_, &actions_, count_);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(PassAll({View()}, &audit).hidden.empty());
+  // A slot of another vGPU naming this process, with no groups.
+  node::VgpuView forged = View("other");
+  forged.processes[0].channel_groups.clear();
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(PassAll({forged}).hidden.empty());
+  EXPECT_TRUE(counted_.empty());
 }
 
 }  // namespace

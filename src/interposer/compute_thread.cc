@@ -58,6 +58,7 @@ void ForkChild() {
 void PrepareCompute(VgpuRuntime* runtime) {
   if (runtime == nullptr) return;
   rm::SetSliceAdvisor(&AdviseComputeSlice);  // before any context: libcuda sets its groups' slices as it makes them
+  rm::SetGroupsObserver(&PublishChannelGroupsNow);  // the slice audit learns of a group as it is made
   PatchDriver();
 }
 

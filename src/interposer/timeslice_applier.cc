@@ -252,7 +252,9 @@ uint32_t SeveralComputeGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t 
 
 // Writes this process's channel groups into its ledger slot, for the
 // daemon's slice audit (daemon/slice_audit.h): compute groups first, since a
-// slot holds only ProcessSlot::kPublishedGroups.
+// slot holds only ProcessSlot::kPublishedGroups. Under g_publish_mutex, so
+// that a pass and the driver's thread never interleave their lists.
+std::mutex g_publish_mutex;
 void PublishGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t n) {
   core::PublishedChannelGroup published[core::ProcessSlot::kPublishedGroups];
   uint32_t count = 0;
@@ -267,6 +269,11 @@ void PublishGroups(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t n) {
     }
   }
   rt->ledger().PublishChannelGroups(published, count);
+}
+
+void PublishGroupsLocked(VgpuRuntime* rt, const rm::TsgRef* tsgs, uint32_t n) {
+  std::lock_guard<std::mutex> lock(g_publish_mutex);
+  PublishGroups(rt, tsgs, n);
 }
 
 // Two bits per device slot s (bits 2s, 2s+1): its pacer::TurnRole.
@@ -339,6 +346,15 @@ uint64_t AdviseComputeSlice(int device) {
   return WantedSlice(limit, pacer::TurnRole::kNone, /*lc_live=*/!lc);
 }
 
+void PublishChannelGroupsNow() {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr) return;
+  std::unique_lock<std::mutex> lock(g_publish_mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  rm::TsgRef tsgs[rm::TsgRegistry::kCapacity];
+  PublishGroups(rt, tsgs, rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity));
+}
+
 void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   std::lock_guard<std::mutex> lock(g_pass_mutex);
   const core::Limits& limits = rt->limits();
@@ -378,9 +394,10 @@ void ApplyTimeslicesOnce(VgpuRuntime* rt) {
   }
   if (!groups_moved) n = rm::Registry().Snapshot(tsgs, rm::TsgRegistry::kCapacity);
   LogTracked(tsgs, n);
-  // Again at each read-back tick (every 100 ms), not only when the groups
-  // change: the slot may have been claimed after they were made.
-  PublishGroups(rt, tsgs, n);
+  // Again at each read-back tick (every 100 ms), not only when the driver's
+  // thread published them: the slot may have been claimed after they were
+  // made.
+  PublishGroupsLocked(rt, tsgs, n);
   for (uint32_t i = 0; i < n; ++i) {
     const rm::TsgRef& tsg = tsgs[i];
     const bool compute = tsg.engine_type == rm::kEngineTypeGraphics;

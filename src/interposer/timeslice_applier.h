@@ -57,6 +57,13 @@ void ForgetAppliedTimeslices();
 // for an LC one (0 while its limits name no slice). Lock-free; any thread.
 uint64_t AdviseComputeSlice(int device);
 
+// The rm::GroupsChanged observer (rm/ioctl_hook.h): publishes this
+// process's channel groups in its ledger slot for the daemon's slice audit,
+// on the thread that made or freed one. Each pass publishes them again.
+// Skipped (the next pass publishes) while a pass is publishing; no
+// allocation, no syscall.
+void PublishChannelGroupsNow();
+
 }  // namespace gpuslice::interposer
 
 #endif  // GPUSLICE_INTERPOSER_TIMESLICE_APPLIER_H_

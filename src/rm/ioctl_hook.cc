@@ -34,6 +34,8 @@ int CallOriginal(int fd, unsigned long request, void* arg) {
   return reinterpret_cast<IoctlFn>(fn)(fd, request, arg);
 }
 
+std::atomic<GroupsChanged> g_groups_observer{nullptr};
+
 // Looks at what an ioctl made or freed, after it returned.
 void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
   g_ioctls.fetch_add(1, std::memory_order_relaxed);
@@ -50,7 +52,11 @@ void AfterIoctl(int fd, unsigned long request, void* arg, int rc) {
                 a->hClass, a->hObjectNew, a->status, a->paramsSize);
     }
   }
+  const uint64_t epoch = g_registry.epoch();
   g_registry.Observe(fd, request, arg, rc, t_device_hint);
+  if (g_registry.epoch() != epoch) {
+    if (const GroupsChanged observer = g_groups_observer.load(std::memory_order_acquire)) observer();
+  }
   errno = saved;
 }
 
@@ -330,6 +336,8 @@ IoctlHookStats HookStats() {
 }
 
 void SetSliceAdvisor(SliceAdvisor advisor) { g_slice_advisor.store(advisor, std::memory_order_release); }
+
+void SetGroupsObserver(GroupsChanged observer) { g_groups_observer.store(observer, std::memory_order_release); }
 
 RmIoctl& DriverIoctl() { return g_driver_ioctl; }
 

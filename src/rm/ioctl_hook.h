@@ -67,6 +67,14 @@ int WatchNvidiaLibraries(void* (*resolve)(const char*));
 using SliceAdvisor = uint64_t (*)(int device);
 void SetSliceAdvisor(SliceAdvisor advisor);
 
+// Called on the driver's thread, inside its ioctl, right after a channel
+// group was made or freed: the interposer publishes the groups for the
+// daemon's slice audit at once (interposer/timeslice_applier.h), so that a
+// tenant cannot stop that by stopping the compute thread first. Set once
+// by the interposer; no lock, no allocation.
+using GroupsChanged = void (*)();
+void SetGroupsObserver(GroupsChanged observer);
+
 // The channel groups seen so far.
 TsgRegistry& Registry();
 
