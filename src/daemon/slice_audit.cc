@@ -105,6 +105,37 @@ void SliceAudit::Act(audit::AuditAction action, uint32_t pid) {
   if (action == audit::AuditAction::kKill) process_actions_->Kill(pid);
 }
 
+RaisedSlice SliceAudit::SetBack(const node::VgpuView& view, uint32_t pid, const rm::TsgRef& tsg, uint64_t found_us,
+                                uint64_t ceiling_us, uint64_t set_us, uint64_t now_ns) {
+  RaisedSlice r;
+  r.vgpu = view.name;
+  r.pid = pid;
+  r.client = tsg.client;
+  r.handle = tsg.handle;
+  r.compute = tsg.engine_type == rm::kEngineTypeGraphics;
+  r.found_us = found_us;
+  r.ceiling_us = ceiling_us;
+  r.set_us = set_us;
+  if (const rm::ControlResult set = control_.Set(tsg, set_us); !set.ok) {
+    char why[96];
+    spdlog::warn("slice audit: could not set {}'s channel group 0x{:x} back ({})", view.name, tsg.handle,
+                 set.Describe(why, sizeof why));
+  }
+  auto [strike, first] = strikes_.try_emplace(Key{pid, tsg.client, tsg.handle});
+  r.again = !first && strike->second.generation == view.generation;
+  if (r.again && !strike->second.acted) {
+    r.action = actions_.raised;
+    r.acted = true;
+    strike->second.acted = true;
+    Act(r.action, pid);
+  }
+  strike->second.generation = view.generation;
+  strike->second.found_ns = now_ns;
+  spdlog::warn("slice audit: {}", Describe(r));
+  if (r.acted && on_acted_) on_acted_(r.vgpu, "raised_slice");
+  return r;
+}
+
 SliceAudit::Findings SliceAudit::Pass(const std::vector<node::VgpuView>& views,
                                       const std::vector<audit::GpuProcess>& listed, uint64_t now_ns) {
   // The driver's processes, by how their slots name them, and the GPUs
@@ -176,38 +207,11 @@ SliceAudit::Findings SliceAudit::Pass(const std::vector<node::VgpuView>& views,
           descriptors_->Close(fd);
           continue;
         }
-        RaisedSlice r;
-        r.vgpu = view.name;
-        r.pid = pid;
-        r.client = g.client;
-        r.handle = g.handle;
-        r.compute = compute;
-        r.found_us = current;
-        r.ceiling_us = ceiling;
         // The vGPU's own slice (its policy's, or the driver's default),
         // never above the ceiling: what its library would set.
         const uint64_t own = policy_us != 0 ? policy_us : compute ? core::kDriverComputeSliceUs : core::kDriverCopySliceUs;
-        r.set_us = std::min(own, ceiling);
-        const rm::ControlResult set = control_.Set(tsg, r.set_us);
+        found.raised.push_back(SetBack(view, pid, tsg, current, ceiling, std::min(own, ceiling), now_ns));
         descriptors_->Close(fd);
-        if (!set.ok) {
-          char why[96];
-          spdlog::warn("slice audit: could not set {}'s channel group 0x{:x} back ({})", view.name, g.handle,
-                       set.Describe(why, sizeof why));
-        }
-        auto [strike, first] = strikes_.try_emplace(Key{pid, g.client, g.handle});
-        r.again = !first && strike->second.generation == view.generation;
-        if (r.again && !strike->second.acted) {
-          r.action = actions_.raised;
-          r.acted = true;
-          strike->second.acted = true;
-          Act(r.action, pid);
-        }
-        strike->second.generation = view.generation;
-        strike->second.found_ns = now_ns;
-        spdlog::warn("slice audit: {}", Describe(r));
-        if (r.acted && on_acted_) on_acted_(r.vgpu, "raised_slice");
-        found.raised.push_back(std::move(r));
       }
       // The GPUs the driver lists it on, of this vGPU, with no group to audit.
       if (!actions_.hidden) continue;

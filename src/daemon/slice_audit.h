@@ -143,8 +143,12 @@ class SliceAudit {
     uint64_t since_ns = 0;
     bool acted = false;
   };
-  // Acts on `pid` as `action` says; true when something was done.
+  // Acts on `pid` as `action` says.
   void Act(audit::AuditAction action, uint32_t pid);
+  // Sets `tsg` (process `pid`'s, of `view`, read at `found_us`) back to
+  // `set_us`, and acts on the process if that is its second strike.
+  RaisedSlice SetBack(const node::VgpuView& view, uint32_t pid, const rm::TsgRef& tsg, uint64_t found_us,
+                      uint64_t ceiling_us, uint64_t set_us, uint64_t now_ns);
 
   const SliceAuditActions actions_;
   TenantDescriptors* const descriptors_;
