@@ -68,9 +68,10 @@
 //                       (fake_rm_raw_ioctl: the raw system call, which no
 //                       hook sees), again every 20 ms for SECONDS ->
 //                       "rawslice N" (sets made)
-//   freezetick          parks gpuslice's compute thread ("gpuslice-tick") in
-//                       a signal handler forever, as a tenant can ->
-//                       "freezetick ok" or "freezetick none"
+//   freezetick          stops gpuslice's compute thread ("gpuslice-tick")
+//                       for good, between two ticks, with ptrace from a
+//                       child, as a tenant can -> "freezetick ok" or
+//                       "freezetick none"
 //   holders             the fake GPU's holder kernels (fake_cuda_holders) ->
 //                       "holders LAUNCHED RUNNING RELEASED EXPIRED LAST_BOUND_NS SYNCS_WAITED"
 //   sleep MS            sleep (an LC request's length, in task-API tests)
@@ -1084,10 +1085,29 @@ int main(int argc, char** argv) {
         const pid_t child = fork();
         if (child == 0) {
           prctl(PR_SET_PDEATHSIG, SIGKILL);
-          const char ok = ptrace(PTRACE_SEIZE, tid, 0, 0) == 0 && ptrace(PTRACE_INTERRUPT, tid, 0, 0) == 0 &&
-                                  waitpid(tid, nullptr, __WALL) == tid
-                              ? '1'
-                              : '0';
+          // Stopped between ticks, in its sleep, it holds nothing this
+          // process's other threads need (the fake RM device's lock, when
+          // stopped inside a control): interrupted anywhere else, it is let
+          // go and interrupted again.
+          char ok = '0';
+          if (ptrace(PTRACE_SEIZE, tid, 0, 0) == 0) {
+            const std::string syscall_file =
+                "/proc/" + std::to_string(getppid()) + "/task/" + std::to_string(tid) + "/syscall";
+            for (int attempt = 0; attempt < 1000 && ok == '0'; ++attempt) {
+              if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0 || waitpid(tid, nullptr, __WALL) != tid) break;
+              long nr = -1;
+              if (FILE* f = fopen(syscall_file.c_str(), "r")) {
+                if (fscanf(f, "%ld", &nr) != 1) nr = -1;
+                fclose(f);
+              }
+              if (nr == SYS_nanosleep || nr == SYS_clock_nanosleep || nr == SYS_futex || nr == SYS_restart_syscall) {
+                ok = '1';
+              } else {
+                ptrace(PTRACE_CONT, tid, 0, 0);
+                usleep(200);
+              }
+            }
+          }
           if (write(pipe_fds[1], &ok, 1) != 1) _exit(1);
           for (;;) pause();
         }
