@@ -73,7 +73,8 @@ StatusOr<GpusliceMetrics> RegisterGpusliceMetrics(Registry& r) {
       Take(r.AddGauge("gpuslice_vgpu_processes", "Live processes attached to the vGPU.", v), &m.vgpu_processes),
       Take(r.AddCounter("gpuslice_vgpu_violations_total",
                         "Audit violations acted on: GPU memory the vGPU's accounting did not show (unaccounted, over_limit, "
-                        "unmanaged), or a channel group's timeslice raised past its vGPU's again (raised_slice).",
+                        "unmanaged), a channel group's timeslice raised past its vGPU's again (raised_slice), or a process whose "
+                        "groups cannot be audited (hidden_groups).",
                         {"vgpu", "kind"}),
            &m.vgpu_violations_total),
       Take(r.AddCounter("gpuslice_vgpu_gpu_seconds_total",
