@@ -7,6 +7,7 @@ process that raises it again.
 
 Cases, each on a fresh daemon (audit.raised_slice in its config):
   honest  the same BE, not raising (audit on): the baseline
+  honest_off  the same, the slice audit off: what its reads cost
   off     raising, audit off: what the hole costs the LC
   report  raising, the daemon sets the slice back every pass, acts on nothing
   kill    raising, the default: set back, then killed
@@ -107,7 +108,10 @@ def run_case(case):
     work.mkdir(parents=True, exist_ok=True)
     state = tempfile.mkdtemp(prefix="gpuslice-raised-")
     cfg = work / "config.yaml"
-    cfg.write_text(f"version: 1\naudit:\n  raised_slice: {'kill' if case == 'honest' else case}\n")
+    if case == "honest_off":  # the slice audit off: what reading every group each second costs an honest pair
+        cfg.write_text("version: 1\naudit:\n  raised_slice: off\n  hidden_groups: off\n")
+    else:
+        cfg.write_text(f"version: 1\naudit:\n  raised_slice: {'kill' if case == 'honest' else case}\n")
     denv = {**os.environ, "GPUSLICE_STATE_DIR": state + "/state"}
     if DEPS.is_dir():
         denv["LD_LIBRARY_PATH"] = str(DEPS)
@@ -126,7 +130,7 @@ def run_case(case):
         for f in (ready, stop, raised, go):
             f.unlink(missing_ok=True)
         benv = {**env, "TENANT": "1", "LOG_FILE": str(work / "be-library.log"), "READY_FILE": str(ready),
-                "STOP_FILE": str(stop), "RAISED_FILE": str(raised), "RAISE": "0" if case == "honest" else "1",
+                "STOP_FILE": str(stop), "RAISED_FILE": str(raised), "RAISE": "0" if case.startswith("honest") else "1",
                 "GO_FILE": str(go) if RAISE_AFTER_S is not None else ""}
         (work / "be-library.log").write_text("")
         be = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "be", "--priority", "be", "--", sys.executable,
