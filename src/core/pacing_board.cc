@@ -91,6 +91,13 @@ bool Alive(BoardMember& m, uint64_t now, const PacingConfig& c) {
 }
 
 bool IsLc(BoardMember& m, const PacingConfig& c) { return LevelClass(LevelOf(m, c)) == Priority::kLatencyCritical; }
+// Takes part in GPU turns: every best-effort member, and a latency-critical
+// one with a cap, whose turns are the GPU time its cap is charged (it wins
+// them by its level, and so waits only for its cap's tokens).
+bool TakesTurns(BoardMember& m, const PacingConfig& c) {
+  const TrustedMember claim = ClaimOf(m, c);
+  return LevelClass(claim.level) != Priority::kLatencyCritical || claim.cap_pct != 0;
+}
 uint32_t Order(BoardMember& m, const PacingConfig& c) { return LevelOrder(LevelOf(m, c)); }
 
 // The level a member competes for turns at, `at` a time: its own, or above
@@ -107,7 +114,7 @@ uint32_t TurnOrder(BoardMember& m, uint64_t at, const PacingConfig& c) {
 // (a backfiller blocked behind the holder's work launches nothing more; it
 // must still get its turn).
 bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  if (!Alive(m, now, c) || IsLc(m, c)) return false;
+  if (!Alive(m, now, c) || !TakesTurns(m, c)) return false;
   return LoadAcquire(m.demand_ns) + c.demand_window_ns > now || (c.backfill && Busy(m));
 }
 
@@ -249,7 +256,7 @@ int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending,
   for (int k = 1; k <= kBoardMembers; ++k) {
     const int i = ((holder < 0 ? -1 : holder) + k + kBoardMembers) % kBoardMembers;
     BoardMember& m = b->members[i];
-    if (i == extra ? !(Alive(m, now, c) && !IsLc(m, c)) : !Demanding(m, now, c)) continue;
+    if (i == extra ? !(Alive(m, now, c) && TakesTurns(m, c)) : !Demanding(m, now, c)) continue;
     const uint64_t pending = i == holder ? holder_pending : 0;
     if (!CapAllowsTurn(m, now, pending, c)) continue;
     const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, WeightOf(m, c));
@@ -398,8 +405,9 @@ bool OthersLive(const Board& board, int member, uint64_t now, const PacingConfig
 
 bool PacingNeeded(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& me = const_cast<Board&>(board).members[member];
+  if (CapOf(me, c) != 0) return true;
   if (IsLc(me, c)) return HigherLatencyCriticalLive(board, member, now, c);
-  return CapOf(me, c) != 0 || OthersLive(board, member, now, c);
+  return OthersLive(board, member, now, c);
 }
 
 void HoldBestEffort(Board* b, int member, uint64_t until, uint64_t now) {
@@ -550,7 +558,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     start = floor <= now ? floor : now;
   }
   uint64_t charge = age;
-  if (Alive(h, now, c) && !IsLc(h, c)) {
+  if (Alive(h, now, c) && TakesTurns(h, c)) {
     const bool drained = !Busy(h);
     // Idle since its last launch or drain, whichever came later (a training
     // launches a step at once, then waits for it), but not before its turn.
@@ -580,7 +588,8 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   // waited: it competes for the next turn like a waiter.
   const uint64_t active_at = LoadAcquire(h.last_launch_ns) > LoadAcquire(h.drained_ns) ? LoadAcquire(h.last_launch_ns)
                                                                                         : LoadAcquire(h.drained_ns);
-  const bool holder_active = Alive(h, now, c) && !IsLc(h, c) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
+  const bool holder_active =
+      Alive(h, now, c) && TakesTurns(h, c) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
   if (!fresh) charge = 0;
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
   SwitchTurn(b, seen, next, charge, now, c);
@@ -602,7 +611,7 @@ GateDecision Backfill(Board* b, int member, uint64_t now, const PacingConfig& c)
 GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c, uint64_t waited_ns, bool obey_holds) {
   BoardMember& me = b->members[member];
   if (obey_holds && LaunchesHeld(*b, member, now, waited_ns < kMaxAutoHoldNs, c)) return GateDecision::kWait;
-  if (IsLc(me, c)) return GateDecision::kGo;
+  if (!TakesTurns(me, c)) return GateDecision::kGo;
   for (int attempt = 0; attempt < 3; ++attempt) {
     AdvanceTurn(b, now, c);
     const uint64_t seen = LoadAcquire(b->turn);
@@ -629,7 +638,7 @@ GateDecision TryEnter(Board* b, int member, uint64_t now, const PacingConfig& c,
 
 bool LaunchMayGo(Board* b, int member, const PacingConfig& c) {
   const TrustedMember claim = ClaimOf(b->members[member], c);  // once: this is on every paced launch
-  if (LevelClass(claim.level) == Priority::kLatencyCritical || (c.backfill && claim.cap_pct == 0)) return true;
+  if (claim.cap_pct == 0 && (LevelClass(claim.level) == Priority::kLatencyCritical || c.backfill)) return true;
   const Turn t = Turn::Decode(LoadSeqCst(b->turn));
   return t.holder == member && !t.closing;
 }

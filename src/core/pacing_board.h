@@ -27,7 +27,9 @@
 //     work in that pause than the pause is long. A holder that has run past
 //     a waiter's virtual time loses the turn before its quantum ends.
 //   - A hard cap is a token bucket in GPU time: a capped vGPU may hold the
-//     turn only while it has tokens, even when it is alone.
+//     turn only while it has tokens, even when it is alone. This holds for a
+//     latency-critical vGPU too: with a cap it takes turns, wins each by its
+//     level, and so waits only for its tokens (uncapped, it never waits).
 //   - Backfill turns (PacingConfig::backfill) keep the turn's order and
 //     charging but let the other uncapped members launch too: the holder's
 //     channel groups run a long slice and the others a short one
@@ -210,11 +212,11 @@ void Heartbeat(Board* board, int member, const MemberSpec& spec, uint64_t now_ns
 // Another live member (any class) is on the board.
 bool OthersLive(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
-// Whether a process of `member` must pace. A best-effort member: it has a
-// cap, or another live vGPU is on the board (best-effort ones share turns; a
-// latency-critical one may hold best-effort launches). A latency-critical
-// member: only while an LC member of a higher level is live (whose holds it
-// obeys); it never waits for turns.
+// Whether a process of `member` must pace: whenever it has a cap. Else a
+// best-effort member while another live vGPU is on the board (best-effort
+// ones share turns; a latency-critical one may hold best-effort launches),
+// and a latency-critical member only while an LC member of a higher level is
+// live (whose holds it obeys; uncapped, it never waits for turns).
 bool PacingNeeded(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 enum class GateDecision { kGo, kWait };
@@ -223,8 +225,8 @@ enum class GateDecision { kGo, kWait };
 // holds of LC members of higher levels (LaunchesHeld); one that has waited
 // kMaxAutoHoldNs is no longer held by an automatic hold (a starvation guard:
 // an LC that pauses just past its linger between bursts would otherwise hold
-// lower levels for good; verification/lc_hold.pml). An LC member then goes;
-// a best-effort one takes its turn. Turns go to the highest level that
+// lower levels for good; verification/lc_hold.pml). An uncapped LC member
+// then goes; a best-effort or capped one takes its turn. Turns go to the highest level that
 // demands, and within a level by virtual time (see Best in the .cc). Under
 // backfill turns, an uncapped member that does not hold the turn goes, and
 // is marked as demanding (so the holder's turn ends at its quantum); a
@@ -236,7 +238,8 @@ GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingCon
 // After TryEnter let a launch of `member` go, and its process then marked
 // itself busy (NoteBusy; a process already marked need not mark again):
 // whether the launch may still go. Where `member`'s turns are exclusive
-// (exclusive turns, or a cap), only while the turn is still its own and not
+// (a best-effort one's under exclusive turns, or any capped one's), only
+// while the turn is still its own and not
 // being handed over: the hand-over looks at the busy mark after closing the
 // turn (pacing_board.cc, CloseTurn), so a launch that passes here reaches
 // the GPU in its own vGPU's turn, however long its thread is then

@@ -226,6 +226,58 @@ TEST(PacingBoardTest, HardCapHoldsWhenAlone) {
   }
 }
 
+TEST(PacingBoardTest, ALatencyCriticalVgpusCapHoldsAsABestEffortOnes) {
+  // Alone, and beside a best-effort vGPU that always has work: the LC wins
+  // the turn by its level whenever it has tokens, so it gets its cap, and
+  // the other gets the rest. (Uncapped, an LC is never paced alone.)
+  for (bool backfill : {false, true}) {
+    for (bool beside : {false, true}) {
+      Simulation sim;
+      sim.config_.backfill = backfill;
+      sim.Add(1, MemberSpec{100, 30, Priority::kLatencyCritical}, 20 * kUs);
+      if (beside) sim.Add(2, Share(100));
+      EXPECT_TRUE(PacingNeeded(*sim.board_, 0, sim.now_, sim.config_));
+      sim.Run(500 * kMs);
+      sim.Reset();
+      sim.Run(3000 * kMs);
+      EXPECT_NEAR(sim.Fraction(0, 3000 * kMs), 30, 1.5) << "backfill " << backfill << ", beside " << beside;
+      if (beside) {
+        EXPECT_GT(sim.Fraction(1, 3000 * kMs), 65.0) << "backfill " << backfill;
+      }
+    }
+  }
+}
+
+TEST(PacingBoardTest, ACappedLatencyCriticalVgpuTakesTheTurnFromBestEffortAtOnce) {
+  for (bool backfill : {false, true}) {
+    Board board;
+    InitBoard(&board);
+    PacingConfig config;
+    config.backfill = backfill;
+    uint64_t now = 5'000'000'000;
+    const int be = JoinBoard(&board, 1, Share(100), now);
+    const int lc = JoinBoard(&board, 2, MemberSpec{100, 50, Priority::kLatencyCritical}, now);
+    ASSERT_EQ(TryEnter(&board, be, now, config), GateDecision::kGo);
+    NoteBusy(&board, be, true, now);
+    ASSERT_EQ(TurnHolder(board), be);
+    // The LC's first look finds the BE's turn; it waits and says so.
+    now += kUs;
+    EXPECT_EQ(TryEnter(&board, lc, now, config), GateDecision::kWait);
+    NoteWaiting(&board, lc, now, config);
+    // Its next: a higher level outruns the holder, whose turn passes at
+    // once under backfill turns, at the BE's drain under exclusive ones.
+    now += kUs;
+    if (!backfill) {
+      EXPECT_EQ(TryEnter(&board, lc, now, config), GateDecision::kWait) << "the BE's work is still queued";
+      EXPECT_EQ(TryEnter(&board, be, now, config), GateDecision::kWait) << "the BE launches no more meanwhile";
+      NoteBusy(&board, be, false, now);
+    }
+    EXPECT_EQ(TryEnter(&board, lc, now, config), GateDecision::kGo) << "backfill " << backfill;
+    EXPECT_EQ(TurnHolder(board), lc);
+    EXPECT_EQ(LaunchMayGo(&board, be, config), backfill) << "the BE backfills only where the node backfills";
+  }
+}
+
 TEST(PacingBoardTest, CapAndShareTogether) {
   // A is capped at 20%; B takes what A may not.
   Simulation sim;
@@ -488,6 +540,8 @@ TEST(PacingBoardTest, PacingIsOnlyNeededUnderContentionOrCap) {
   // The others' processes all die: their heartbeats stop and A is alone again.
   EXPECT_FALSE(PacingNeeded(board, a, now + 2'000'000'000));
   EXPECT_EQ(TryEnter(&board, lc, now), GateDecision::kGo) << "LC never waits";
+  const int capped_lc = JoinBoard(&board, 14, MemberSpec{100, 40, Priority::kLatencyCritical}, now + 2'000'000'000);
+  EXPECT_TRUE(PacingNeeded(board, capped_lc, now + 2'000'000'000)) << "a capped LC, even alone";
 }
 
 TEST(PacingBoardTest, JoinFindsTheSameEntryAndReusesDeadOnes) {

@@ -577,10 +577,10 @@ int EnterGate() {
   if (!d.paced.load(std::memory_order_acquire)) return -1;
   const int member = d.member.load(std::memory_order_relaxed);
   if (member < 0) return -1;
-  // A latency-critical vGPU passes the gate only for higher levels' holds;
-  // its launches are no part of turns, so nothing after them is tracked
-  // (its activity is lc_activity's, which a launch noted here would break).
-  const bool tracked = !d.own_lc.load(std::memory_order_relaxed);
+  // An uncapped latency-critical vGPU passes the gate only for higher
+  // levels' holds; its launches are no part of turns, so nothing after them
+  // is tracked. A capped one takes turns, and its drains end them.
+  const bool tracked = !d.own_lc.load(std::memory_order_relaxed) || d.own_capped.load(std::memory_order_relaxed);
   const uint64_t start = port::MonotonicNanos();
   if (start < d.go_until_ns.load(std::memory_order_relaxed)) {
     if (!tracked) return -1;
@@ -641,7 +641,9 @@ void AfterLaunch(int slot, CUstream stream, bool per_thread_stream, bool launche
   if (!launched) return;
   const uint64_t now = port::MonotonicNanos();
   const int member = d.member.load(std::memory_order_relaxed);
-  if (member < 0) return;
+  // A latency-critical row's launch times are its activity's
+  // (core::NoteLcLaunch), whose bursts a launch noted here would run together.
+  if (member < 0 || d.own_lc.load(std::memory_order_relaxed)) return;
   if (now >= d.launch_noted_ns.load(std::memory_order_relaxed) + kDecisionReuseNs) {
     d.launch_noted_ns.store(now, std::memory_order_relaxed);
     core::NoteLaunch(d.board, member, now);

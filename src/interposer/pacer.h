@@ -2,8 +2,8 @@
 // in front of every kernel and graph launch, and the drain tracking behind it.
 //
 // A process is *paced* on a GPU while its vGPU has a hard cap there, or while
-// another vGPU uses the same GPU; a latency-critical one only while an LC
-// vGPU of a higher level does (core::PacingNeeded). Otherwise the launch hooks cost
+// another vGPU uses the same GPU; an uncapped latency-critical one only while
+// an LC vGPU of a higher level does (core::PacingNeeded). Otherwise the launch hooks cost
 // one relaxed load (Active()) and nothing else: a vGPU alone on its GPU runs
 // exactly as without gpuslice, whatever its share.
 //
@@ -78,7 +78,7 @@ uint64_t Tick(VgpuRuntime* runtime);
 void SleepBetweenTicks(uint64_t ns);
 
 // Launch path (paced only): EnterGate returns the device slot it waited for,
-// or -1 when this launch is not paced or not tracked (an LC vGPU's). A
+// or -1 when this launch is not paced or not tracked (an uncapped LC vGPU's). A
 // tracked launch is marked on its way from before the gate's last look at
 // the turn until AfterLaunch, which records the marker if it `launched`
 // and must follow every EnterGate that returned a slot.

@@ -321,10 +321,10 @@ def test_under_shares_by_slices_an_uncapped_vgpu_backfills_only_in_a_capped_ones
         f"the uncapped vGPU did not move between backfill and its policy slice: {free[0]}"
 
 
-def cap_window(world, env=None):
+def cap_window(world, env=None, priority="be"):
     """A vGPU capped at 30%, alone: its board rows before and after it
     launches back to back for SECONDS, its launches and its gate waits."""
-    out = run_together(world, [("capped", ["--compute-cap", "30"],
+    out = run_together(world, [("capped", ["--priority", priority, "--compute-cap", "30"],
                                 ["board", "spin", str(SECONDS), world.path("capped.runs"), "board", "gate_waits"])],
                        env={"capped": env})["capped"]
     first, last = boards(out)
@@ -332,14 +332,37 @@ def cap_window(world, env=None):
     return charged, last["at"] - first["at"], launches(out)[0], int(lines_of(out, "gate_waits")[-1][1])
 
 
-def test_a_hard_cap_holds_alone(world):
-    charged, window, _, waits = cap_window(world)
+@pytest.mark.parametrize("priority", ["be", "lc"])
+def test_a_hard_cap_holds_alone(world, priority):
+    # Latency-critical too: its cap bounds its GPU time as a best-effort
+    # one's does (it was not paced at all, and ran at 100%).
+    charged, window, _, waits = cap_window(world, priority=priority)
     # At most 30% of the window, plus the burst it had banked and one turn's
     # overrun (a turn ends at its holder's drain); the cap, not the CPU,
     # held it back: it waited at the gate, and was not far under the cap.
     assert charged <= 0.30 * window + BURST_NS + 20_000_000, f"charged {100 * charged / window:.1f}% under a 30% cap"
     assert charged >= 0.20 * window, f"charged {100 * charged / window:.1f}% under a 30% cap"
     assert waits > 0, "the cap never made it wait"
+
+
+def test_a_capped_lc_is_held_to_its_cap_beside_a_be_and_still_holds_it(world):
+    """An LC vGPU with --compute-cap 30 beside a BE, both launching back to
+    back: the LC waits for its cap's tokens and is charged no more than its
+    cap; while it runs, its automatic hold still keeps the BE waiting, and
+    the BE gets the turns the LC may not take."""
+    out = run_together(world, [
+        ("be", ["--priority", "be"], ["spin", str(SECONDS + 1.0), world.path("be.runs"), "gate_waits", "board"]),
+        ("lc", ["--priority", "lc", "--compute-cap", "30"],
+         ["board", "spin", str(SECONDS), world.path("lc.runs"), "board", "gate_waits"]),
+    ])
+    first, last = boards(out["lc"])
+    charged = row(last, self=True)["charged"] - row(first, self=True)["charged"]
+    window = last["at"] - first["at"]
+    assert 0.15 * window <= charged <= 0.30 * window + BURST_NS + 20_000_000, \
+        f"LC charged {100 * charged / window:.1f}% under a 30% cap"
+    assert int(lines_of(out["lc"], "gate_waits")[-1][1]) > 0, "the capped LC never waited for its tokens"
+    assert int(lines_of(out["be"], "gate_waits")[-1][1]) > 0, "the LC held nothing"
+    assert row(boards(out["be"])[-1], self=True)["turns"] > 0, "the BE had no turn"
 
 
 def test_a_hard_cap_holds_gpu_time_alone(world):

@@ -74,7 +74,7 @@ BENCH_GPU (0), BENCH_BUDGET_S (540: a cell whose estimate does not fit in
 what is left is recorded as skipped), MATRIX_GROUPS, CELLS, SKIP_CELLS, LC_KINDS
 (tiny,graph,eager), BE_KINDS (gpu,launch,mem; copy when named: be_load.py; groups gpu+mem, two BE
 vGPUs, and gpu*2, two processes in one BE vGPU: be_members), CAP_KINDS (= BE_KINDS' plain kinds),
-CAP_PCT (30), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
+CAP_PCT (30), CAP_PRIORITY (be; lc: the capped vGPU is latency-critical), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
 gpu:20+launch:30+mem:50"), MATRIX_SECONDS (10: each LC phase and BE alone
 window), SHARE_S (15), CAP_S (10), SETTLE_S (0.5), GRAPH_RATE (100),
 EAGER_MIN_PERIOD_MS (15), EAGER_FACTOR (2), PERIOD_US (5000, tiny),
@@ -157,6 +157,7 @@ S = env_f("MATRIX_SECONDS", 10)
 SHARE_S = env_f("SHARE_S", 15)
 CAP_S = env_f("CAP_S", 10)
 CAP_PCT = int(env_f("CAP_PCT", 30))
+CAP_PRIORITY = os.environ.get("CAP_PRIORITY", "be")  # the capped vGPU's --priority (lc: first, within its cap)
 SETTLE_S = env_f("SETTLE_S", 0.5)
 GRAPH_RATE = env_f("GRAPH_RATE", 100)
 PERIOD_US = env_f("PERIOD_US", 5000)
@@ -652,14 +653,15 @@ def s_mix(kinds, targets, setting):
 def s_cap(kind):
     def fn(label):
         alone = need(f"be_alone_{kind}")["steps_per_s"]
-        r, t = run_cell(label, [Load("a", cmd_be(kind), "bg", (dash(label), "--compute-cap", str(CAP_PCT)))],
+        flags = (dash(label), "--compute-cap", str(CAP_PCT), "--priority", CAP_PRIORITY)
+        r, t = run_cell(label, [Load("a", cmd_be(kind), "bg", flags)],
                         3 * est_cap() + 30, hold_s=CAP_S)
         check(r, "a")
         rate, err = window_rate(r["a"]["step_ends"], t["t_go"], t["t_stop"])
         if rate is None:
             raise RuntimeError(err)
         pct = 100 * rate / alone
-        return {"type": "cap", "be": kind, "cap_pct": CAP_PCT, "steps_per_s": round(rate, 4),
+        return {"type": "cap", "be": kind, "cap_pct": CAP_PCT, "priority": CAP_PRIORITY, "steps_per_s": round(rate, 4),
                 "alone_steps_per_s": alone, "achieved_pct": round(pct, 2), "err_pp": round(pct - CAP_PCT, 2),
                 "spread": spread(r["a"]["step_ends"], t["t_go"], t["t_stop"]),
                 "gpu": t["smi"].window(t["t_go"], t["t_stop"]), "gpuslice": {"a": log_facts(label, "a")}}
