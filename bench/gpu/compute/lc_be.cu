@@ -49,6 +49,9 @@
 // READY_FILE: created once the load runs (be, small, graph), so the parent
 // can start the LC only then. STOP_FILE: be, small and graph stop early once
 // it exists, so a background load runs exactly as long as the foreground one.
+// GO_FILE (lc): once its context is made and its kernel timed, the LC
+// creates READY_FILE and starts its requests (and its clock) only once
+// GO_FILE exists, so the parent can act on its channel groups first.
 //
 // The kernel shape is the facts file's (gpu-facts.md): SMs×8 blocks of 256
 // threads of dependent FMAs, so one kernel fills the GPU and the GPU can
@@ -204,6 +207,10 @@ void RunLc(FILE* out, const char* mode, double seconds, double prep_us) {
   long hint_failures = 0;
   AppHolder app;
   if (prep_us > 0) app.Init();
+  if (const char* go = getenv("GO_FILE"); go != nullptr && *go != '\0') {
+    Touch(getenv("READY_FILE"));
+    while (!FileExists(go)) usleep(1000);
+  }
   std::vector<double> lat, total, starts;
   double last_done = 0;
   const double end = NowUs() + seconds * 1e6;
