@@ -452,6 +452,9 @@ bool LaunchesHeld(const Board& board, int member, uint64_t now, bool auto_hold, 
   for (int i = 0; i < kBoardMembers; ++i) {
     BoardMember& m = b->members[i];
     if (LoadAcquire(m.vgpu_id) == 0 || !IsLc(m, c) || Order(m, c) <= order || !Alive(m, now, c)) continue;
+    // A capped LC that has spent its tokens waits for them; holding others
+    // meanwhile would leave the GPU idle (its span may last kMaxHoldNs).
+    if (!CapAllowsMore(m, now, 0, c)) continue;
     const uint64_t until = LoadAcquire(m.hold_until_ns);
     if (until > now && until <= now + kMaxHoldNs) return true;
     if (auto_hold && AutoHolding(m, now)) return true;

@@ -274,7 +274,8 @@ void NoteLcLaunch(Board* board, int member, uint32_t linger_us, uint64_t now_ns)
 
 // Launches of `member` must wait for a latency-critical member of a higher
 // level: its span or hint, or (unless `auto_hold` is false) its automatic
-// hold. Work of a level is never held by a level below it, nor by its own.
+// hold. Work of a level is never held by a level below it, nor by its own,
+// nor by a capped LC member while it has no tokens (it cannot run then).
 bool LaunchesHeld(const Board& board, int member, uint64_t now_ns, bool auto_hold = true,
                   const PacingConfig& config = {});
 

@@ -278,6 +278,28 @@ TEST(PacingBoardTest, ACappedLatencyCriticalVgpuTakesTheTurnFromBestEffortAtOnce
   }
 }
 
+TEST(PacingBoardTest, ACappedLatencyCriticalVgpuOutOfTokensHoldsNobody) {
+  // Its span would otherwise keep the BE waiting while it waits for its own
+  // tokens: the GPU idle for up to kMaxHoldNs.
+  Board board;
+  InitBoard(&board);
+  uint64_t now = 5'000'000'000;
+  const int lc = JoinBoard(&board, 1, MemberSpec{100, 10, Priority::kLatencyCritical}, now);
+  const int be = JoinBoard(&board, 2, Share(100), now);
+  HoldBestEffort(&board, lc, now + kMaxHoldNs, now);
+  EXPECT_TRUE(LaunchesHeld(board, be, now + kUs)) << "with tokens, its span holds";
+  // One 30 ms turn spends its 20 ms burst and 10 ms more; at 10% of the
+  // time they come back some 100 ms later.
+  ASSERT_EQ(TryEnter(&board, lc, now), GateDecision::kGo);
+  NoteBusy(&board, lc, true, now);
+  now += 30 * kMs;
+  NoteBusy(&board, lc, false, now);
+  AdvanceTurn(&board, now + kMs);
+  EXPECT_EQ(TryEnter(&board, lc, now + 2 * kMs), GateDecision::kWait);
+  EXPECT_FALSE(LaunchesHeld(board, be, now + 2 * kMs)) << "out of tokens, it holds nobody";
+  EXPECT_TRUE(LaunchesHeld(board, be, now + 120 * kMs)) << "its tokens back, its span holds again";
+}
+
 TEST(PacingBoardTest, CapAndShareTogether) {
   // A is capped at 20%; B takes what A may not.
   Simulation sim;
