@@ -74,7 +74,8 @@ BENCH_GPU (0), BENCH_BUDGET_S (540: a cell whose estimate does not fit in
 what is left is recorded as skipped), MATRIX_GROUPS, CELLS, SKIP_CELLS, LC_KINDS
 (tiny,graph,eager), BE_KINDS (gpu,launch,mem; copy when named: be_load.py; groups gpu+mem, two BE
 vGPUs, and gpu*2, two processes in one BE vGPU: be_members), CAP_KINDS (= BE_KINDS' plain kinds),
-CAP_PCT (30), CAP_PRIORITY (be; lc: the capped vGPU is latency-critical), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
+CAP_PCT (30), CAP_PRIORITY (be; lc: the capped vGPU is latency-critical), LC_FLAGS (more flags
+for the gpuslice LC vGPUs, e.g. "--compute-cap 30"), MIXES ("gpu:25+launch:75,launch:50+mem:50,gpu:30+mem:70,
 gpu:20+launch:30+mem:50"), MATRIX_SECONDS (10: each LC phase and BE alone
 window), SHARE_S (15), CAP_S (10), SETTLE_S (0.5), GRAPH_RATE (100),
 EAGER_MIN_PERIOD_MS (15), EAGER_FACTOR (2), PERIOD_US (5000, tiny),
@@ -158,6 +159,7 @@ SHARE_S = env_f("SHARE_S", 15)
 CAP_S = env_f("CAP_S", 10)
 CAP_PCT = int(env_f("CAP_PCT", 30))
 CAP_PRIORITY = os.environ.get("CAP_PRIORITY", "be")  # the capped vGPU's --priority (lc: first, within its cap)
+LC_FLAGS = os.environ.get("LC_FLAGS", "").split()  # more flags for the LC's vGPU (e.g. --compute-cap 30)
 SETTLE_S = env_f("SETTLE_S", 0.5)
 GRAPH_RATE = env_f("GRAPH_RATE", 100)
 PERIOD_US = env_f("PERIOD_US", 5000)
@@ -566,7 +568,7 @@ def s_lcbe(be, setting):
         alone = need("lc_alone")
         refs = [need(f"be_alone_{k}")["steps_per_s"] for k, _ in members]
         gs = setting == "gpuslice"
-        vgpu_lc = (lambda name: (dash(name), "--priority", "lc")) if gs else None
+        vgpu_lc = (lambda name: (dash(name), "--priority", "lc", *LC_FLAGS)) if gs else None
         tags = ["be"] if len(members) == 1 else [f"be{i}-{k}" for i, (k, _) in enumerate(members)]
         bes = [Load(tag, cmd_be(k), "bg", (dash(f"{label}-be{v}"), "--priority", "be") if gs else None)
                for tag, (k, v) in zip(tags, members)]
@@ -1109,7 +1111,7 @@ def knobs():
     return {"MATRIX_SECONDS": S, "SHARE_S": SHARE_S, "CAP_S": CAP_S, "CAP_PCT": CAP_PCT, "SETTLE_S": SETTLE_S,
             "GRAPH_RATE": GRAPH_RATE, "PERIOD_US": PERIOD_US, "BENCH_BUDGET_S": BUDGET_S, "MIXES": MIXES_TEXT,
             "EAGER_MIN_PERIOD_MS": env_f("EAGER_MIN_PERIOD_MS", 15), "EAGER_FACTOR": env_f("EAGER_FACTOR", 2),
-            "FAKE": FAKE}
+            "CAP_PRIORITY": CAP_PRIORITY, "LC_FLAGS": " ".join(LC_FLAGS), "FAKE": FAKE}
 
 
 def pack_logs():
