@@ -47,7 +47,7 @@ constexpr uint64_t kPacedTickNs = 1'000'000;        // compute thread, while pac
 // training blocked in a synchronisation is not at the gate to see it itself.)
 constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
-// A paced best-effort process with nothing queued, no launch waiting, none
+// A paced process (best-effort, or a capped LC) with nothing queued, no launch waiting, none
 // since its last tick and no live LC above it ("quiet") also ticks at
 // kIdleTickNs, and its next launch or gate wait wakes the thread
 // (g_tick_wake). Nothing of the turn needs it meanwhile:
@@ -499,9 +499,11 @@ uint64_t Tick(VgpuRuntime* rt) {
       // its thread at every launch. Never beside a live LC of a higher
       // level: LC protection was measured with the millisecond tick, and an
       // A/B on the eager LC cells could not rule a difference out
-      // (docs/benchmarks.md, "Workload matrix, runs 9–10").
+      // (docs/benchmarks.md, "Workload matrix, runs 9–10"). An LC process is
+      // paced only for a cap (then quiet as a capped best-effort one is) or
+      // beside a higher level.
       const uint64_t work = d.work.load(std::memory_order_relaxed);
-      quiet &= !d.own_lc.load(std::memory_order_relaxed) && (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
+      quiet &= (work & 1) == 0 && (work >> 1) == d.ticked_launches &&
                !core::HigherLatencyCriticalLive(*d.board, member, now, d.config);
       d.ticked_launches = work >> 1;
       if (d.config.backfill && spec.cap_pct == 0 && spec.priority == core::Priority::kBestEffort) {

@@ -445,6 +445,25 @@ def test_an_idle_process_beside_another_vgpu_lets_its_compute_thread_sleep(world
     assert slept <= seconds / 0.020 * 1.5 + 5, f"the idle compute thread slept {slept} times in {seconds:.2f} s"
 
 
+def test_an_idle_capped_lc_lets_its_compute_thread_sleep(world):
+    # A capped LC is paced even alone, and holds the turn while nobody else
+    # wants it; idle, its thread ticks as a capped best-effort one's does
+    # (20 ms), not at the holder's 250 us. Same bound as above.
+    pid_file, done = world.path("lc.idle"), world.path("done")
+    p = world.start("run", "--name", "lc", "--priority", "lc", "--compute-cap", "30", "--", CUDA_APP, "init",
+                    "kernel", "ctxsync", "ready", pid_file, "await", done, "kernel", "ctxsync",
+                    env={"GPUSLICE_LOG": "info"})
+    pid = int(world.wait_for_file(pid_file))
+    before, start = compute_thread_sleeps(pid), time.monotonic()
+    time.sleep(1.0)
+    slept, seconds = compute_thread_sleeps(pid) - before, time.monotonic() - start
+    open(done, "w").close()
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 0 and stdout.count("kernel ok") == 2, stderr
+    assert "GPU turns on on device slot 0" in stderr, "the capped LC was not paced"
+    assert slept <= seconds / 0.020 * 1.5 + 5, f"the idle compute thread slept {slept} times in {seconds:.2f} s"
+
+
 def app_pid(run_pid):
     """The command's pid under `gpuslice run` (its only child)."""
     for task in os.listdir(f"/proc/{run_pid}/task"):
