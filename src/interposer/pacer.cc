@@ -49,9 +49,9 @@ constexpr uint64_t kHolderTickNs = 250'000;
 constexpr uint64_t kIdleTickNs = 20'000'000;        // ... otherwise
 // A paced process (best-effort, or a capped LC) with nothing queued, no
 // launch waiting, none since its last tick and no live LC above it
-// ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait wakes the thread
-// (g_tick_wake). Nothing of the turn needs it meanwhile:
-// a turn goes only to a vGPU that wants the GPU, and those tick fast or wait
+// ("quiet") also ticks at kIdleTickNs, and its next launch or gate wait
+// wakes the thread (g_tick_wake). Nothing of the turn needs it meanwhile: a
+// turn goes only to a vGPU that wants the GPU, and those tick fast or wait
 // at the gate, where TryEnter advances the turn itself. Before, every idle
 // process beside another vGPU ticked every millisecond: 500 of them took
 // about two cores (docs/benchmarks.md, "Load").
