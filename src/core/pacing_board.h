@@ -226,24 +226,24 @@ enum class GateDecision { kGo, kWait };
 // kMaxAutoHoldNs is no longer held by an automatic hold (a starvation guard:
 // an LC that pauses just past its linger between bursts would otherwise hold
 // lower levels for good; verification/lc_hold.pml). An uncapped LC member
-// then goes; a best-effort or capped one takes its turn. Turns go to the highest level that
-// demands, and within a level by virtual time (see Best in the .cc). Under
-// backfill turns, an uncapped member that does not hold the turn goes, and
-// is marked as demanding (so the holder's turn ends at its quantum); a
-// capped one waits for its turn as under exclusive turns. With
-// `obey_holds` false, holds are not looked at (the caller has: its hold
-// budget, core/hold_budget.h, is spent, or it found no hold).
+// then goes; a best-effort or capped one takes its turn. Turns go to the
+// highest level that demands, and within a level by virtual time (see Best
+// in the .cc). Under backfill turns, an uncapped member that does not hold
+// the turn goes, and is marked as demanding (so the holder's turn ends at
+// its quantum); a capped one waits for its turn as under exclusive turns.
+// With `obey_holds` false, holds are not looked at (the caller has: its
+// hold budget, core/hold_budget.h, is spent, or it found no hold).
 GateDecision TryEnter(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {},
                       uint64_t waited_ns = 0, bool obey_holds = true);
 // After TryEnter let a launch of `member` go, and its process then marked
 // itself busy (NoteBusy; a process already marked need not mark again):
 // whether the launch may still go. Where `member`'s turns are exclusive
 // (a best-effort one's under exclusive turns, or any capped one's), only
-// while the turn is still its own and not
-// being handed over: the hand-over looks at the busy mark after closing the
-// turn (pacing_board.cc, CloseTurn), so a launch that passes here reaches
-// the GPU in its own vGPU's turn, however long its thread is then
-// descheduled. Elsewhere always.
+// while the turn is still its own and not being handed over: the hand-over
+// looks at the busy mark after closing the turn (pacing_board.cc,
+// CloseTurn), so a launch that passes here reaches the GPU in its own
+// vGPU's turn, however long its thread is then descheduled. Elsewhere
+// always.
 bool LaunchMayGo(Board* board, int member, const PacingConfig& config = {});
 // A launch of `member` is waiting at the gate.
 void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
