@@ -8,6 +8,8 @@ CAP_S (10) s each way, after the kind alone:
   uncapped  one in a vGPU with --priority lc, the other --priority be
   capped    the same, the LC with --compute-cap CAP_PCT (30)
 Each one's steps/s over the common window, and its fraction of alone.
+FIRST=be: the first one is best-effort too (a capped BE beside a BE; the
+stock and uncapped runs are skipped), for the cap beside a neighbour.
 
     bash bench/gpu/with_bundle.sh env OUT=/tmp/out python3 bench/gpu/matrix/lc_cap_beside.py
 
@@ -23,14 +25,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run_matrix as rm  # noqa: E402
 
 KIND = os.environ.get("KIND", "gpu")
+FIRST = os.environ.get("FIRST", "lc")  # the capped one's --priority
+
+
+TAGS = ("lc", "be") if FIRST == "lc" else ("capped", "be")
 
 
 def pair(label, lc_vgpu, be_vgpu):
-    r, t = rm.run_cell(label, [rm.Load("lc", rm.cmd_be(KIND), "bg", lc_vgpu),
-                               rm.Load("be", rm.cmd_be(KIND), "bg", be_vgpu)], 3 * rm.est_cap() + 60, hold_s=rm.CAP_S)
-    rm.check(r, "lc", "be")
+    r, t = rm.run_cell(label, [rm.Load(TAGS[0], rm.cmd_be(KIND), "bg", lc_vgpu),
+                               rm.Load(TAGS[1], rm.cmd_be(KIND), "bg", be_vgpu)], 3 * rm.est_cap() + 60,
+                       hold_s=rm.CAP_S)
+    rm.check(r, *TAGS)
     rates = {}
-    for tag in ("lc", "be"):
+    for tag in TAGS:
         rate, err = rm.window_rate(r[tag]["step_ends"], t["t_go"], t["t_stop"])
         if rate is None:
             raise RuntimeError(f"{label} {tag}: {err}")
@@ -43,10 +50,13 @@ def main():
     alone = rm.s_be_alone(KIND)("alone")["steps_per_s"]
     result = {"kind": KIND, "cap_pct": rm.CAP_PCT, "alone_steps_per_s": alone}
     cap = ("--compute-cap", str(rm.CAP_PCT))
-    for name, lc_vgpu, be_vgpu in (
-            ("stock", None, None),
-            ("uncapped", ("lccap-uncapped-lc", "--priority", "lc"), ("lccap-uncapped-be", "--priority", "be")),
-            ("capped", ("lccap-capped-lc", "--priority", "lc", *cap), ("lccap-capped-be", "--priority", "be"))):
+    runs = [("stock", None, None),
+            ("uncapped", ("lccap-uncapped-lc", "--priority", "lc"), ("lccap-uncapped-be", "--priority", "be"))]
+    if FIRST != "lc":
+        runs = []
+    runs.append(("capped", ("lccap-capped-first", "--priority", FIRST, *cap), ("lccap-capped-be", "--priority", "be")))
+    result["first_priority"] = FIRST
+    for name, lc_vgpu, be_vgpu in runs:
         rates = pair(f"lccap-{name}", lc_vgpu, be_vgpu)
         result[name] = {"steps_per_s": rates, "pct_of_alone": {k: round(100 * v / alone, 1) for k, v in rates.items()}}
         print(name, json.dumps(result[name]), flush=True)
