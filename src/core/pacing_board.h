@@ -145,7 +145,13 @@ static_assert(offsetof(Board, members) % 64 == 0);
 
 struct PacingConfig {
   uint64_t quantum_ns = 10'000'000;       // a turn, while others wait
-  uint64_t min_quantum_ns = 1'000'000;    // a capped vGPU's shortest turn
+  // A capped vGPU starts a turn only with this much GPU time in tokens: a
+  // turn as long as anyone's. Each turn begins behind the backfilling
+  // neighbour's queued work (a slice and a switch, ~0.3 ms), which its cap
+  // is charged; 1 ms turns lost a quarter of a GPU-bound training's 30% cap
+  // beside a busy neighbour (23.8-24.3% against 26.7-26.9%; alone 29.4 and
+  // 30.0%; docs/benchmarks.md, run 45).
+  uint64_t min_quantum_ns = 10'000'000;
   // A drained holder that launches nothing for this long gives the turn away
   // to a waiter owed more GPU time than it; after long_idle_ns, to anyone.
   // (A pause between a training's steps must not hand a 10% vGPU a chance
