@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 # src/core/pacing_board.h, PacingConfig and constants (in µs).
 QUANTUM_US = 10_000.0
-MIN_QUANTUM_US = 1_000.0
+MIN_QUANTUM_US = 10_000.0
 IDLE_HANDOVER_US = 300.0
 LONG_IDLE_US = 2_000.0
 DEMAND_WINDOW_US = 3_000.0

@@ -125,18 +125,22 @@ def be_models(d, gp):
 # --- the runs and what each predicts --------------------------------------
 MATRIX_DIR = "bench/gpu/matrix"
 VALIDATION_SECONDS = 6.0  # simulated seconds per cell
-RUN1 = sc.Policy("gpuslice, run-1 build", gpuslice=True, backfill=False, beside_lc_us=sc.DEFAULT_SLICE_US)
+# The builds these runs measured started a capped turn with 1 ms of tokens
+# (min_quantum_us; 10 ms since run 45).
+RUN1 = sc.Policy("gpuslice, run-1 build", gpuslice=True, backfill=False, beside_lc_us=sc.DEFAULT_SLICE_US,
+                 min_quantum_us=1000.0)
+RUN2 = sc.Policy("gpuslice", gpuslice=True, min_quantum_us=1000.0)
 # (file, label, policy of its gpuslice cells, only cells measured in that call)
 RUNS = [
     ("results-2026-11-23-h100-run1.json", "run 1 (9928368: exclusive turns; BE slice reverted to 2048 µs)", RUN1,
      False),
-    ("results-2026-11-23-h100-run2.json", "run 2 (9b433aa: backfill turns, slices read back)", sc.GPUSLICE, False),
+    ("results-2026-11-23-h100-run2.json", "run 2 (9b433aa: backfill turns, slices read back)", RUN2, False),
     ("results-2026-11-23-h100-run2-holdoff.json", "run 2, GPUSLICE_LC_HOLD=off",
-     sc.Policy("hold off", gpuslice=True, auto_hold=False), True),
+     sc.Policy("hold off", gpuslice=True, auto_hold=False, min_quantum_us=1000.0), True),
     ("results-2026-11-23-h100-run2-backfill500.json", "run 2, backfill slice 500 µs",
-     sc.Policy("backfill 500", gpuslice=True, backfill_slice_us=500.0), True),
+     sc.Policy("backfill 500", gpuslice=True, backfill_slice_us=500.0, min_quantum_us=1000.0), True),
     ("results-2026-11-23-h100-run2-backfill2048.json", "run 2, backfill slice 2048 µs",
-     sc.Policy("backfill 2048", gpuslice=True, backfill_slice_us=2048.0), True),
+     sc.Policy("backfill 2048", gpuslice=True, backfill_slice_us=2048.0, min_quantum_us=1000.0), True),
     ("results-2026-11-23-h100-run2-capmin5ms.json", "run 2, shortest capped turn 5 ms",
      sc.Policy("cap min 5 ms", gpuslice=True, min_quantum_us=5000.0), True),
 ]

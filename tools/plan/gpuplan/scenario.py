@@ -43,7 +43,7 @@ class Policy:
 
 
 STOCK = Policy("stock", gpuslice=False)
-# The build of matrix run 2 (9b433aa): backfill turns, slices read back.
+# This build's policy (matrix.py's RUN2 is the build of run 2).
 GPUSLICE = Policy("gpuslice", gpuslice=True)
 
 
