@@ -118,19 +118,25 @@ bool Demanding(BoardMember& m, uint64_t now, const PacingConfig& c) {
   return LoadAcquire(m.demand_ns) + c.demand_window_ns > now || (c.backfill && Busy(m));
 }
 
-// Tokens a capped member has at `now`, before what it uses in a running turn.
-int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
+// Tokens a capped member has at `now`, before what it uses in a running
+// turn: what it had when last charged, or when its turn began (SwitchTurn
+// rebases them), and what its cap has earned since. `banked`: at most
+// cap_burst_ns, for a member waiting for a turn, whose idle time must not
+// bank credit. A holder's tokens are not bounded during its turn: what its
+// cap earns while it runs pays for that turn (bounded, a turn of 210 ms at
+// 30% lost 60 ms of its earnings, and the cap ran 4 points under).
+int64_t CapTokens(BoardMember& m, uint64_t now, const PacingConfig& c, bool banked = true) {
   const uint32_t cap = CapOf(m, c);
   if (cap == 0) return INT64_MAX;
   const uint64_t stamp = LoadAcquire(m.cap_stamp_ns);
   const uint64_t since = now > stamp ? now - stamp : 0;
   const int64_t t = LoadAcquire(m.cap_tokens_ns) + static_cast<int64_t>(since / 100 * cap);
-  return t < static_cast<int64_t>(c.cap_burst_ns) ? t : static_cast<int64_t>(c.cap_burst_ns);
+  return !banked || t < static_cast<int64_t>(c.cap_burst_ns) ? t : static_cast<int64_t>(c.cap_burst_ns);
 }
 
 // May keep running after `used_ns` of its current turn.
 bool CapAllowsMore(BoardMember& m, uint64_t now, uint64_t used_ns, const PacingConfig& c) {
-  return CapOf(m, c) == 0 || CapTokens(m, now, c) - static_cast<int64_t>(used_ns) > 0;
+  return CapOf(m, c) == 0 || CapTokens(m, now, c, /*banked=*/false) - static_cast<int64_t>(used_ns) > 0;
 }
 // May start a turn (enough tokens for a useful one, after `pending_ns` not
 // yet charged).
@@ -145,10 +151,48 @@ void Charge(BoardMember& m, uint64_t ns, uint64_t now, const PacingConfig& c) {
   FetchAddRelaxed(m.charged_ns, ns);
   FetchAddRelaxed(m.vtime, Scaled(ns, WeightOf(m, c)));
   if (CapOf(m, c) != 0) {
-    const int64_t tokens = CapTokens(m, now, c) - static_cast<int64_t>(ns);
-    StoreRelaxed(m.cap_tokens_ns, tokens);
+    const int64_t left = CapTokens(m, now, c, /*banked=*/false) - static_cast<int64_t>(ns);
+    StoreRelaxed(m.cap_tokens_ns,
+                 left < static_cast<int64_t>(c.cap_burst_ns) ? left : static_cast<int64_t>(c.cap_burst_ns));
     StoreRelease(m.cap_stamp_ns, now);
   }
+}
+
+// A capped member's turn begins: its tokens from here on are what it has
+// banked (at most the burst) and what its cap earns while it runs.
+void RebaseTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  if (CapOf(m, c) == 0) return;
+  StoreRelaxed(m.cap_tokens_ns, CapTokens(m, now, c));
+  StoreRelease(m.cap_stamp_ns, now);
+}
+
+// GPU time a capped member owes for work it queued in its last turn that
+// ran on after the turn passed without its drain (AdvanceTurn's drain
+// timeout): from the turn's end to its drain, or to now while that work
+// still runs. Nothing else keeps a capped member busy outside its turns: it
+// launches in its own turns only. Without it, a job that queues more than
+// the timeout's worth of work per turn (long kernels, or long steps queued
+// ahead) ran most of it uncharged: 91% under a 30% cap, with 800 ms
+// queues, on the board's simulation. At most member_timeout_ns: a busy mark
+// held that long may be a dead process's (NoteBusy), whose queue no cap can
+// charge, and the vGPU must still get turns.
+uint64_t Overrun(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  if (LoadAcquire(m.ran_on) == 0 || CapOf(m, c) == 0) return 0;
+  const uint64_t ended = LoadAcquire(m.turn_ended_ns);
+  const uint64_t until = Busy(m) ? now : LoadAcquire(m.drained_ns);
+  const uint64_t owed = until > ended ? until - ended : 0;
+  return owed < c.member_timeout_ns ? owed : c.member_timeout_ns;
+}
+
+// Charges the Overrun once, by whoever clears `ran_on` first: once it has
+// drained (Best), or when its next turn starts. Charged, its tokens may go
+// below zero, which the cap's earnings pay back; left pending, a debt over
+// the burst could never be met, and the vGPU would get no turn again.
+void SettleOverrun(BoardMember& m, uint64_t now, const PacingConfig& c) {
+  if (LoadAcquire(m.ran_on) == 0) return;
+  const uint64_t owed = Overrun(m, now, c);
+  uint32_t expected = 1;
+  if (CompareExchangeAcqRel(m.ran_on, expected, 0u) && owed > 0) Charge(m, owed, now, c);
 }
 
 bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
@@ -257,7 +301,8 @@ int Best(Board* b, uint64_t now, int extra, int holder, uint64_t holder_pending,
     const int i = ((holder < 0 ? -1 : holder) + k + kBoardMembers) % kBoardMembers;
     BoardMember& m = b->members[i];
     if (i == extra ? !(Alive(m, now, c) && TakesTurns(m, c)) : !Demanding(m, now, c)) continue;
-    const uint64_t pending = i == holder ? holder_pending : 0;
+    if (i != holder && !Busy(m)) SettleOverrun(m, now, c);
+    const uint64_t pending = i == holder ? holder_pending : Overrun(m, now, c);
     if (!CapAllowsTurn(m, now, pending, c)) continue;
     const uint64_t v = LoadAcquire(m.vtime) + Scaled(pending, WeightOf(m, c));
     // The holder has just had a turn: its own level.
@@ -286,6 +331,8 @@ bool SwitchTurn(Board* b, uint64_t seen, int next, uint64_t charge_ns, uint64_t 
     RaiseToAcqRel(b->members[old.holder].turn_ended_ns, now);
   }
   if (next >= 0) {
+    SettleOverrun(b->members[next], now, c);
+    RebaseTokens(b->members[next], now, c);
     RaiseToAcqRel(b->vclock, LoadAcquire(b->members[next].vtime));
     FetchAddRelaxed(b->members[next].turns, 1);
   }
@@ -372,6 +419,7 @@ int JoinBoard(Board* b, uint64_t vgpu_id, const MemberSpec& spec, uint64_t now) 
     StoreRelaxed(m.hold_until_ns, 0);
     StoreRelaxed(m.lc_burst_start_ns, 0);
     StoreRelaxed(m.lc_linger_us, 0);
+    StoreRelaxed(m.ran_on, 0);
     StoreRelaxed(m.turn_ended_ns, now);
     Heartbeat(b, i, spec, now);
     // Two processes of one vGPU may have claimed two entries at once: the
@@ -561,6 +609,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     start = floor <= now ? floor : now;
   }
   uint64_t charge = age;
+  bool ran_on = false;  // a capped holder passed over at the drain timeout
   if (Alive(h, now, c) && TakesTurns(h, c)) {
     const bool drained = !Busy(h);
     // Idle since its last launch or drain, whichever came later (a training
@@ -586,6 +635,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     // the holder is still drained after that (CloseTurn).
     if (wait_for_drain && drained && !CloseTurn(b, h, &seen)) return;
     charge = UsedSince(h, start, now);
+    ran_on = !drained && CapOf(h, c) != 0;
   }
   // A holder that launched lately still wants the GPU though it never
   // waited: it competes for the next turn like a waiter.
@@ -595,7 +645,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
       Alive(h, now, c) && TakesTurns(h, c) && (Busy(h) || Since(now, active_at) < c.long_idle_ns);
   if (!fresh) charge = 0;
   const int next = Best(b, now, holder_active ? t.holder : -1, t.holder, charge, c);
-  SwitchTurn(b, seen, next, charge, now, c);
+  if (SwitchTurn(b, seen, next, charge, now, c) && ran_on && next != t.holder) StoreRelease(h.ran_on, 1u);
 }
 
 namespace {

@@ -300,6 +300,25 @@ TEST(PacingBoardTest, ACappedLatencyCriticalVgpuOutOfTokensHoldsNobody) {
   EXPECT_TRUE(LaunchesHeld(board, be, now + 120 * kMs)) << "its tokens back, its span holds again";
 }
 
+TEST(PacingBoardTest, ACapHoldsWhenItsQueueOutlastsTheDrainTimeout) {
+  // 16 queued kernels of 20 or 50 ms: 320-800 ms of work per turn, more than
+  // a turn waits for its holder's drain (quantum + drain timeout). What ran
+  // on after the turn passed is charged once it drains; before, it was not,
+  // and the cap gave 37% and 91%. (Past member_timeout_ns of it is not
+  // charged: 100 ms kernels, 1.6 s queues, give 45%.)
+  for (uint64_t kernel_ms : {1ull, 20ull, 50ull}) {
+    for (bool backfill : {false, true}) {
+      Simulation sim;
+      sim.config_.backfill = backfill;
+      sim.Add(1, MemberSpec{100, 30, Priority::kBestEffort}, kernel_ms * kMs).depth = 16;
+      sim.Run(500 * kMs);
+      sim.Reset();
+      sim.Run(6000 * kMs);
+      EXPECT_NEAR(sim.Fraction(0, 6000 * kMs), 30, 3) << kernel_ms << " ms kernels, backfill " << backfill;
+    }
+  }
+}
+
 TEST(PacingBoardTest, CapAndShareTogether) {
   // A is capped at 20%; B takes what A may not.
   Simulation sim;

@@ -6,6 +6,9 @@ backfill or exclusive turns) and the latency-critical automatic hold. Each
 function names the C++ function it follows; times are µs, not ns. Only one
 priority level of best-effort members is modelled (no ranks, no level
 starvation), and every member is one process, alive for the whole run.
+Not ported: a capped member's charge for work that ran on past its turn, and
+its earnings during a turn being unbounded by the burst (pacing_board.cc,
+Overrun and CapTokens); they matter only for queues longer than a turn.
 
 Not thread-safe; called from the simulation's single thread.
 """
