@@ -126,7 +126,7 @@ struct alignas(64) BoardMember {
   uint32_t lc_linger_us;  // 0 = no automatic hold
   // Capped only: 1 while work it queued in its last turn runs on after the
   // turn passed without its drain (the drain timeout); that time is charged
-  // when its next turn starts (pacing_board.cc, Overrun).
+  // once it drains, or when its next turn starts (pacing_board.cc, Overrun).
   uint32_t ran_on;
   // When its last turn ended (or it joined): how long a member of a lower
   // level has gone without a turn (PacingConfig::level_starvation_ns).

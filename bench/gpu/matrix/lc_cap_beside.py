@@ -26,8 +26,6 @@ import run_matrix as rm  # noqa: E402
 
 KIND = os.environ.get("KIND", "gpu")
 FIRST = os.environ.get("FIRST", "lc")  # the capped one's --priority
-
-
 TAGS = ("lc", "be") if FIRST == "lc" else ("capped", "be")
 
 
@@ -51,9 +49,8 @@ def main():
     result = {"kind": KIND, "cap_pct": rm.CAP_PCT, "alone_steps_per_s": alone}
     cap = ("--compute-cap", str(rm.CAP_PCT))
     runs = [("stock", None, None),
-            ("uncapped", ("lccap-uncapped-lc", "--priority", "lc"), ("lccap-uncapped-be", "--priority", "be"))]
-    if FIRST != "lc":
-        runs = []
+            ("uncapped", ("lccap-uncapped-lc", "--priority", "lc"), ("lccap-uncapped-be", "--priority", "be"))
+            ] if FIRST == "lc" else []
     runs.append(("capped", ("lccap-capped-first", "--priority", FIRST, *cap), ("lccap-capped-be", "--priority", "be")))
     result["first_priority"] = FIRST
     for name, lc_vgpu, be_vgpu in runs:

@@ -12,7 +12,7 @@ Not thread-safe; deterministic for a given seed.
 import json
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import scenario as sc
 from .workloads import BeModel, LcModel, Quantiles
@@ -136,13 +136,13 @@ RUNS = [
      False),
     ("results-2026-11-23-h100-run2.json", "run 2 (9b433aa: backfill turns, slices read back)", RUN2, False),
     ("results-2026-11-23-h100-run2-holdoff.json", "run 2, GPUSLICE_LC_HOLD=off",
-     sc.Policy("hold off", gpuslice=True, auto_hold=False, min_quantum_us=1000.0), True),
+     replace(RUN2, name="hold off", auto_hold=False), True),
     ("results-2026-11-23-h100-run2-backfill500.json", "run 2, backfill slice 500 µs",
-     sc.Policy("backfill 500", gpuslice=True, backfill_slice_us=500.0, min_quantum_us=1000.0), True),
+     replace(RUN2, name="backfill 500", backfill_slice_us=500.0), True),
     ("results-2026-11-23-h100-run2-backfill2048.json", "run 2, backfill slice 2048 µs",
-     sc.Policy("backfill 2048", gpuslice=True, backfill_slice_us=2048.0, min_quantum_us=1000.0), True),
+     replace(RUN2, name="backfill 2048", backfill_slice_us=2048.0), True),
     ("results-2026-11-23-h100-run2-capmin5ms.json", "run 2, shortest capped turn 5 ms",
-     sc.Policy("cap min 5 ms", gpuslice=True, min_quantum_us=5000.0), True),
+     replace(RUN2, name="cap min 5 ms", min_quantum_us=5000.0), True),
 ]
 
 
