@@ -68,6 +68,7 @@ class ProcTable final : public ProcessTable {
 class SignalActions final : public ProcessActions {
  public:
   bool Stop(uint32_t pid) override { return kill(static_cast<pid_t>(pid), SIGSTOP) == 0; }
+  bool Continue(uint32_t pid) override { return kill(static_cast<pid_t>(pid), SIGCONT) == 0; }
   bool Kill(uint32_t pid) override { return kill(static_cast<pid_t>(pid), SIGKILL) == 0; }
 };
 

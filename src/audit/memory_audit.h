@@ -90,8 +90,9 @@ const ProcessTable& SystemProcessTable();  // /proc/PID/stat
 class ProcessActions {
  public:
   virtual ~ProcessActions() = default;
-  virtual bool Stop(uint32_t pid) = 0;  // SIGSTOP
-  virtual bool Kill(uint32_t pid) = 0;  // SIGKILL
+  virtual bool Stop(uint32_t pid) = 0;      // SIGSTOP
+  virtual bool Continue(uint32_t pid) = 0;  // SIGCONT
+  virtual bool Kill(uint32_t pid) = 0;      // SIGKILL
 };
 ProcessActions& SystemProcessActions();
 

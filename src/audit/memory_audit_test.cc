@@ -6,6 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "audit/recording_process_actions.h"
+
 namespace gpuslice::audit {
 namespace {
 
@@ -22,18 +24,7 @@ class FakeTable final : public ProcessTable {
   std::map<uint32_t, uint32_t> parent;
 };
 
-class RecordingActions final : public ProcessActions {
- public:
-  bool Stop(uint32_t pid) override {
-    stopped.push_back(pid);
-    return true;
-  }
-  bool Kill(uint32_t pid) override {
-    killed.push_back(pid);
-    return true;
-  }
-  std::vector<uint32_t> stopped, killed;
-};
+using RecordingActions = RecordingProcessActions;
 
 struct Fixture {
   // supervisor 100 -> app 101 -> child 102 (dropped LD_PRELOAD); 200 is

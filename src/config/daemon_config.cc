@@ -177,6 +177,22 @@ Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string&
   return Status::Ok();
 }
 
+Status ParseCapAction(const Reader& r, const YAML::Node& v, const std::string& key,
+                      std::optional<audit::CapAction>* out) {
+  std::string text;
+  if (Status s = r.String(v, key, &text); !s.ok()) return s;
+  if (text == "off") {
+    out->reset();
+    return Status::Ok();
+  }
+  auto action = audit::ParseCapAction(text);
+  if (!action.ok())
+    return r.Error(v, key,
+                   Quote(text) + " is not an action on a vGPU over its cap; want report, throttle, kill or off");
+  *out = action.value();
+  return Status::Ok();
+}
+
 // One of two names, `names[0]` the default, into `*out` as Enum(0) or
 // Enum(1); `what` names what they are, for the error.
 template <typename Enum>
@@ -287,6 +303,8 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"unmanaged", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.unmanaged); }},
       {"raised_slice", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.raised_slice); }},
       {"hidden_groups", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.hidden_groups); }},
+      {"over_cap", [&](N v, K k) { return ParseCapAction(r, v, k, &c.audit.over_cap); }},
+      {"over_cap_margin_pct", [&](N v, K k) { return r.Uint32(v, k, &c.audit.over_cap_margin_pct); }},
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };

@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "audit/cap_action.h"
 #include "audit/memory_audit.h"
 #include "core/status.h"
 #include "core/vgpu_layout.h"
@@ -70,6 +71,10 @@ struct DaemonConfig {
     std::optional<audit::AuditAction> raised_slice = audit::AuditAction::kKill;
     // A process on a GPU with no channel group the slice audit can read.
     std::optional<audit::AuditAction> hidden_groups = audit::AuditAction::kReport;
+    // A capped vGPU that NVML sees use more than its compute cap plus
+    // over_cap_margin_pct of a GPU while alone there (daemon/cap_audit.h).
+    std::optional<audit::CapAction> over_cap = audit::CapAction::kThrottle;
+    uint32_t over_cap_margin_pct = 10;
     uint32_t grace_ms = 1000;
     uint64_t context_allowance_bytes = 1ull << 30;
   } audit;

@@ -129,6 +129,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "or exclusive"},
       {"version: 1\naudit:\n  action: shoot\n",
        "c.yaml:3: audit.action: \"shoot\" is not an audit action; want report, deny, kill or off"},
+      {"version: 1\naudit:\n  over_cap: deny\n",
+       "c.yaml:3: audit.over_cap: \"deny\" is not an action on a vGPU over its cap; want report, throttle, kill or "
+       "off"},
       {"version: 1\ntimeslices:\n  latency_critical:\n    slice_us: 0\n",
        "c.yaml:4: timeslices.latency_critical.slice_us: 0 is out of range; want 1..10000000 microseconds"},
   };
@@ -138,6 +141,7 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
 TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   auto c = ParseDaemonConfig(
       "version: 1\naudit:\n  action: deny\n  unmanaged: off\n  raised_slice: report\n  hidden_groups: kill\n"
+      "  over_cap: kill\n  over_cap_margin_pct: 5\n"
       "  grace_ms: 500\n"
       "  context_allowance: 512MiB\n",
       "c.yaml");
@@ -146,6 +150,8 @@ TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   EXPECT_FALSE(c->audit.unmanaged.has_value());
   EXPECT_EQ(c->audit.raised_slice, audit::AuditAction::kReport);
   EXPECT_EQ(c->audit.hidden_groups, audit::AuditAction::kKill);
+  EXPECT_EQ(c->audit.over_cap, audit::CapAction::kKill);
+  EXPECT_EQ(c->audit.over_cap_margin_pct, 5u);
   EXPECT_EQ(c->audit.grace_ms, 500u);
   EXPECT_EQ(c->audit.context_allowance_bytes, 512ull << 20);
   auto d = ParseDaemonConfig("version: 1\n", "c.yaml");
@@ -154,6 +160,8 @@ TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   EXPECT_EQ(d->audit.unmanaged, audit::AuditAction::kReport);
   EXPECT_EQ(d->audit.raised_slice, audit::AuditAction::kKill);
   EXPECT_EQ(d->audit.hidden_groups, audit::AuditAction::kReport);
+  EXPECT_EQ(d->audit.over_cap, audit::CapAction::kThrottle);
+  EXPECT_EQ(d->audit.over_cap_margin_pct, 10u);
 }
 
 TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {
@@ -268,6 +276,8 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->audit.unmanaged, d.audit.unmanaged);
   EXPECT_EQ(c->audit.raised_slice, d.audit.raised_slice);
   EXPECT_EQ(c->audit.hidden_groups, d.audit.hidden_groups);
+  EXPECT_EQ(c->audit.over_cap, d.audit.over_cap);
+  EXPECT_EQ(c->audit.over_cap_margin_pct, d.audit.over_cap_margin_pct);
   EXPECT_EQ(c->audit.grace_ms, d.audit.grace_ms);
   EXPECT_EQ(c->audit.context_allowance_bytes, d.audit.context_allowance_bytes);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);

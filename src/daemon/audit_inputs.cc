@@ -1,5 +1,6 @@
 #include "daemon/audit_inputs.h"
 
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -46,6 +47,16 @@ StatusOr<std::vector<audit::GpuProcess>> GpuProcessesOf(port::NvmlLibrary* nvml,
     for (const port::ProcessMemory& p : processes.value()) out.push_back({index, p.pid, p.used_bytes});
   }
   return out;
+}
+
+bool MapsLedgerOf(uint32_t pid, const node::VgpuView& view) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  const std::string memfd = " /memfd:gpuslice-ledger-" + view.name + " (deleted)";
+  const std::string file = " " + view.dir + "/ledger";
+  for (std::string line; std::getline(maps, line);) {
+    if (line.ends_with(memfd) || line.ends_with(file)) return true;
+  }
+  return false;
 }
 
 }  // namespace gpuslice::daemon

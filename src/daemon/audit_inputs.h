@@ -26,6 +26,13 @@ std::vector<audit::AuditedVgpu> AuditedVgpusOf(const std::vector<node::VgpuView>
                                                const std::vector<audit::GpuProcess>& processes,
                                                const audit::ProcessTable& table);
 
+// True when process `pid` (this namespace's) maps vGPU `view`'s ledger: the
+// daemon's sealed memfd, or the ledger file of a vGPU made before it. No
+// other process can have it, so a ledger slot that names a process which
+// does not is not believed: a tenant cannot point an audit's actions at
+// another tenant's process. Reads /proc/PID/maps.
+bool MapsLedgerOf(uint32_t pid, const node::VgpuView& view);
+
 // Every compute process on each of `gpus`, with its memory there.
 StatusOr<std::vector<audit::GpuProcess>> GpuProcessesOf(port::NvmlLibrary* nvml, const std::vector<uint32_t>& gpus);
 

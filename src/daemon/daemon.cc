@@ -14,12 +14,16 @@
 #include <ctime>
 #include <filesystem>
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 
 #include "core/board_roster.h"
 #include "core/vgpu_store.h"
 #include "daemon/audit_inputs.h"
 #include "daemon/board_sampler.h"
+#include "daemon/cap_audit.h"
+#include "daemon/cap_throttle.h"
 #include "daemon/control_listener.h"
 #include "daemon/control_service.h"
 #include "daemon/control_socket.h"
@@ -29,8 +33,8 @@
 #include "daemon/metrics_exporter.h"
 #include "daemon/node_audit.h"
 #include "daemon/occupancy_watch.h"
-#include "daemon/slice_audit.h"
 #include "daemon/power_cap_enforcer.h"
+#include "daemon/slice_audit.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
 #include "metrics/http_server.h"
@@ -67,13 +71,14 @@ int Fail(const std::string& message) {
 class Housekeeper {
  public:
   Housekeeper(node::VgpuManager* manager, UtilizationSampler* sampler, NodeAudit* audit, OccupancyWatch* occupancy,
-              SliceAudit* slices, MetricsExporter* exporter, node::StateKeeperClient* keeper, std::chrono::milliseconds interval,
-              port::NvmlLibrary* nvml, GpuHealth* health, PowerCapEnforcer* power)
+              SliceAudit* slices, ComputeCapAudit* caps, MetricsExporter* exporter, node::StateKeeperClient* keeper,
+              std::chrono::milliseconds interval, port::NvmlLibrary* nvml, GpuHealth* health, PowerCapEnforcer* power)
       : manager_(manager),
         sampler_(sampler),
         audit_(audit),
         occupancy_(occupancy),
         slices_(slices),
+        caps_(caps),
         exporter_(exporter),
         keeper_(keeper),
         interval_(interval),
@@ -127,6 +132,7 @@ class Housekeeper {
       }
       if (std::chrono::steady_clock::now() >= next_sample) {
         sampler_->Sample();
+        if (caps_ != nullptr) AuditCaps();
         if (power_ != nullptr) power_->Pass(std::chrono::steady_clock::now());
         manager_->SampleLcLatency();
         if (audit_ != nullptr) audit_->Pass(port::MonotonicNanos());
@@ -151,11 +157,26 @@ class Housekeeper {
     if (listed.ok() && manager_->List("", &views).ok()) slices_->Pass(views, listed.value(), port::MonotonicNanos());
   }
 
+  // Every capped vGPU's measured use against its cap, from the samples the
+  // sampler just took.
+  void AuditCaps() {
+    std::vector<node::VgpuView> views;
+    if (!manager_->List("", &views).ok()) return;
+    for (const OverCap& over : caps_->Pass(sampler_->last_pass(), views, port::MonotonicNanos())) {
+      if (!over.found && !(over.at_floor && !told_at_floor_.count(over.vgpu))) continue;
+      if (over.at_floor) told_at_floor_.insert(over.vgpu);
+      spdlog::warn("compute-cap audit: {}", Describe(over));
+      if (exporter_ != nullptr && over.found) exporter_->CountViolation(over.vgpu, "over_cap");
+    }
+  }
+
   node::VgpuManager* const manager_;
   UtilizationSampler* const sampler_;
   NodeAudit* const audit_;
   OccupancyWatch* const occupancy_;
   SliceAudit* const slices_;
+  ComputeCapAudit* const caps_;
+  std::set<std::string> told_at_floor_;  // vGPUs whose throttle was said to be at its floor
   MetricsExporter* const exporter_;
   node::StateKeeperClient* const keeper_;
   const std::chrono::milliseconds interval_;
@@ -439,11 +460,29 @@ int RunDaemon(const config::DaemonConfig& config) {
                           if (counts != nullptr) counts->CountViolation(vgpu, kind);
                         });
   }
+  // Capped vGPUs held to their caps from outside (cap_audit.h). First, what
+  // a daemon that died mid-throttle left stopped runs again.
+  const std::string throttle_leftovers = state_dir + "/cap-throttle";
+  if (int n = CapThrottle::ContinueLeftovers(throttle_leftovers, &audit::SystemProcessActions()); n > 0) {
+    spdlog::warn("continued {} process(es) a previous daemon's compute-cap throttle left stopped", n);
+  }
+  std::optional<CapThrottle> cap_throttle;
+  std::optional<ComputeCapAudit> cap_audit;
+  if (config.audit.over_cap) {
+    CapAuditConfig c;
+    c.action = *config.audit.over_cap;
+    c.margin = config.audit.over_cap_margin_pct / 100.0;
+    if (c.action == audit::CapAction::kThrottle)
+      cap_throttle.emplace(&audit::SystemProcessActions(), throttle_leftovers);
+    cap_audit.emplace(c, &audit::SystemProcessTable(), &audit::SystemProcessActions(),
+                      cap_throttle ? &*cap_throttle : nullptr, MapsLedgerOf);
+  }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch,
-                      slice_audit ? &*slice_audit : nullptr, exporter ? &*exporter : nullptr,
-                      keeper.value().get(), std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)),
-                      nvml.value().get(), &health, &power_caps);
+                      slice_audit ? &*slice_audit : nullptr, cap_audit ? &*cap_audit : nullptr,
+                      exporter ? &*exporter : nullptr, keeper.value().get(),
+                      std::chrono::milliseconds(std::max<uint32_t>(config.reap_interval_ms, 10)), nvml.value().get(),
+                      &health, &power_caps);
   // Last: no return between here and the end leaves the loop running
   // against a server that is gone.
   listener.value()->Start(server.get());

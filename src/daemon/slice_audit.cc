@@ -13,12 +13,12 @@ extern "C" {
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <set>
 
 #include "core/slice_ceiling.h"
 #include "core/vgpu_layout.h"
+#include "daemon/audit_inputs.h"
 #include "rm/rm_abi.h"
 
 namespace gpuslice::daemon {
@@ -48,20 +48,6 @@ class SystemDescriptors final : public TenantDescriptors {
   }
   void Close(int fd) override { close(fd); }
 };
-
-// True when process `pid` maps vGPU `view`'s ledger: the daemon's sealed
-// memfd, or the ledger file of a vGPU made before it. No other process can
-// have it: a slot that names a process which does not is not believed, so a
-// tenant cannot point the audit at another tenant's process.
-bool MapsLedgerOf(uint32_t pid, const node::VgpuView& view) {
-  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
-  const std::string memfd = " /memfd:gpuslice-ledger-" + view.name + " (deleted)";
-  const std::string file = " " + view.dir + "/ledger";
-  for (std::string line; std::getline(maps, line);) {
-    if (line.ends_with(memfd) || line.ends_with(file)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 

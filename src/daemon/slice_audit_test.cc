@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <set>
 
+#include "audit/recording_process_actions.h"
 #include "fake_rm_device.h"
 #include "rm/rm_abi.h"
 
@@ -39,17 +40,7 @@ struct Table final : audit::ProcessTable {
   std::optional<NamespacedPid> InNamespace(uint32_t pid) const override { return NamespacedPid{kNamespace, pid}; }
 };
 
-struct Actions final : audit::ProcessActions {
-  bool Stop(uint32_t pid) override {
-    stopped.push_back(pid);
-    return true;
-  }
-  bool Kill(uint32_t pid) override {
-    killed.push_back(pid);
-    return true;
-  }
-  std::vector<uint32_t> stopped, killed;
-};
+using Actions = audit::RecordingProcessActions;
 
 // The tenant's descriptors are the fake device's own (one process here).
 struct Descriptors final : TenantDescriptors {

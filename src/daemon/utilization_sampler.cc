@@ -60,6 +60,7 @@ void UtilizationSampler::Sample() {
     for (const auto& v : views) ratios[v.name].assign(v.devices.size(), std::nullopt);
   }
   const uint64_t now_us = WallMicros();
+  last_pass_.clear();
   for (const auto& gpu : manager_->devices().gpus) {
     const uint64_t pass_start = last_pass_us_.count(gpu.index) ? last_pass_us_[gpu.index] : now_us;
     last_pass_us_[gpu.index] = now_us;
@@ -91,6 +92,10 @@ void UtilizationSampler::Sample() {
     std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.timestamp_us < b.timestamp_us; });
     const auto& owners = by_gpu[gpu.index];
     std::map<std::pair<std::string, uint32_t>, double> seconds;  // (vGPU, device index) -> GPU-seconds
+    SampledPass& pass = last_pass_.emplace_back();
+    pass.gpu_index = gpu.index;
+    pass.start_us = pass_start;
+    pass.end_us = now_us;
     for (const auto& s : sorted) {
       last_seen_us_[gpu.index] = std::max(last_seen_us_[gpu.index], s.timestamp_us);
       uint64_t& previous = last_sample_us_[{gpu.index, s.pid}];
@@ -98,6 +103,7 @@ void UtilizationSampler::Sample() {
       const uint64_t span = s.timestamp_us > from ? std::min(s.timestamp_us - from, kMaxSampleSpanUs) : 0;
       previous = std::max(previous, s.timestamp_us);
       const double ran = static_cast<double>(span) / 1e6 * static_cast<double>(s.sm_percent) / 100.0;
+      pass.pid_seconds[s.pid] += ran;
       auto it = owners.find(s.pid);
       if (it == owners.end()) {
         interval.gpu_seconds[""] += ran;  // a process of no vGPU (or of a container)

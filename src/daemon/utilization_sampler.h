@@ -39,6 +39,15 @@
 
 namespace gpuslice::daemon {
 
+// One GPU's per-process samples over one pass, as integrated above: what
+// the compute-cap audit (cap_audit.h) measures from.
+struct SampledPass {
+  uint32_t gpu_index = 0;
+  uint64_t start_us = 0;  // the pass's interval, NVML's clock (µs)
+  uint64_t end_us = 0;
+  std::map<uint32_t, double> pid_seconds;  // host pid -> GPU-seconds its samples say it ran
+};
+
 class UtilizationSampler {
  public:
   // All must outlive the sampler; `meter` and `boards` may be null.
@@ -49,6 +58,8 @@ class UtilizationSampler {
   // One pass: sample every GPU, store the ratios in the manager, add the
   // interval to the meter.
   void Sample();
+  // The last pass's samples, per GPU whose samples NVML could report.
+  const std::vector<SampledPass>& last_pass() const { return last_pass_; }
 
  private:
   // GPU `index`'s busy seconds in its device samples since the last pass;
@@ -62,6 +73,7 @@ class UtilizationSampler {
   std::map<uint32_t, uint64_t> last_pass_us_;  // per GPU index: when the last pass read it
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> last_sample_us_;  // (GPU, pid): its newest sample
   std::map<uint32_t, uint64_t> last_device_us_;                       // per GPU index: its newest device sample
+  std::vector<SampledPass> last_pass_;
   bool warned_ = false;
   bool warned_device_ = false;
 };

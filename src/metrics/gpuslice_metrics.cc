@@ -71,11 +71,13 @@ StatusOr<GpusliceMetrics> RegisterGpusliceMetrics(Registry& r) {
                         v),
            &m.vgpu_hold_budget_spent_total),
       Take(r.AddGauge("gpuslice_vgpu_processes", "Live processes attached to the vGPU.", v), &m.vgpu_processes),
-      Take(r.AddCounter("gpuslice_vgpu_violations_total",
-                        "Audit violations acted on: GPU memory the vGPU's accounting did not show (unaccounted, over_limit, "
-                        "unmanaged), a channel group's timeslice raised past its vGPU's again (raised_slice), or a process whose "
-                        "groups cannot be audited (hidden_groups).",
-                        {"vgpu", "kind"}),
+      Take(r.AddCounter(
+               "gpuslice_vgpu_violations_total",
+               "Audit violations acted on: GPU memory the vGPU's accounting did not show (unaccounted, over_limit, "
+               "unmanaged), a channel group's timeslice raised past its vGPU's again (raised_slice), a process whose "
+               "groups cannot be audited (hidden_groups), or a capped vGPU seen using more than its compute cap "
+               "(over_cap).",
+               {"vgpu", "kind"}),
            &m.vgpu_violations_total),
       Take(r.AddCounter("gpuslice_vgpu_gpu_seconds_total",
                         "Seconds of GPU time the vGPU's processes ran on this GPU, integrated from every NVML sample.",

@@ -17,8 +17,9 @@
 // that with two GPUs all 18 links join them.
 //
 // Per-process utilisation: FAKE_NVML_PROCESS_UTILIZATION_FILE names a file
-// of "PID SM_PERCENT" lines, re-read at every nvmlDeviceGetProcessUtilization
-// (every GPU reports the same lines), so a test can script what the daemon
+// of "PID SM_PERCENT [GPU]" lines, re-read at every
+// nvmlDeviceGetProcessUtilization (every GPU reports a line without a GPU;
+// a line with one, only that GPU), so a test can script what the daemon
 // measures. Unset: no process has run (NVML_ERROR_NOT_FOUND).
 //
 // The GPU's own utilisation: FAKE_NVML_DEVICE_UTILIZATION_FILE names a file
@@ -323,9 +324,12 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, nvmlProcessUti
   timespec now{};
   clock_gettime(CLOCK_REALTIME, &now);
   const unsigned long long stamp = static_cast<unsigned long long>(now.tv_sec) * 1000000ull + now.tv_nsec / 1000;
-  unsigned int pid = 0, sm = 0, found = 0;
+  unsigned int pid = 0, sm = 0, gpu = 0, found = 0;
   const unsigned int room = *count;
-  while (fscanf(f, "%u %u", &pid, &sm) == 2) {
+  char line[128];
+  while (fgets(line, sizeof line, f) != nullptr) {
+    const int fields = sscanf(line, "%u %u %u", &pid, &sm, &gpu);
+    if (fields < 2 || (fields == 3 && gpu != static_cast<unsigned int>(index))) continue;
     if (utilization != nullptr && found < room) utilization[found] = {pid, stamp, sm, 0, 0, 0};
     ++found;
   }
