@@ -16,16 +16,23 @@ Cases, each on a fresh daemon (audit.over_cap in its config), CAP_PCT (30):
               BATCH_LONG (16) queued per synchronisation: a queue far longer
               than a turn, which the library's overrun charge must hold to
               the cap (the spin's GPU time is its kernels' length)
+  honest_spin_report
+              the same, the audit only reporting: what the library alone does
   escape_off  the escaping tenant, the audit off: what the hole gives it
   escape      the same, the default (throttle): held to its cap from outside
   escape_kill the same, audit.over_cap: kill
+  beside_honest, beside_escape
+              a 1 ms spin capped through the library, or escaping, beside an
+              uncapped GPU-bound training (compute/train.py): where nothing
+              is measured, what the escape gains
 Each runs CASE_S (25) s. For the escaping tenant: spin kernels per second,
 second by second, so its rate before and after the throttle can be read
 against escape_off's within one call.
 
     bash bench/gpu/with_bundle.sh env OUT=/tmp/out python3 bench/gpu/audit/cap_escape.py
 
-Writes $OUT/cap_escape.json and the daemons' and tenants' logs.
+Writes $OUT/cap_escape.json and $OUT/CASE.log (the daemon's log and the
+tenant's); works in $SCRATCH.
 """
 import ctypes
 import json
@@ -39,6 +46,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = Path(os.environ.get("OUT", "/tmp/gpuslice-cap-escape"))
+SCRATCH = Path(os.environ.get("SCRATCH", "/tmp/gpuslice-cap-escape-work"))
 GPUSLICE = os.environ.get("GPUSLICE_CMD", os.environ.get("GPUSLICE_BIN", str(HERE.parents[2] / "build/bin/gpuslice")))
 GPUSLICE_BIN = os.environ.get("GPUSLICE_BIN", str(HERE.parents[2] / "build/bin/gpuslice"))
 DEPS = HERE.parents[2] / ".device/bundle/deps"
@@ -76,28 +84,48 @@ def real_libcuda():
     with open("/proc/self/maps") as f:
         for line in f:
             path = line.split()[-1] if len(line.split()) >= 6 else ""
-            if re.search(r"/libcuda\.so(\.\d+)*$", path) and "gpuslice" not in path:
+            if re.search(r"/libcuda\.so(\.\d+)*$", path) and "gpuslice" not in path and "/shim/" not in path:
                 return path
     return os.environ.get("GPUSLICE_REAL_DRIVER", "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
 
 
+def mapping_of(addr):
+    """The file mapped at `addr` in this process."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            if lo <= addr < hi:
+                return parts[-1] if len(parts) >= 6 else "anonymous"
+    return "unmapped"
+
+
 def spinner(private):
-    """Joins through the library, then spins: through a second, private
-    driver (`private`, the escape), or through the library (honest)."""
+    """Joins through the library, then spins: straight through the real
+    driver's entry points (`private`, the escape), or through the library
+    (honest)."""
     import torch
     torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
-    libc = ctypes.CDLL(None)
-    libc.dlmopen.restype, libc.dlmopen.argtypes = ctypes.c_void_p, [ctypes.c_long, ctypes.c_char_p, ctypes.c_int]
-    libc.dlsym.restype, libc.dlsym.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p]
-    libc.dlerror.restype = ctypes.c_char_p
-    path = real_libcuda() if private else "the library (global scope)"
-    handle = libc.dlmopen(-1, path.encode(), 2) if private else None  # LM_ID_NEWLM, RTLD_NOW; or RTLD_DEFAULT
-    if private and not handle:
-        raise SystemExit(f"dlmopen {path}: {libc.dlerror()}")
+    V = ctypes.c_void_p
+    if private:
+        # libc's own dlopen and dlsym (not whatever a library put in front
+        # of them), asked for the driver this process already loaded.
+        libc6 = ctypes.CDLL("libc.so.6")
+        real_dlopen = ctypes.CFUNCTYPE(V, ctypes.c_char_p, ctypes.c_int)(ctypes.cast(libc6.dlopen, V).value)
+        real_dlsym = ctypes.CFUNCTYPE(V, V, ctypes.c_char_p)(ctypes.cast(libc6.dlsym, V).value)
+        path = real_libcuda()
+        handle = real_dlopen(path.encode(), 2 | 4)  # RTLD_NOW | RTLD_NOLOAD: the one loaded
+        if not handle:
+            raise SystemExit(f"{path} is not loaded")
+        lookup = lambda name: real_dlsym(handle, name.encode())  # noqa: E731
+    else:
+        path = "libcuda.so.1, as the application sees it"
+        cuda = ctypes.CDLL("libcuda.so.1")
+        lookup = lambda name: ctypes.cast(getattr(cuda, name), V).value  # noqa: E731
 
     def fn(name, *args):
-        addr = libc.dlsym(handle, name.encode())
+        addr = lookup(name)
         if not addr:
             raise SystemExit(f"no {name} in {path}")
         call = ctypes.CFUNCTYPE(ctypes.c_int, *args)(addr)
@@ -118,6 +146,7 @@ def spinner(private):
     launch = fn("cuLaunchKernel", P, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                 ctypes.c_uint, ctypes.c_uint, P, P, P)
     sync = fn("cuCtxSynchronize")
+    launch_in = mapping_of(lookup("cuLaunchKernel"))
     per_batch = int(os.environ.get("BATCH", "10"))
     ns = ctypes.c_uint64(SPIN_US * 1000)
     params = (P * 1)(ctypes.cast(ctypes.pointer(ns), P))
@@ -130,7 +159,8 @@ def spinner(private):
         sync()
         ends.append(time.monotonic())
     Path(os.environ["RESULT_FILE"]).write_text(json.dumps({"batch_ends": ends, "kernels_per_batch": per_batch,
-                                                           "spin_us": SPIN_US, "driver": path}))
+                                                           "spin_us": SPIN_US, "driver": path,
+                                                           "launch_in": launch_in}))
 
 
 def per_second(ends, t0, n):
@@ -144,11 +174,11 @@ def per_second(ends, t0, n):
 
 
 def run_case(case):
-    work = OUT / case
+    work = SCRATCH / case
     work.mkdir(parents=True, exist_ok=True)
     state = tempfile.mkdtemp(prefix="gpuslice-cap-escape-")
     cfg = work / "config.yaml"
-    action = {"escape_off": "off", "escape_kill": "kill"}.get(case, "throttle")
+    action = {"escape_off": "off", "escape_kill": "kill", "honest_spin_report": "report"}.get(case, "throttle")
     cfg.write_text(f"version: 1\naudit:\n  over_cap: {action}\n")
     denv = {**os.environ, "GPUSLICE_STATE_DIR": state + "/state"}
     if DEPS.is_dir():
@@ -157,7 +187,7 @@ def run_case(case):
                               stdout=open(work / "daemon.log", "w"), stderr=subprocess.STDOUT)
     env = {**os.environ, "GPUSLICE_STATE_DIR": state + "/state", "CUDA_VISIBLE_DEVICES": "0"}
     result = {"case": case, "action": action, "cap_pct": CAP_PCT}
-    tenant = None
+    tenant = be = None
     ready, stop, res = work / "ready", work / "stop", work / "result.json"
     for f in (ready, stop, res):
         f.unlink(missing_ok=True)
@@ -168,7 +198,19 @@ def run_case(case):
                 break
             time.sleep(0.1)
         tenv = {**env, "READY_FILE": str(ready), "STOP_FILE": str(stop), "RESULT_FILE": str(res)}
-        if case.startswith("honest_"):
+        spin_library = case.startswith("honest_spin") or case == "beside_honest"
+        if case.startswith("beside_"):
+            # An uncapped GPU-bound training on the GPU first, busy throughout.
+            be_ready = work / "be.ready"
+            be_ready.unlink(missing_ok=True)
+            be = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "be", "--", sys.executable,
+                                   str(COMPUTE / "train.py"), str(CASE_S + 120), str(work / "be.json")],
+                                  env={**env, "READY_FILE": str(be_ready), "STOP_FILE": str(stop)},
+                                  stdout=subprocess.DEVNULL, stderr=open(work / "be.log", "w"))
+            end = time.monotonic() + 120
+            while not be_ready.exists() and be.poll() is None and time.monotonic() < end:
+                time.sleep(0.05)
+        if case.startswith("honest_") and not spin_library:
             kind = case.split("_", 1)[1]
             cmd = ([sys.executable, str(COMPUTE / "train.py")] if kind == "gpu"
                    else [sys.executable, str(MATRIX / "be_load.py"), kind])
@@ -176,8 +218,8 @@ def run_case(case):
         else:
             # honest_spin: the same spin through the library, long kernels
             # queued deep (SPIN_LONG_US x BATCH_LONG per synchronisation).
-            tenv["SPINNER"] = "library" if case == "honest_spin" else "private"
-            if case == "honest_spin":
+            tenv["SPINNER"] = "library" if spin_library else "private"
+            if case.startswith("honest_spin"):
                 tenv["SPIN_US"], tenv["BATCH"] = str(SPIN_LONG_US), str(BATCH_LONG)
             cmd = [sys.executable, __file__]
         tenant = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "t", "--compute-cap", str(CAP_PCT), "--",
@@ -199,11 +241,19 @@ def run_case(case):
         except (ValueError, IndexError, KeyError):
             pass
         stop.touch()
+        if be is not None:
+            try:
+                be.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                be.kill()
         try:
             tenant.wait(timeout=60)
         except subprocess.TimeoutExpired:
             tenant.kill()
         result["tenant_rc"] = tenant.returncode
+        if (work / "be.json").exists():
+            be_ends = json.loads((work / "be.json").read_text()).get("step_ends", [])
+            result["be_steps_per_s"] = sum(per_second(be_ends, t0, int(CASE_S))) / int(CASE_S)
         if res.exists():
             data = json.loads(res.read_text())
             ends = data.get("batch_ends") or data.get("step_ends") or []
@@ -211,6 +261,7 @@ def run_case(case):
             result["per_second"] = secs
             result["first_5s_rate"] = sum(secs[:5]) / 5
             result["last_10s_rate"] = sum(secs[-10:]) / 10
+            result["launch_in"] = data.get("launch_in")
             if "batch_ends" in data:
                 # Spin kernels take exactly their length: the GPU time used.
                 kernel_s = data["kernels_per_batch"] * data["spin_us"] / 1e6
@@ -220,12 +271,15 @@ def run_case(case):
             else:
                 result["unit"] = "steps"
     finally:
-        if tenant is not None and tenant.poll() is None:
-            tenant.kill()
+        for p in (tenant, be):
+            if p is not None and p.poll() is None:
+                p.kill()
         daemon.terminate()
         daemon.wait(timeout=20)
         subprocess.run(["rm", "-rf", state])
-    text = (work / "daemon.log").read_text(errors="replace")
+        text = (work / "daemon.log").read_text(errors="replace")
+        tenant_log = (work / "tenant.log").read_text(errors="replace") if (work / "tenant.log").exists() else ""
+        (OUT / f"{case}.log").write_text(f"== daemon\n{text}\n== tenant (last 4000 characters)\n{tenant_log[-4000:]}")
     lines = [l for l in text.splitlines() if "compute-cap audit" in l]
     result["audit_lines"] = lines[:4]
     result["acted"] = bool(lines)
