@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <utility>
 
 namespace gpuslice::daemon {
@@ -25,6 +24,12 @@ std::string ThrottleName(const std::string& vgpu, uint32_t gpu_index) { return v
 std::string Describe(const OverCap& o) {
   std::string pids;
   for (uint32_t pid : o.pids) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+  if (o.tampered) {
+    return fmt::format(
+        "vGPU '{}' process {} on GPU {} was running at the end of its throttle's stop window in {} periods in a row: "
+        "another process continues it (SIGCONT); killed (audit.over_cap)",
+        o.vgpu, pids, o.gpu_index, CapThrottle::kTamperPeriods);
+  }
   std::string what = fmt::format(
       "vGPU '{}' used {:.1f}% of GPU {} while alone there, over its compute cap of {:.1f}% (processes {}): its library "
       "does not hold its cap",
@@ -75,6 +80,26 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
   for (const Key& key : gone) Forget(key);
 
   std::vector<OverCap> out;
+  // Processes that fight their throttle.
+  if (throttle_ != nullptr) {
+    for (uint32_t pid : throttle_->TakeTampered()) {
+      for (auto& [key, track] : tracks_) {
+        if (!track.throttled || std::find(track.pids.begin(), track.pids.end(), pid) == track.pids.end()) continue;
+        const auto view = std::find_if(views.begin(), views.end(), [&](const auto& v) { return v.name == key.first; });
+        if (view == views.end() || !is_member_(pid, *view)) continue;
+        actions_->Kill(pid);
+        OverCap o;
+        o.vgpu = key.first;
+        o.gpu_index = key.second;
+        o.allowed = caps[key];
+        o.action = CapAction::kThrottle;
+        o.found = o.tampered = true;
+        o.duty = track.duty;
+        o.pids = {pid};
+        out.push_back(o);
+      }
+    }
+  }
   for (const SampledPass& pass : passes) {
     if (pass.end_us <= pass.start_us) continue;
     const double wall = static_cast<double>(pass.end_us - pass.start_us) / 1e6;
@@ -98,7 +123,11 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
     for (const auto& [name, seconds] : used) {
       const Key key{name, pass.gpu_index};
       Track& track = tracks_[key];
-      track.pids = pids_of[name];
+      // A process stopped through a whole pass may have no sample in it: it
+      // stays in the throttle until it no longer maps the ledger (below).
+      for (uint32_t pid : pids_of[name]) {
+        if (std::find(track.pids.begin(), track.pids.end(), pid) == track.pids.end()) track.pids.push_back(pid);
+      }
       const double allowed = caps[key];
       const bool alone = everyone - seconds <= kOthersIdleShare * wall;
       if (alone) track.alone.push_back({now_ns, wall, seconds, allowed * wall});
@@ -141,7 +170,8 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
           break;
         case CapAction::kKill:
           if (over) {
-            for (uint32_t pid : track.pids) actions_->Kill(pid);
+            o.pids = pids_of[name];  // seen mapping its ledger in this pass
+            for (uint32_t pid : o.pids) actions_->Kill(pid);
             o.found = true;
             out.push_back(o);
             track.alone.clear();  // its next verdict is on what runs after
@@ -178,11 +208,10 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
   std::map<std::string, const node::VgpuView*> by_name;
   for (const node::VgpuView& v : views) by_name[v.name] = &v;
   for (auto& [key, track] : tracks_) {
-    if (!track.throttled || throttle_ == nullptr) continue;
     const node::VgpuView* view = by_name[key.first];
     const size_t before = track.pids.size();
     std::erase_if(track.pids, [&](uint32_t pid) { return view == nullptr || !is_member_(pid, *view); });
-    if (track.pids.size() != before) {
+    if (track.throttled && throttle_ != nullptr && track.pids.size() != before) {
       throttle_->Set(ThrottleName(key.first, key.second), {track.pids, track.duty});
     }
   }

@@ -22,6 +22,9 @@
 //     again. An honest library whose pacing failed is slowed to its cap,
 //     never stopped for good or killed;
 //   - kill: its processes on that GPU are killed.
+// A throttled process that someone else keeps continuing (cap_throttle.h's
+// TakeTampered: a sibling of the tenant's sending SIGCONT) is killed, under
+// throttle too: it fights the limit.
 // Beside busy neighbours nothing is measured; a vGPU that defeats its gate
 // there gets what its slice (held by the slice audit) gives it, and a
 // throttle in force stays at its last duty.
@@ -75,6 +78,7 @@ struct OverCap {
   bool found = false;          // first found in this pass (report it)
   double duty = 1.0;           // kThrottle: its duty now
   bool at_floor = false;       // kThrottle: at min_duty and still over (its work is queued deeper than a period)
+  bool tampered = false;       // kThrottle: killed, continued by another process while throttled
   std::vector<uint32_t> pids;  // its processes there (this namespace's pids)
 };
 // One line for logs.

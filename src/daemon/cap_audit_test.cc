@@ -178,6 +178,9 @@ TEST(ComputeCapAudit, AThrottleEndsWithTheCapAndDropsProcessesThatEnded) {
   std::vector<node::VgpuView> views = {Vgpu("a", 30, {101, 102})};
   f.Run(0, 6, views, [](double duty) { return std::map<uint32_t, double>{{101, 0.5 * duty}, {102, 0.5 * duty}}; });
   ASSERT_EQ(f.throttle.targets().at("a@0").pids.size(), 2u);
+  // Stopped through a whole pass, 102 has no sample in it: still throttled.
+  f.audit->Pass({Second(6, {{101, 0.15}})}, views, 7 * kSecond);
+  EXPECT_EQ(f.throttle.targets().at("a@0").pids, (std::vector<uint32_t>{101, 102}));
   // 102 ended (its pid no longer maps the ledger): it is signalled no more.
   f.members.erase({102, "a"});
   f.audit->Pass({}, views, 7 * kSecond);
@@ -188,6 +191,24 @@ TEST(ComputeCapAudit, AThrottleEndsWithTheCapAndDropsProcessesThatEnded) {
   f.audit->Pass({}, views, 8 * kSecond);
   EXPECT_TRUE(f.throttle.targets().empty());
   EXPECT_EQ(f.actions.continued, (std::vector<uint32_t>{102, 101}));
+}
+
+TEST(ComputeCapAudit, AThrottledProcessThatIsContinuedByAnotherIsKilled) {
+  Table table;
+  audit::RecordingProcessActions actions;
+  // 101 runs through every stop window: its sibling sends it SIGCONT.
+  CapThrottle throttle(&actions, "", 100'000'000, false, nullptr, [](uint32_t pid) { return pid != 101; });
+  ComputeCapAudit audit({}, &table, &actions, &throttle, [](uint32_t pid, const node::VgpuView&) { return pid < 200; });
+  const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101, 102})};
+  for (uint64_t s = 0; s < 6; ++s) audit.Pass({Second(s, {{101, 0.5}, {102, 0.4}})}, views, (s + 1) * kSecond);
+  ASSERT_EQ(throttle.targets().count("a@0"), 1u);
+  for (int i = 0; i <= CapThrottle::kTamperPeriods; ++i) throttle.Cycle([](uint64_t) { return true; });
+  EXPECT_TRUE(actions.killed.empty());
+  const auto over = audit.Pass({}, views, 7 * kSecond);
+  EXPECT_EQ(actions.killed, (std::vector<uint32_t>{101}));
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_TRUE(over[0].tampered);
+  EXPECT_NE(Describe(over[0]).find("another process continues it"), std::string::npos);
 }
 
 TEST(ComputeCapAudit, ParsesItsActions) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -33,12 +34,34 @@ std::optional<uint64_t> ProcessStartTicks(uint32_t pid) {
   }
 }
 
+bool ProcessStoppedOrGone(uint32_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  bool seen = false;
+  for (std::string line; std::getline(in, line);) {
+    seen = true;
+    if (line.starts_with("State:")) {
+      const size_t at = line.find_first_not_of(" \t", 6);
+      if (at != std::string::npos && std::string("TtZX").find(line[at]) != std::string::npos) return true;
+    } else if (line.starts_with("SigPnd:") || line.starts_with("ShdPnd:")) {
+      // A SIGSTOP not yet taken (a process not scheduled since, or inside
+      // a long system call) is still on its way; a SIGCONT would have
+      // discarded it.
+      try {
+        if ((std::stoull(line.substr(7), nullptr, 16) >> (SIGSTOP - 1)) & 1) return true;
+      } catch (...) {
+      }
+    }
+  }
+  return !seen;
+}
+
 CapThrottle::CapThrottle(audit::ProcessActions* actions, std::string leftovers_path, uint64_t period_ns,
-                         bool run_thread, StartTicks start_ticks)
+                         bool run_thread, StartTicks start_ticks, StoppedOrGone stopped_or_gone)
     : actions_(actions),
       leftovers_path_(std::move(leftovers_path)),
       period_ns_(period_ns),
-      start_ticks_(std::move(start_ticks)) {
+      start_ticks_(std::move(start_ticks)),
+      stopped_or_gone_(std::move(stopped_or_gone)) {
   if (run_thread) thread_ = std::thread([this] { Loop(); });
 }
 
@@ -94,6 +117,11 @@ std::map<std::string, CapThrottle::Target> CapThrottle::targets() const {
   return targets_;
 }
 
+std::vector<uint32_t> CapThrottle::TakeTampered() {
+  port::MutexLock lock(&mu_);
+  return std::exchange(tampered_, {});
+}
+
 void CapThrottle::Cycle(const std::function<bool(uint64_t offset_ns)>& wait_until) {
   std::vector<std::pair<double, std::vector<uint32_t>>> plan;  // duty, pids; shortest duty first
   {
@@ -103,6 +131,19 @@ void CapThrottle::Cycle(const std::function<bool(uint64_t offset_ns)>& wait_unti
     }
   }
   std::sort(plan.begin(), plan.end());
+  // What the last period stopped should still be stopped at its end.
+  std::map<uint32_t, int> streaks;
+  for (uint32_t pid : stopped_) {
+    if (stopped_or_gone_(pid)) continue;
+    const int streak = running_when_stopped_[pid] + 1;
+    if (streak < kTamperPeriods) {
+      streaks[pid] = streak;
+      continue;
+    }
+    port::MutexLock lock(&mu_);
+    tampered_.push_back(pid);
+  }
+  running_when_stopped_ = std::move(streaks);
   // Whatever the last period stopped runs again first: a throttle cleared
   // or changed since then is no longer in the plan.
   ContinueAll(stopped_);

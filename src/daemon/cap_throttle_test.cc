@@ -1,8 +1,10 @@
 #include "daemon/cap_throttle.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -110,11 +112,53 @@ TEST(CapThrottle, ADaemonThatDiedMidPeriodLeavesWhatTheNextOneContinues) {
   EXPECT_NE(access(path.c_str(), F_OK), 0);
 }
 
+TEST(CapThrottle, AProcessContinuedByAnotherInPeriodAfterPeriodIsTampering) {
+  audit::RecordingProcessActions actions;
+  // Pid 1 is running at the end of every stop window (a sibling sends it
+  // SIGCONT); pid 2 is late once (inside a long driver call), then stopped.
+  int checks_of_2 = 0;
+  CapThrottle throttle(&actions, "", kPeriod, false, FixedTicks, [&](uint32_t pid) {
+    if (pid == 2) return ++checks_of_2 != 2;
+    return pid != 1;
+  });
+  throttle.Set("a@0", {{1, 2}, 0.3});
+  Waits waits;
+  for (int i = 0; i < CapThrottle::kTamperPeriods; ++i) {
+    throttle.Cycle(waits.fn());
+    EXPECT_TRUE(throttle.TakeTampered().empty()) << "after period " << i;
+  }
+  throttle.Cycle(waits.fn());
+  EXPECT_EQ(throttle.TakeTampered(), (std::vector<uint32_t>{1}));
+  for (int i = 0; i < 3; ++i) throttle.Cycle(waits.fn());
+  EXPECT_TRUE(throttle.TakeTampered().empty());
+}
+
 TEST(CapThrottle, ReadsAProcessStartTime) {
   const auto self = ProcessStartTicks(static_cast<uint32_t>(getpid()));
   ASSERT_TRUE(self.has_value());
   EXPECT_EQ(ProcessStartTicks(static_cast<uint32_t>(getpid())), self);
   EXPECT_FALSE(ProcessStartTicks(0x7ffffffe).has_value());
+  EXPECT_FALSE(ProcessStoppedOrGone(static_cast<uint32_t>(getpid())));
+  EXPECT_TRUE(ProcessStoppedOrGone(0x7ffffffe));
+}
+
+TEST(CapThrottle, TellsAStoppedProcessFromAContinuedOne) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) pause();
+  }
+  const auto pid = static_cast<uint32_t>(child);
+  int status = 0;
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  ASSERT_EQ(waitpid(child, &status, WUNTRACED), child);
+  EXPECT_TRUE(ProcessStoppedOrGone(pid));
+  ASSERT_EQ(kill(child, SIGCONT), 0);
+  ASSERT_EQ(waitpid(child, &status, WCONTINUED), child);
+  EXPECT_FALSE(ProcessStoppedOrGone(pid));
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(ProcessStoppedOrGone(pid));
 }
 
 }  // namespace

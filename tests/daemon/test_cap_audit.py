@@ -9,6 +9,8 @@ per process and GPU, so "alone" and "busy" are scripted here."""
 import os
 import re
 import signal
+import threading
+import time
 
 from conftest import poll, scrape, series
 
@@ -89,3 +91,31 @@ def test_a_process_left_stopped_by_a_daemon_that_died_is_continued_by_the_next(d
     open(go, "w").close()
     out, err = app.communicate(timeout=60)
     assert app.returncode == 0, (out, err)
+
+
+def test_a_throttled_process_that_another_keeps_continuing_is_killed(dworld):
+    samples = dworld.path("utilisation")
+    open(samples, "w").close()
+    d = dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
+    app, pid, go = start_app(dworld, "escaper", 0, "--compute-cap", "30")
+    with open(samples, "w") as f:
+        f.write(f"{pid} 95\n")
+    poll(lambda: over_cap_count(d, "escaper") == 1, timeout=60, what="the escaper throttled")
+    # A process of the tenant's own, not on the GPU, undoes every stop.
+    done = threading.Event()
+
+    def sibling():
+        while not done.is_set():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                return
+            time.sleep(0.001)
+    t = threading.Thread(target=sibling, daemon=True)
+    t.start()
+    try:
+        out, err = app.communicate(timeout=60)
+    finally:
+        done.set()
+    assert app.returncode == 137, (app.returncode, out, err)  # its command was killed (128 + SIGKILL)
+    assert "another process continues it (SIGCONT); killed (audit.over_cap)" in d.text(), d.text()
