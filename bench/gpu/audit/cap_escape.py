@@ -21,6 +21,9 @@ Cases, each on a fresh daemon (audit.over_cap in its config), CAP_PCT (30):
   escape_off  the escaping tenant, the audit off: what the hole gives it
   escape      the same, the default (throttle): held to its cap from outside
   escape_kill the same, audit.over_cap: kill
+  escape_sigcont
+              escape, with a sibling process of the tenant's sending its
+              process SIGCONT every millisecond: killed as tampering
   beside_honest, beside_escape
               a 1 ms spin capped through the library, or escaping, beside an
               uncapped GPU-bound training (compute/train.py): where nothing
@@ -38,9 +41,11 @@ import ctypes
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -152,7 +157,7 @@ def spinner(private):
     params = (P * 1)(ctypes.cast(ctypes.pointer(ns), P))
     ready, stop = Path(os.environ["READY_FILE"]), Path(os.environ["STOP_FILE"])
     ends = []
-    ready.write_text("1")
+    ready.write_text(str(os.getpid()))
     while not stop.exists():
         for _ in range(per_batch):
             launch(func, 132, 1, 1, 32, 1, 1, 0, None, params, None)
@@ -179,6 +184,7 @@ def run_case(case):
     state = tempfile.mkdtemp(prefix="gpuslice-cap-escape-")
     cfg = work / "config.yaml"
     action = {"escape_off": "off", "escape_kill": "kill", "honest_spin_report": "report"}.get(case, "throttle")
+    sibling_done = threading.Event()
     cfg.write_text(f"version: 1\naudit:\n  over_cap: {action}\n")
     denv = {**os.environ, "GPUSLICE_STATE_DIR": state + "/state"}
     if DEPS.is_dir():
@@ -232,6 +238,18 @@ def run_case(case):
             result["error"] = f"the tenant did not start (rc {tenant.poll()})"
             return result
         t0 = time.monotonic()
+        if case == "escape_sigcont":
+            # A process of the tenant's own, not on the GPU, undoes every stop.
+            app_pid = int(ready.read_text())
+
+            def sibling():
+                while not sibling_done.is_set():
+                    try:
+                        os.kill(app_pid, signal.SIGCONT)
+                    except ProcessLookupError:
+                        return
+                    time.sleep(0.001)
+            threading.Thread(target=sibling, daemon=True).start()
         while time.monotonic() - t0 < CASE_S and tenant.poll() is None:
             time.sleep(0.1)  # a benchmark's length, not a synchronisation
         r = subprocess.run([*GPUSLICE.split(), "ls", "--json", "t"], env=env, capture_output=True, text=True)
@@ -271,6 +289,7 @@ def run_case(case):
             else:
                 result["unit"] = "steps"
     finally:
+        sibling_done.set()
         for p in (tenant, be):
             if p is not None and p.poll() is None:
                 p.kill()
