@@ -119,7 +119,10 @@ std::map<std::string, CapThrottle::Target> CapThrottle::targets() const {
 
 std::vector<uint32_t> CapThrottle::TakeTampered() {
   port::MutexLock lock(&mu_);
-  return std::exchange(tampered_, {});
+  std::vector<uint32_t> out = std::exchange(tampered_, {});
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());  // found again within one call
+  return out;
 }
 
 void CapThrottle::Cycle(const std::function<bool(uint64_t offset_ns)>& wait_until) {

@@ -127,7 +127,8 @@ TEST(CapThrottle, AProcessContinuedByAnotherInPeriodAfterPeriodIsTampering) {
     throttle.Cycle(waits.fn());
     EXPECT_TRUE(throttle.TakeTampered().empty()) << "after period " << i;
   }
-  throttle.Cycle(waits.fn());
+  // Found again before anyone asked: told once.
+  for (int i = 0; i <= CapThrottle::kTamperPeriods; ++i) throttle.Cycle(waits.fn());
   EXPECT_EQ(throttle.TakeTampered(), (std::vector<uint32_t>{1}));
   for (int i = 0; i < 3; ++i) throttle.Cycle(waits.fn());
   EXPECT_TRUE(throttle.TakeTampered().empty());
