@@ -543,10 +543,14 @@ void NoteWaiting(Board* b, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& m = b->members[member];
   // Back from a real idle (not a pause between steps): start at the virtual
   // clock, so time spent idle is not credit to be spent hogging the GPU.
-  const uint64_t active = LoadAcquire(m.demand_ns) > LoadAcquire(m.last_launch_ns) ? LoadAcquire(m.demand_ns)
-                                                                                  : LoadAcquire(m.last_launch_ns);
+  // Time its work ran on the GPU is no idle: a job that waited for a long
+  // queue to drain comes back at its drain, and owes what ran after its
+  // turn (Overrun, which counts from the turn's end).
+  uint64_t active = LoadAcquire(m.demand_ns) > LoadAcquire(m.last_launch_ns) ? LoadAcquire(m.demand_ns)
+                                                                             : LoadAcquire(m.last_launch_ns);
+  if (LoadAcquire(m.drained_ns) > active) active = LoadAcquire(m.drained_ns);
   // Nor is it time without a turn (TurnOrder).
-  if (active + c.idle_reset_ns <= now) {
+  if (!Busy(m) && active + c.idle_reset_ns <= now) {
     RaiseToAcqRel(m.vtime, LoadAcquire(b->vclock));
     RaiseToAcqRel(m.turn_ended_ns, now);
   }

@@ -10,8 +10,9 @@
 #include "allocations.h"
 #include "arrays.h"
 #include "fake_gpus.h"
-#include "holders.h"
 #include "fake_rm_client.h"  // tests/rm: channel groups through RM ioctls, as libcuda makes them
+#include "holders.h"
+#include "launch.h"
 #include "physical.h"
 #include "pools.h"
 
@@ -148,7 +149,11 @@ CUresult Synchronize(CUcontext ctx) {
 
 CUresult SynchronizeContext(CUcontext ctx) {
   const CUresult r = Synchronize(ctx);
-  if (r == CUDA_SUCCESS) WaitForHolders();  // outside the driver lock, as a GPU wait would be
+  if (r != CUDA_SUCCESS) return r;
+  // Outside the driver lock, as a GPU wait would be: the kernels on this
+  // process's timeline (FAKE_KERNEL_US, launch.h), then the holders.
+  WaitUntilNs(WorkDoneAtNs());
+  WaitForHolders();
   return r;
 }
 
