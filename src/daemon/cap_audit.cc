@@ -85,7 +85,8 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
     for (uint32_t pid : throttle_->TakeTampered()) {
       for (auto& [key, track] : tracks_) {
         if (!track.throttled || std::find(track.pids.begin(), track.pids.end(), pid) == track.pids.end()) continue;
-        const auto view = std::find_if(views.begin(), views.end(), [&](const auto& v) { return v.name == key.first; });
+        const std::string& vgpu = key.first;  // a structured binding: not capturable before C++20's clang 16
+        const auto view = std::find_if(views.begin(), views.end(), [&](const auto& v) { return v.name == vgpu; });
         if (view == views.end() || !is_member_(pid, *view)) continue;
         actions_->Kill(pid);
         OverCap o;

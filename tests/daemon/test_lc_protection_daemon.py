@@ -138,18 +138,18 @@ def test_beside_an_lc_a_be_process_that_runs_nothing_stops_contending(dworld):
     _, release_lc = hold(dworld, log, "lc", "--priority", "lc", alloc="1M", env=env)
     be_pid, release_be = hold(dworld, log, "be", "--priority", "be", alloc="1M", env=env)
     say_busy(be_pid)
-    poll(lambda: be_sets()[-1:] == [BESIDE_LC], 20, "the lone BE's tiny slice")
+    poll(lambda: be_sets()[-1:] == [BESIDE_LC], 60, "the lone BE's tiny slice")
     seen = len(be_sets())
     idle_pid, release_idle = hold(dworld, log, "idle", "--priority", "be", alloc="1M", env=env)
     # Newly listed, the neighbour contends (the split), then, having run
     # nothing for idle_after_ms, no longer (the tiny slice again).
-    poll(lambda: SEVERAL_BESIDE_LC // 2 in be_sets()[seen:], 20, "the split while the neighbour is new")
+    poll(lambda: SEVERAL_BESIDE_LC // 2 in be_sets()[seen:], 60, "the split while the neighbour is new")
     split_at = seen + be_sets()[seen:].index(SEVERAL_BESIDE_LC // 2)
-    poll(lambda: be_sets()[split_at:][-1] == BESIDE_LC, 20, "the tiny slice once the neighbour is idle")
+    poll(lambda: be_sets()[split_at:][-1] == BESIDE_LC, 60, "the tiny slice once the neighbour is idle")
     assert dworld.ls()["be"]["devices"][0]["timeslice_beside_lc_us"] == BESIDE_LC
     # The neighbour runs: both split the period.
     say_busy(be_pid, idle_pid)
-    poll(lambda: be_sets()[-1] == SEVERAL_BESIDE_LC // 2, 20, "the split once the neighbour runs")
+    poll(lambda: be_sets()[-1] == SEVERAL_BESIDE_LC // 2, 60, "the split once the neighbour runs")
     release_idle()
     release_be()
     release_lc()
