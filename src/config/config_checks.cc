@@ -101,6 +101,13 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
                    std::to_string(c.reap_interval_ms) + " is out of range; want " + std::to_string(kMinReapMs) + ".." +
                        std::to_string(kMaxReapMs)});
   }
+  if (c.audit.over_cap_margin_pct < 1 || c.audit.over_cap_margin_pct > 99) {
+    out.push_back({{"audit.over_cap_margin_pct"},
+                   std::to_string(c.audit.over_cap_margin_pct) +
+                       " is out of range; want 1..99 percent of a GPU (0 would act on an honest library's 29-31% "
+                       "under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
+                       "audit.over_cap: off)"});
+  }
   if (c.memory_pressure.wait_ms > 600'000) {
     out.push_back({{"memory_pressure.wait_ms"},
                    std::to_string(c.memory_pressure.wait_ms) +

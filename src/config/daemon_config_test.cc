@@ -132,6 +132,14 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
       {"version: 1\naudit:\n  over_cap: deny\n",
        "c.yaml:3: audit.over_cap: \"deny\" is not an action on a vGPU over its cap; want report, throttle, kill or "
        "off"},
+      {"version: 1\naudit:\n  over_cap_margin_pct: 100\n",
+       "c.yaml:3: audit.over_cap_margin_pct: 100 is out of range; want 1..99 percent of a GPU (0 would act on an "
+       "honest library's 29-31% under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
+       "audit.over_cap: off)"},
+      {"version: 1\naudit:\n  over_cap_margin_pct: 0\n",
+       "c.yaml:3: audit.over_cap_margin_pct: 0 is out of range; want 1..99 percent of a GPU (0 would act on an "
+       "honest library's 29-31% under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
+       "audit.over_cap: off)"},
       {"version: 1\ntimeslices:\n  latency_critical:\n    slice_us: 0\n",
        "c.yaml:4: timeslices.latency_critical.slice_us: 0 is out of range; want 1..10000000 microseconds"},
   };

@@ -174,9 +174,11 @@ void RebaseTokens(BoardMember& m, uint64_t now, const PacingConfig& c) {
 // launches in its own turns only. Without it, a job that queues more than
 // the timeout's worth of work per turn (long kernels, or long steps queued
 // ahead) ran most of it uncharged: 91% under a 30% cap, with 800 ms
-// queues, on the board's simulation. At most member_timeout_ns: a busy mark
-// held that long may be a dead process's (NoteBusy), whose queue no cap can
-// charge, and the vGPU must still get turns.
+// queues, on the board's simulation. While the member's processes tick,
+// the one with work queued charges it as it goes (ChargeRunOn), so what is
+// left here is since its last tick. At most member_timeout_ns: a busy mark
+// nobody vouches for may be a dead process's (NoteBusy), whose queue no cap
+// can charge, and the vGPU must still get turns.
 uint64_t Overrun(BoardMember& m, uint64_t now, const PacingConfig& c) {
   if (LoadAcquire(m.ran_on) == 0 || CapOf(m, c) == 0) return 0;
   const uint64_t ended = LoadAcquire(m.turn_ended_ns);
@@ -185,15 +187,27 @@ uint64_t Overrun(BoardMember& m, uint64_t now, const PacingConfig& c) {
   return owed < c.member_timeout_ns ? owed : c.member_timeout_ns;
 }
 
-// Charges the Overrun once, by whoever clears `ran_on` first: once it has
+// Charges the run-on from `ended` (the member's turn_ended_ns, as read) to
+// `until` once: whoever moves turn_ended_ns from one to the other charges
+// it. The member's work ran until then, so its turn, for TurnOrder's
+// starvation clock, ended then too. False if another moved it first.
+bool ClaimRunOn(BoardMember& m, uint64_t ended, uint64_t until, uint64_t now, const PacingConfig& c) {
+  if (until <= ended) return true;
+  if (!CompareExchangeAcqRel(m.turn_ended_ns, ended, until)) return false;
+  const uint64_t owed = until - ended;
+  Charge(m, owed < c.member_timeout_ns ? owed : c.member_timeout_ns, now, c);
+  return true;
+}
+
+// Ends a run-on, once, by whoever clears `ran_on` first: once it has
 // drained (Best), or when its next turn starts. Charged, its tokens may go
 // below zero, which the cap's earnings pay back; left pending, a debt over
 // the burst could never be met, and the vGPU would get no turn again.
 void SettleOverrun(BoardMember& m, uint64_t now, const PacingConfig& c) {
-  if (LoadAcquire(m.ran_on) == 0) return;
-  const uint64_t owed = Overrun(m, now, c);
   uint32_t expected = 1;
-  if (CompareExchangeAcqRel(m.ran_on, expected, 0u) && owed > 0) Charge(m, owed, now, c);
+  if (LoadAcquire(m.ran_on) == 0 || !CompareExchangeAcqRel(m.ran_on, expected, 0u) || CapOf(m, c) == 0) return;
+  while (!ClaimRunOn(m, LoadAcquire(m.turn_ended_ns), Busy(m) ? now : LoadAcquire(m.drained_ns), now, c)) {
+  }
 }
 
 bool OtherDemand(Board* b, int member, uint64_t now, const PacingConfig& c) {
@@ -573,6 +587,16 @@ void NoteBusy(Board* b, int member, bool busy, uint64_t now) {
   // each followed by a look at the other (LaunchMayGo, AdvanceTurn).
   const uint32_t before = FetchAddSeqCst(m.busy_processes, busy ? 1u : ~0u);
   if (static_cast<int32_t>(before) + (busy ? 1 : -1) == 0) RaiseToAcqRel(m.drained_ns, now);
+}
+
+void ChargeRunOn(Board* b, int member, uint64_t now, const PacingConfig& c) {
+  BoardMember& m = b->members[member];
+  // The end is read first: a turn that starts after this read settles the
+  // run-on up to its start (SwitchTurn), which moves the end, and the
+  // claim below then fails rather than charge the new turn's time.
+  const uint64_t ended = LoadAcquire(m.turn_ended_ns);
+  if (LoadAcquire(m.ran_on) == 0 || CapOf(m, c) == 0 || TurnHolder(*b) == member) return;
+  ClaimRunOn(m, ended, Busy(m) ? now : LoadAcquire(m.drained_ns), now, c);
 }
 
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {

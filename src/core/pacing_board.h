@@ -126,7 +126,8 @@ struct alignas(64) BoardMember {
   uint32_t lc_linger_us;  // 0 = no automatic hold
   // Capped only: 1 while work it queued in its last turn runs on after the
   // turn passed without its drain (the drain timeout); that time is charged
-  // once it drains, or when its next turn starts (pacing_board.cc, Overrun).
+  // as its processes tick (ChargeRunOn), and the rest once it drains or its
+  // next turn starts (pacing_board.cc, Overrun).
   uint32_t ran_on;
   // When its last turn ended (or it joined): how long a member of a lower
   // level has gone without a turn (PacingConfig::level_starvation_ns).
@@ -259,6 +260,14 @@ void NoteWaiting(Board* board, int member, uint64_t now_ns, const PacingConfig& 
 void NoteLaunch(Board* board, int member, uint64_t now_ns);
 // One process of `member` now has work queued (busy) or has drained.
 void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
+
+// A process of capped `member` still has work queued, on a tick after its
+// turn passed at the drain timeout (BoardMember::ran_on): the time that
+// work has run on since the turn ended, or since the last such call, is
+// charged now. A live process so vouches for the run-on as it goes, however
+// long its queue; what nobody vouches for (a killed process's busy mark) is
+// charged for at most member_timeout_ns when the run-on ends.
+void ChargeRunOn(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Hands the turn over if it is due (the holder's quantum is over or it is
 // idle, someone else demands, and the holder has drained). Called by

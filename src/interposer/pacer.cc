@@ -491,6 +491,8 @@ uint64_t Tick(VgpuRuntime* rt) {
     if (paced) {
       any = true;
       PollDrain(s);
+      // Work of ours still queued past our capped turn is charged as it runs.
+      if ((d.work.load(std::memory_order_relaxed) & 1) != 0) core::ChargeRunOn(d.board, member, now, d.config);
       core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
       const bool holds = core::TurnHolder(*d.board) == member;
       holding |= holds;
