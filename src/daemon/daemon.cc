@@ -34,6 +34,7 @@
 #include "daemon/node_audit.h"
 #include "daemon/occupancy_watch.h"
 #include "daemon/power_cap_enforcer.h"
+#include "daemon/process_holds.h"
 #include "daemon/slice_audit.h"
 #include "daemon/socket_path.h"
 #include "daemon/utilization_sampler.h"
@@ -400,6 +401,9 @@ int RunDaemon(const config::DaemonConfig& config) {
       state_dir + "/" + core::kRosterDirName + "/" + core::kRosterFileName, timeslices.be_shares);
   UtilizationSampler sampler(nvml.value().get(), &manager, &usage, &boards);
   PowerCapEnforcer power_caps(&usage, &manager);
+  // Who holds which tenant process stopped: an audit's deny outlasts the
+  // cap throttle's duty cycle (process_holds.h).
+  ProcessHolds holds(&audit::SystemProcessActions(), ProcessStartTicks);
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;
@@ -409,7 +413,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     c.grace_ns = static_cast<uint64_t>(config.audit.grace_ms) * 1'000'000;
     c.context_allowance_bytes = config.audit.context_allowance_bytes;
     MetricsExporter* counts = exporter ? &*exporter : nullptr;
-    audit.emplace(c, nvml.value().get(), &manager, &audit::SystemProcessTable(), &audit::SystemProcessActions(),
+    audit.emplace(c, nvml.value().get(), &manager, &audit::SystemProcessTable(), holds.for_audits(),
                   [counts](const audit::Violation& v) {
                     if (counts != nullptr) counts->CountViolation(v.vgpu, audit::ViolationKindName(v.kind));
                   });
@@ -456,7 +460,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     SliceAuditActions actions{config.audit.raised_slice.value_or(audit::AuditAction::kReport),
                               config.audit.hidden_groups};
     slice_audit.emplace(actions, &SystemTenantDescriptors(), &rm_ioctl, &audit::SystemProcessTable(),
-                        &audit::SystemProcessActions(), [counts](const std::string& vgpu, const char* kind) {
+                        holds.for_audits(), [counts](const std::string& vgpu, const char* kind) {
                           if (counts != nullptr) counts->CountViolation(vgpu, kind);
                         });
   }
@@ -472,10 +476,9 @@ int RunDaemon(const config::DaemonConfig& config) {
     CapAuditConfig c;
     c.action = *config.audit.over_cap;
     c.margin = config.audit.over_cap_margin_pct / 100.0;
-    if (c.action == audit::CapAction::kThrottle)
-      cap_throttle.emplace(&audit::SystemProcessActions(), throttle_leftovers);
-    cap_audit.emplace(c, &audit::SystemProcessTable(), &audit::SystemProcessActions(),
-                      cap_throttle ? &*cap_throttle : nullptr, MapsLedgerOf);
+    if (c.action == audit::CapAction::kThrottle) cap_throttle.emplace(holds.for_throttle(), throttle_leftovers);
+    cap_audit.emplace(c, &audit::SystemProcessTable(), holds.for_audits(), cap_throttle ? &*cap_throttle : nullptr,
+                      MapsLedgerOf);
   }
   std::optional<Housekeeper> housekeeper;
   housekeeper.emplace(&manager, &sampler, audit ? &*audit : nullptr, &occupancy_watch,

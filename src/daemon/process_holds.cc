@@ -1,0 +1,46 @@
+#include "daemon/process_holds.h"
+
+#include <utility>
+
+namespace gpuslice::daemon {
+
+ProcessHolds::ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks)
+    : system_(system), start_ticks_(std::move(start_ticks)) {}
+
+bool ProcessHolds::Denied(uint32_t pid) const {
+  const std::optional<uint64_t> now = start_ticks_(pid);
+  port::MutexLock lock(&mu_);
+  auto it = denied_.find(pid);
+  if (it == denied_.end()) return false;
+  if (now && *now == it->second) return true;
+  denied_.erase(it);  // gone, or its pid reused
+  return false;
+}
+
+bool ProcessHolds::AuditFace::Stop(uint32_t pid) {
+  if (const std::optional<uint64_t> start = holds_->start_ticks_(pid)) {
+    port::MutexLock lock(&holds_->mu_);
+    holds_->denied_[pid] = *start;
+  }
+  return holds_->system_->Stop(pid);
+}
+
+bool ProcessHolds::AuditFace::Continue(uint32_t pid) {
+  {
+    port::MutexLock lock(&holds_->mu_);
+    holds_->denied_.erase(pid);
+  }
+  return holds_->system_->Continue(pid);
+}
+
+bool ProcessHolds::AuditFace::Kill(uint32_t pid) { return holds_->system_->Kill(pid); }
+
+bool ProcessHolds::ThrottleFace::Stop(uint32_t pid) { return holds_->system_->Stop(pid); }
+
+bool ProcessHolds::ThrottleFace::Continue(uint32_t pid) {
+  return !holds_->Denied(pid) && holds_->system_->Continue(pid);
+}
+
+bool ProcessHolds::ThrottleFace::Kill(uint32_t pid) { return holds_->system_->Kill(pid); }
+
+}  // namespace gpuslice::daemon

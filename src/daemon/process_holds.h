@@ -1,0 +1,80 @@
+// process_holds.h — the one owner of which tenant processes the daemon
+// holds stopped, and why. Two kinds of stop reach a process:
+//   - an audit's deny (the memory audit, the slice audit): SIGSTOP until the
+//     process ends or an operator continues it;
+//   - the compute-cap throttle's duty cycle (cap_throttle.h): SIGSTOP and
+//     SIGCONT in every period.
+// Each user gets its own face of ProcessActions. A throttle's SIGCONT to a
+// process an audit denied is not sent: the throttle would otherwise undo
+// the deny within one period, and a tenant over its memory limit that also
+// escapes its compute cap would run on. A denied pid is remembered with its
+// start time, so a reused pid is a new process, never held for the old.
+//
+// Thread-safe: every method, from any thread (the audits' housekeeping
+// thread and the throttle's own).
+#ifndef GPUSLICE_DAEMON_PROCESS_HOLDS_H_
+#define GPUSLICE_DAEMON_PROCESS_HOLDS_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+
+#include "audit/memory_audit.h"
+#include "port/mutex.h"
+
+namespace gpuslice::daemon {
+
+class ProcessHolds {
+ public:
+  using StartTicks = std::function<std::optional<uint64_t>(uint32_t pid)>;
+  // `start_ticks`: a process's identity with its pid (cap_throttle.h,
+  // ProcessStartTicks); nullopt once it is gone.
+  ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks);
+  ProcessHolds(const ProcessHolds&) = delete;
+  ProcessHolds& operator=(const ProcessHolds&) = delete;
+
+  // For the audits: Stop denies the process (it stays stopped), Continue
+  // lifts a deny, Kill kills.
+  audit::ProcessActions* for_audits() { return &audits_; }
+  // For the throttle: Stop and Continue pass through, except that a denied
+  // process is never continued (Continue returns false).
+  audit::ProcessActions* for_throttle() { return &throttle_; }
+
+  // Whether `pid`, as the process it is now, is denied.
+  bool Denied(uint32_t pid) const;
+
+ private:
+  class AuditFace final : public audit::ProcessActions {
+   public:
+    explicit AuditFace(ProcessHolds* holds) : holds_(holds) {}
+    bool Stop(uint32_t pid) override;
+    bool Continue(uint32_t pid) override;
+    bool Kill(uint32_t pid) override;
+
+   private:
+    ProcessHolds* const holds_;
+  };
+  class ThrottleFace final : public audit::ProcessActions {
+   public:
+    explicit ThrottleFace(ProcessHolds* holds) : holds_(holds) {}
+    bool Stop(uint32_t pid) override;
+    bool Continue(uint32_t pid) override;
+    bool Kill(uint32_t pid) override;
+
+   private:
+    ProcessHolds* const holds_;
+  };
+
+  audit::ProcessActions* const system_;
+  const StartTicks start_ticks_;
+  AuditFace audits_{this};
+  ThrottleFace throttle_{this};
+  mutable port::Mutex mu_;
+  // Denied pids and their start times; pids that ended are dropped as they are looked up.
+  mutable std::map<uint32_t, uint64_t> denied_ GUARDED_BY(mu_);
+};
+
+}  // namespace gpuslice::daemon
+
+#endif  // GPUSLICE_DAEMON_PROCESS_HOLDS_H_
