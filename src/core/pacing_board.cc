@@ -599,6 +599,11 @@ void ChargeRunOn(Board* b, int member, uint64_t now, const PacingConfig& c) {
   ClaimRunOn(m, ended, Busy(m) ? now : LoadAcquire(m.drained_ns), now, c);
 }
 
+bool WaitsForOwnCap(const Board& board, int member, uint64_t now, const PacingConfig& c) {
+  BoardMember& m = const_cast<Board&>(board).members[member];
+  return CapOf(m, c) != 0 && !CapAllowsTurn(m, now, Overrun(m, now, c), c);
+}
+
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
   uint64_t seen = LoadSeqCst(b->turn);
   const Turn t = Turn::Decode(seen);

@@ -269,6 +269,12 @@ void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
 // charged for at most member_timeout_ns when the run-on ends.
 void ChargeRunOn(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
+// Whether `member`'s own cap keeps it from a turn now: capped, and its
+// tokens, less a run-on not yet charged, short of a turn's worth
+// (min_quantum_ns). A launch waiting then waits for its own cap, however
+// long its debt takes to pay back, not for another member to pass the turn.
+bool WaitsForOwnCap(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
+
 // Hands the turn over if it is due (the holder's quantum is over or it is
 // idle, someone else demands, and the holder has drained). Called by
 // waiters and by every process's periodic tick.

@@ -376,6 +376,32 @@ TEST(PacingBoardTest, ARunOnIsChargedOnceWhoeverChargesIt) {
   EXPECT_NEAR(static_cast<double>(board.members[job].charged_ns), 2000.0 * kMs, 2.0 * kMs);
 }
 
+TEST(PacingBoardTest, AWaitForItsOwnCapIsToldFromAWaitForOthers) {
+  // The gate's 2 s bound on a wait for others (a stuck holder) must not cut
+  // short a wait for the vGPU's own cap to pay back its debt.
+  Board board;
+  InitBoard(&board);
+  const PacingConfig config;
+  uint64_t now = 5'000'000'000;
+  const int capped = JoinBoard(&board, 1, MemberSpec{100, 30, Priority::kBestEffort}, now);
+  const int free = JoinBoard(&board, 2, Share(100), now);
+  EXPECT_FALSE(WaitsForOwnCap(board, capped, now, config)) << "it joins with a turn's worth of tokens";
+  EXPECT_FALSE(WaitsForOwnCap(board, free, now, config)) << "uncapped";
+  // A turn that ran 300 ms on (its queue outlasted the drain timeout).
+  ASSERT_EQ(TryEnter(&board, capped, now, config), GateDecision::kGo);
+  NoteLaunch(&board, capped, now);
+  NoteBusy(&board, capped, true, now);
+  const uint64_t start = now;
+  for (; now < start + 300 * kMs; now += kMs) AdvanceTurn(&board, now, config);
+  EXPECT_TRUE(WaitsForOwnCap(board, capped, now, config)) << "its run-on, not yet charged, counts";
+  NoteBusy(&board, capped, false, now);
+  NoteWaiting(&board, capped, now, config);  // its next launch waits: the run-on is settled
+  AdvanceTurn(&board, now, config);
+  // Its debt, about 200 ms at 30%, is paid back some 700 ms later.
+  EXPECT_TRUE(WaitsForOwnCap(board, capped, now + 500 * kMs, config));
+  EXPECT_FALSE(WaitsForOwnCap(board, capped, now + 1000 * kMs, config));
+}
+
 TEST(PacingBoardTest, AWaitAfterALongQueueDrainsIsNoReturnFromIdle) {
   // A capped job queues 16 kernels of 20 ms at its turn's start, then
   // synchronises: it launches nothing while they run past its turn (passed

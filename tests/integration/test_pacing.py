@@ -383,23 +383,31 @@ def test_a_hard_cap_holds_gpu_time_alone(world):
 
 def test_a_capped_queue_that_runs_on_for_seconds_is_charged_all_its_gpu_time(world):
     """A capped vGPU queues 48 kernels of 30 ms (1.44 s of GPU work) in one
-    turn, then synchronises. Its turn passes at the drain timeout (210 ms);
-    the rest runs on, and is charged while it runs, past the board's 1 s
-    bound on a run-on nobody vouches for. Charged only once drained, and at
-    most 1 s of it, such a job got 83% under a 30% cap with 50 ms kernels."""
+    turn, then synchronises, twice. Its turn passes at the drain timeout
+    (210 ms); the rest runs on, and is charged while it runs, past the
+    board's 1 s bound on a run-on nobody vouches for. Its second batch then
+    waits for its cap to pay that back (about 3.3 s at 30%), past the gate's
+    2 s bound on a wait for others. Before, the run-on was charged only once
+    drained, and at most 1 s of it (83% under a 30% cap with 50 ms kernels),
+    and then the second batch went ahead at 2 s, outside any turn (36% with
+    3.2 s queues)."""
     kernels, kernel_ns = 48, 30_000_000
-    out = run_together(world, [("capped", ["--compute-cap", "30"],
-                                ["board", *["kernel"] * kernels, "ctxsync", "board",
-                                 "spin", "0", world.path("capped.runs")])],
-                       env={"capped": {"FAKE_KERNEL_US": str(kernel_ns // 1000)}})["capped"]
-    assert all(w[1] == "ok" for w in lines_of(out, "kernel")) and lines_of(out, "ctxsync")[0][1] == "ok", out
-    first, last = boards(out)
-    charged = row(last, self=True)["charged"] - row(first, self=True)["charged"]
+    batch = [*["kernel"] * kernels, "ctxsync", "board"]
+    p = world.start("run", "--name", "capped", "--compute-cap", "30", "--", CUDA_APP, "init", "board", *batch, *batch,
+                    env={"FAKE_KERNEL_US": str(kernel_ns // 1000)})
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and len(lines_of(out, "kernel")) == 2 * kernels, err
+    assert all(w[1] == "ok" for w in lines_of(out, "kernel") + lines_of(out, "ctxsync")), out
+    assert "launching anyway" not in err, err
+    snaps = boards(out)
     gpu = kernels * kernel_ns
-    # (The queue's last moments, between the process's last tick and its
-    # drain, may still be uncharged; a late look at the drain charges a
-    # little past it.)
-    assert 0.8 * gpu <= charged <= 1.25 * gpu, f"charged {charged / 1e6:.0f} ms for {gpu / 1e6:.0f} ms of GPU work"
+    for first, last in zip(snaps, snaps[1:]):
+        charged = row(last, self=True)["charged"] - row(first, self=True)["charged"]
+        # (The queue's last moments, between the process's last tick and its
+        # drain, may still be uncharged; a late look at the drain charges a
+        # little past it.)
+        assert 0.8 * gpu <= charged <= 1.25 * gpu, \
+            f"charged {charged / 1e6:.0f} ms for {gpu / 1e6:.0f} ms of GPU work: {snaps}"
 
 
 def test_a_vgpu_alone_is_not_paced_whatever_its_share(world):

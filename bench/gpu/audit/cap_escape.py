@@ -3,9 +3,9 @@ compute-cap audit (src/daemon/cap_audit.h) against it, and against honest
 capped trainings that must never be touched.
 
 The escaping tenant joins its vGPU as any PyTorch process does (a tensor on
-the GPU, through the library), then loads the real libcuda a second time in
-a new link-map namespace (dlmopen), where no LD_PRELOAD reaches, and runs
-spin kernels of SPIN_US (1000) there, ten per synchronisation. Its library
+the GPU, through the library), then takes cuLaunchKernel and the rest from
+the libcuda it already loaded, through libc's own dlopen and dlsym, which no
+hook sees, and runs spin kernels of SPIN_US (1000), ten per synchronisation. Its library
 paces nothing of that; its memory stays within the audit's allowance.
 
 Cases, each on a fresh daemon (audit.over_cap in its config), CAP_PCT (30):
@@ -286,6 +286,13 @@ def run_case(case):
                 result["unit"] = f"batches of {data['kernels_per_batch']} x {data['spin_us']} us spin kernels"
                 result["last_10s_gpu_fraction"] = result["last_10s_rate"] * kernel_s
                 result["first_5s_gpu_fraction"] = result["first_5s_rate"] * kernel_s
+                # Whole batches between two batch ends after the first 10 s:
+                # the steady state of a cap whose cycle is seconds long
+                # (one batch per cycle), which counts per second miss.
+                steady = [e for e in ends if t0 + 10 <= e <= t0 + CASE_S]
+                if len(steady) >= 2:
+                    result["steady_gpu_fraction"] = (len(steady) - 1) * kernel_s / (steady[-1] - steady[0])
+                    result["steady_batches"] = len(steady) - 1
             else:
                 result["unit"] = "steps"
     finally:
