@@ -121,6 +121,16 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
         break;
       }
     }
+    // A capped vGPU with processes whose samples are absent used nothing: in
+    // a pass where nobody else ran either, that is alone time at 0. Its
+    // idle time belongs in its window: an honest job that queues seconds of
+    // work, then waits for its cap's tokens, uses its cap on average, but
+    // the whole GPU in each burst.
+    if (everyone <= kOthersIdleShare * wall) {
+      for (const node::VgpuView& v : views) {
+        if (!v.processes.empty() && caps.count({v.name, pass.gpu_index}) != 0) used.try_emplace(v.name, 0.0);
+      }
+    }
     for (const auto& [name, seconds] : used) {
       const Key key{name, pass.gpu_index};
       Track& track = tracks_[key];
@@ -136,7 +146,8 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
       while (!track.alone.empty() && now_ns - track.alone.front().end_ns > config_.max_age_ns) track.alone.pop_front();
       double wall_sum = 0;
       for (const Span& s : track.alone) wall_sum += s.wall_s;
-      const double window_s = static_cast<double>(config_.window_ns) / 1e9;
+      const double window_s =
+          static_cast<double>(config_.action == CapAction::kKill ? config_.kill_window_ns : config_.window_ns) / 1e9;
       while (track.alone.size() > 1 && wall_sum - track.alone.front().wall_s >= window_s) {
         wall_sum -= track.alone.front().wall_s;
         track.alone.pop_front();
@@ -170,7 +181,7 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
           }
           break;
         case CapAction::kKill:
-          if (over) {
+          if (over && !pids_of[name].empty()) {
             o.pids = pids_of[name];  // seen mapping its ledger in this pass
             for (uint32_t pid : o.pids) actions_->Kill(pid);
             o.found = true;

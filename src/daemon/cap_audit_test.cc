@@ -153,12 +153,47 @@ TEST(ComputeCapAudit, UncappedVgpusAreNotAudited) {
   EXPECT_TRUE(f.throttle.targets().empty());
 }
 
-TEST(ComputeCapAudit, KillKillsItsProcessesOnThatGpu) {
+TEST(ComputeCapAudit, KillKillsItsProcessesOnThatGpuOnItsLongerWindow) {
   Fixture f(CapAction::kKill);
   const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101, 102})};
-  f.Run(0, 5, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
+  f.Run(0, 29, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
+  EXPECT_TRUE(f.actions.killed.empty()) << "29 s of alone time is not yet a kill's window";
+  f.Run(29, 1, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
   EXPECT_EQ(f.actions.killed, (std::vector<uint32_t>{101, 102}));
   EXPECT_TRUE(f.throttle.targets().empty());
+}
+
+TEST(ComputeCapAudit, AnHonestBurstyJobsIdleTimeIsInItsWindow) {
+  // A job capped at 30% that runs 1 s of every 5 at the whole GPU: NVML has
+  // no sample of it in the other 4. Those passes, in which nobody else ran
+  // either, are alone time at 0; without them its window held only its
+  // bursts (100%), and it was reported.
+  Fixture f(CapAction::kReport);
+  const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101})};
+  for (uint64_t s = 0; s < 60; ++s) {
+    f.Run(s, 1, views, [s](double) {
+      return s % 5 == 0 ? std::map<uint32_t, double>{{101, 1.0}} : std::map<uint32_t, double>{};
+    });
+  }
+  EXPECT_EQ(f.found, 0);
+}
+
+TEST(ComputeCapAudit, AnHonestJobThatQueuesSecondsOfWorkIsNotKilled) {
+  // Its library holds it to 30%: 3 s at the whole GPU, then 7 s waiting
+  // for its cap's tokens. A 5 s window that holds a burst reads 60%, over
+  // (a throttle, which it barely notices, since it waits for its cap
+  // anyway); a kill judges 30 s, at most 30% here.
+  Fixture f(CapAction::kKill);
+  const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101})};
+  for (uint64_t s = 0; s < 90; ++s) {
+    f.Run(s, 1, views, [s](double) {
+      return s % 10 < 3 ? std::map<uint32_t, double>{{101, 1.0}} : std::map<uint32_t, double>{};
+    });
+  }
+  EXPECT_TRUE(f.actions.killed.empty());
+  // An escape at 60% of the GPU throughout is killed on the same window.
+  f.Run(90, 30, views, [](double) { return std::map<uint32_t, double>{{101, 0.6}}; });
+  EXPECT_EQ(f.actions.killed, (std::vector<uint32_t>{101}));
 }
 
 TEST(ComputeCapAudit, ReportTellsEachEpisodeOnceAndTouchesNothing) {
