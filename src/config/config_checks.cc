@@ -108,6 +108,12 @@ std::vector<ConfigProblem> CheckDaemonConfig(const DaemonConfig& c) {
                        "under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
                        "audit.over_cap: off)"});
   }
+  if (c.audit.over_cap_window_s < 1 || c.audit.over_cap_window_s > 60) {
+    out.push_back({{"audit.over_cap_window_s"},
+                   std::to_string(c.audit.over_cap_window_s) +
+                       " is out of range; want 1..60 seconds (the audit keeps a minute of samples; under 30, an "
+                       "honest job that queues seconds of work per synchronisation may read over its cap)"});
+  }
   if (c.memory_pressure.wait_ms > 600'000) {
     out.push_back({{"memory_pressure.wait_ms"},
                    std::to_string(c.memory_pressure.wait_ms) +

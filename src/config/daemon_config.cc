@@ -305,6 +305,7 @@ StatusOr<DaemonConfig> ParseDocument(const YAML::Node& root, const std::string& 
       {"hidden_groups", [&](N v, K k) { return ParseAuditAction(r, v, k, &c.audit.hidden_groups); }},
       {"over_cap", [&](N v, K k) { return ParseCapAction(r, v, k, &c.audit.over_cap); }},
       {"over_cap_margin_pct", [&](N v, K k) { return r.Uint32(v, k, &c.audit.over_cap_margin_pct); }},
+      {"over_cap_window_s", [&](N v, K k) { return r.Uint32(v, k, &c.audit.over_cap_window_s); }},
       {"grace_ms", [&](N v, K k) { return r.Uint32(v, k, &c.audit.grace_ms); }},
       {"context_allowance", [&](N v, K k) { return ParseMemory(r, v, k, &allowance); }},
   };

@@ -75,6 +75,8 @@ struct DaemonConfig {
     // over_cap_margin_pct of a GPU while alone there (daemon/cap_audit.h).
     std::optional<audit::CapAction> over_cap = audit::CapAction::kThrottle;
     uint32_t over_cap_margin_pct = 10;
+    // Seconds of alone time a verdict judges (daemon/cap_audit.h).
+    uint32_t over_cap_window_s = 30;
     uint32_t grace_ms = 1000;
     uint64_t context_allowance_bytes = 1ull << 30;
   } audit;

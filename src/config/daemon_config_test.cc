@@ -136,6 +136,9 @@ TEST(DaemonConfigTest, ErrorsNameFileLineKeyAndFix) {
        "c.yaml:3: audit.over_cap_margin_pct: 100 is out of range; want 1..99 percent of a GPU (0 would act on an "
        "honest library's 29-31% under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
        "audit.over_cap: off)"},
+      {"version: 1\naudit:\n  over_cap_window_s: 90\n",
+       "c.yaml:3: audit.over_cap_window_s: 90 is out of range; want 1..60 seconds (the audit keeps a minute of "
+       "samples; under 30, an honest job that queues seconds of work per synchronisation may read over its cap)"},
       {"version: 1\naudit:\n  over_cap_margin_pct: 0\n",
        "c.yaml:3: audit.over_cap_margin_pct: 0 is out of range; want 1..99 percent of a GPU (0 would act on an "
        "honest library's 29-31% under a 30% cap, and a cap plus 100 is never reached; to stop the audit, set "
@@ -170,6 +173,7 @@ TEST(DaemonConfigTest, TheAuditSectionSetsActionsGraceAndAllowance) {
   EXPECT_EQ(d->audit.hidden_groups, audit::AuditAction::kReport);
   EXPECT_EQ(d->audit.over_cap, audit::CapAction::kThrottle);
   EXPECT_EQ(d->audit.over_cap_margin_pct, 10u);
+  EXPECT_EQ(d->audit.over_cap_window_s, 30u);
 }
 
 TEST(DaemonConfigTest, TheHealthSectionSetsTheXidQuietPeriod) {

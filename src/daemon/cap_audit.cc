@@ -146,8 +146,7 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
       while (!track.alone.empty() && now_ns - track.alone.front().end_ns > config_.max_age_ns) track.alone.pop_front();
       double wall_sum = 0;
       for (const Span& s : track.alone) wall_sum += s.wall_s;
-      const double window_s =
-          static_cast<double>(config_.action == CapAction::kKill ? config_.kill_window_ns : config_.window_ns) / 1e9;
+      const double window_s = static_cast<double>(config_.window_ns) / 1e9;
       while (track.alone.size() > 1 && wall_sum - track.alone.front().wall_s >= window_s) {
         wall_sum -= track.alone.front().wall_s;
         track.alone.pop_front();

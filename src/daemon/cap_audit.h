@@ -61,15 +61,14 @@ struct CapAuditConfig {
   // Use above cap + margin (a fraction of the GPU) is over: an honest
   // library holds a 30% cap to 29-31% of a GPU alone (docs/benchmarks.md).
   double margin = 0.10;
-  // Alone time measured before a verdict, and the oldest kept.
-  uint64_t window_ns = 5'000'000'000;
+  // Alone time measured before a verdict (audit.over_cap_window_s), and the
+  // oldest kept. An honest job that queues seconds of work per
+  // synchronisation runs it at the whole GPU, then waits for its cap's
+  // tokens: with 3.2 s queued under a 30% cap, 64% of any 5 s that holds a
+  // burst, at most 37.5% of any 30 s (docs/benchmarks.md, "A compute cap
+  // held from outside"). Throttled on a 5 s verdict, such a job stalled.
+  uint64_t window_ns = 30'000'000'000;
   uint64_t max_age_ns = 60'000'000'000;
-  // kKill, which cannot be undone, judges a longer window. An honest job
-  // that queues seconds of work per synchronisation runs it at the whole
-  // GPU, then waits for its cap's tokens: with 3.2 s queued under a 30%
-  // cap, 64% of any 5 s that holds a burst, at most 37.5% of any 30 s
-  // (docs/benchmarks.md, "A compute cap held from outside").
-  uint64_t kill_window_ns = 30'000'000'000;
   // The throttle's lowest duty: a process always runs a little.
   double min_duty = 0.02;
 };

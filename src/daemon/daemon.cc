@@ -476,6 +476,7 @@ int RunDaemon(const config::DaemonConfig& config) {
     CapAuditConfig c;
     c.action = *config.audit.over_cap;
     c.margin = config.audit.over_cap_margin_pct / 100.0;
+    c.window_ns = uint64_t{config.audit.over_cap_window_s} * 1'000'000'000;
     if (c.action == audit::CapAction::kThrottle) cap_throttle.emplace(holds.for_throttle(), throttle_leftovers);
     cap_audit.emplace(c, &audit::SystemProcessTable(), holds.for_audits(), cap_throttle ? &*cap_throttle : nullptr,
                       MapsLedgerOf);

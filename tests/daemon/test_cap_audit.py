@@ -32,6 +32,14 @@ def over_cap_count(daemon, vgpu):
         f'vgpu="{vgpu}",kind="over_cap"', 0)
 
 
+def quick_daemon(dworld, env, extra=""):
+    """A daemon whose cap audit judges 5 s of alone time, not the default 30."""
+    cfg = dworld.path("cap-audit.yaml")
+    with open(cfg, "w") as f:
+        f.write(f"version: 1\naudit:\n  over_cap_window_s: 5\n{extra}")
+    return dworld.daemon(["--config", cfg], env=env)
+
+
 def seen_stopped(pid, what):
     # Stopped for most of each 100 ms period: seen within a few reads.
     poll(lambda: state(pid) == "T", timeout=30, what=what)
@@ -40,7 +48,7 @@ def seen_stopped(pid, what):
 def test_a_capped_vgpu_over_its_cap_alone_is_throttled_and_honest_ones_are_left_alone(dworld):
     samples = dworld.path("utilisation")
     open(samples, "w").close()
-    d = dworld.daemon(env={"FAKE_GPU_COUNT": "3", "FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
+    d = quick_daemon(dworld, {"FAKE_GPU_COUNT": "3", "FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
     escaper, escaper_pid, escaper_go = start_app(dworld, "escaper", 0, "--compute-cap", "30")
     honest, honest_pid, honest_go = start_app(dworld, "honest", 1, "--compute-cap", "30")
     free, free_pid, free_go = start_app(dworld, "free", 2)
@@ -69,7 +77,7 @@ def test_a_process_left_stopped_by_a_daemon_that_died_is_continued_by_the_next(d
     samples = dworld.path("utilisation")
     open(samples, "w").close()
     env = {"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples}
-    d = dworld.daemon(env=env)
+    d = quick_daemon(dworld, env)
     app, pid, go = start_app(dworld, "escaper", 0, "--compute-cap", "10")
     with open(samples, "w") as f:
         f.write(f"{pid} 100\n")
@@ -98,7 +106,7 @@ def test_a_process_left_stopped_by_a_daemon_that_died_is_continued_by_the_next(d
 def test_a_throttled_process_that_another_keeps_continuing_is_killed(dworld):
     samples = dworld.path("utilisation")
     open(samples, "w").close()
-    d = dworld.daemon(env={"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
+    d = quick_daemon(dworld, {"FAKE_NVML_PROCESS_UTILIZATION_FILE": samples})
     app, pid, go = start_app(dworld, "escaper", 0, "--compute-cap", "30")
     with open(samples, "w") as f:
         f.write(f"{pid} 95\n")
