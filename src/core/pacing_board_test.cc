@@ -1,14 +1,15 @@
 #include "core/pacing_board.h"
 
-#include "core/turn_floor.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
+
+#include "core/turn_floor.h"
 
 namespace gpuslice::core {
 namespace {
@@ -349,6 +350,23 @@ TEST(PacingBoardTest, ARunOnNobodyVouchesForCostsAtMostTheMemberTimeout) {
   EXPECT_GT(sim.Fraction(0, 6000 * kMs), 30.0) << "what nobody vouched for past the timeout went uncharged";
 }
 
+// A vGPU capped at 30% takes a turn at `*now` and queues `queue_ms` of
+// work; the board advances each millisecond until it has run (its turn
+// passes at the drain timeout), and `each_ms` runs at each of them.
+// Returns its member; `*now` is then the end of its queue.
+int QueueCappedWork(Board* board, const PacingConfig& config, uint64_t* now, uint64_t queue_ms,
+                    const std::function<void(int member, uint64_t now)>& each_ms = nullptr) {
+  const int job = JoinBoard(board, 1, MemberSpec{100, 30, Priority::kBestEffort}, *now);
+  EXPECT_EQ(TryEnter(board, job, *now, config), GateDecision::kGo);
+  NoteLaunch(board, job, *now);
+  NoteBusy(board, job, true, *now);
+  for (const uint64_t end = *now + queue_ms * kMs; *now < end; *now += kMs) {
+    AdvanceTurn(board, *now, config);
+    if (each_ms) each_ms(job, *now);
+  }
+  return job;
+}
+
 TEST(PacingBoardTest, ARunOnIsChargedOnceWhoeverChargesIt) {
   // The process's ticks charge its run-on as it goes; its drain, seen by
   // the board, settles the rest. Together they charge the time from the
@@ -357,16 +375,10 @@ TEST(PacingBoardTest, ARunOnIsChargedOnceWhoeverChargesIt) {
   InitBoard(&board);
   const PacingConfig config;
   uint64_t now = 5'000'000'000;
-  const int job = JoinBoard(&board, 1, MemberSpec{100, 30, Priority::kBestEffort}, now);
-  ASSERT_EQ(TryEnter(&board, job, now, config), GateDecision::kGo);
-  NoteLaunch(&board, job, now);
-  NoteBusy(&board, job, true, now);
-  const uint64_t start = now;
-  for (; now < start + 2000 * kMs; now += kMs) {
-    AdvanceTurn(&board, now, config);
-    ChargeRunOn(&board, job, now, config);
-    ChargeRunOn(&board, job, now, config);  // a second busy process of the vGPU
-  }
+  const int job = QueueCappedWork(&board, config, &now, 2000, [&](int member, uint64_t at) {
+    ChargeRunOn(&board, member, at, config);
+    ChargeRunOn(&board, member, at, config);  // a second busy process of the vGPU
+  });
   EXPECT_NEAR(static_cast<double>(board.members[job].charged_ns), 2000.0 * kMs, 2.0 * kMs)
       << "past the timeout too, while it vouches";
   NoteBusy(&board, job, false, now);  // drained at 2 s
@@ -383,16 +395,16 @@ TEST(PacingBoardTest, AWaitForItsOwnCapIsToldFromAWaitForOthers) {
   InitBoard(&board);
   const PacingConfig config;
   uint64_t now = 5'000'000'000;
-  const int capped = JoinBoard(&board, 1, MemberSpec{100, 30, Priority::kBestEffort}, now);
   const int free = JoinBoard(&board, 2, Share(100), now);
-  EXPECT_FALSE(WaitsForOwnCap(board, capped, now, config)) << "it joins with a turn's worth of tokens";
   EXPECT_FALSE(WaitsForOwnCap(board, free, now, config)) << "uncapped";
-  // A turn that ran 300 ms on (its queue outlasted the drain timeout).
-  ASSERT_EQ(TryEnter(&board, capped, now, config), GateDecision::kGo);
-  NoteLaunch(&board, capped, now);
-  NoteBusy(&board, capped, true, now);
-  const uint64_t start = now;
-  for (; now < start + 300 * kMs; now += kMs) AdvanceTurn(&board, now, config);
+  // A turn whose queue ran 300 ms, past the drain timeout.
+  bool first = true;
+  const int capped = QueueCappedWork(&board, config, &now, 300, [&](int member, uint64_t at) {
+    if (first) {
+      EXPECT_FALSE(WaitsForOwnCap(board, member, at, config)) << "in its turn, with a turn's worth";
+    }
+    first = false;
+  });
   EXPECT_TRUE(WaitsForOwnCap(board, capped, now, config)) << "its run-on, not yet charged, counts";
   NoteBusy(&board, capped, false, now);
   NoteWaiting(&board, capped, now, config);  // its next launch waits: the run-on is settled
@@ -416,12 +428,7 @@ TEST(PacingBoardTest, AWaitAfterALongQueueDrainsIsNoReturnFromIdle) {
   InitBoard(&board);
   const PacingConfig config;
   uint64_t now = 5'000'000'000;
-  const int job = JoinBoard(&board, 1, MemberSpec{100, 30, Priority::kBestEffort}, now);
-  ASSERT_EQ(TryEnter(&board, job, now, config), GateDecision::kGo);
-  NoteLaunch(&board, job, now);
-  NoteBusy(&board, job, true, now);
-  const uint64_t start = now;
-  for (; now < start + 320 * kMs; now += kMs) AdvanceTurn(&board, now, config);
+  const int job = QueueCappedWork(&board, config, &now, 320);
   EXPECT_NE(TurnHolder(board), job) << "passed at the drain timeout";
   const uint64_t charged_at_turn_end = board.members[job].charged_ns;
   EXPECT_NEAR(static_cast<double>(charged_at_turn_end), 210.0 * kMs, 2.0 * kMs);

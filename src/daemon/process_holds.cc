@@ -17,30 +17,21 @@ bool ProcessHolds::Denied(uint32_t pid) const {
   return false;
 }
 
-bool ProcessHolds::AuditFace::Stop(uint32_t pid) {
-  if (const std::optional<uint64_t> start = holds_->start_ticks_(pid)) {
+bool ProcessHolds::Face::Stop(uint32_t pid) {
+  if (const std::optional<uint64_t> start = denies_ ? holds_->start_ticks_(pid) : std::nullopt) {
     port::MutexLock lock(&holds_->mu_);
     holds_->denied_[pid] = *start;
   }
   return holds_->system_->Stop(pid);
 }
 
-bool ProcessHolds::AuditFace::Continue(uint32_t pid) {
+bool ProcessHolds::Face::Continue(uint32_t pid) {
+  if (!denies_) return !holds_->Denied(pid) && holds_->system_->Continue(pid);
   {
     port::MutexLock lock(&holds_->mu_);
     holds_->denied_.erase(pid);
   }
   return holds_->system_->Continue(pid);
 }
-
-bool ProcessHolds::AuditFace::Kill(uint32_t pid) { return holds_->system_->Kill(pid); }
-
-bool ProcessHolds::ThrottleFace::Stop(uint32_t pid) { return holds_->system_->Stop(pid); }
-
-bool ProcessHolds::ThrottleFace::Continue(uint32_t pid) {
-  return !holds_->Denied(pid) && holds_->system_->Continue(pid);
-}
-
-bool ProcessHolds::ThrottleFace::Kill(uint32_t pid) { return holds_->system_->Kill(pid); }
 
 }  // namespace gpuslice::daemon

@@ -45,31 +45,24 @@ class ProcessHolds {
   bool Denied(uint32_t pid) const;
 
  private:
-  class AuditFace final : public audit::ProcessActions {
+  // One user's view: an audit's (`denies`: its stops are denies) or the
+  // throttle's.
+  class Face final : public audit::ProcessActions {
    public:
-    explicit AuditFace(ProcessHolds* holds) : holds_(holds) {}
+    Face(ProcessHolds* holds, bool denies) : holds_(holds), denies_(denies) {}
     bool Stop(uint32_t pid) override;
     bool Continue(uint32_t pid) override;
-    bool Kill(uint32_t pid) override;
+    bool Kill(uint32_t pid) override { return holds_->system_->Kill(pid); }
 
    private:
     ProcessHolds* const holds_;
-  };
-  class ThrottleFace final : public audit::ProcessActions {
-   public:
-    explicit ThrottleFace(ProcessHolds* holds) : holds_(holds) {}
-    bool Stop(uint32_t pid) override;
-    bool Continue(uint32_t pid) override;
-    bool Kill(uint32_t pid) override;
-
-   private:
-    ProcessHolds* const holds_;
+    const bool denies_;
   };
 
   audit::ProcessActions* const system_;
   const StartTicks start_ticks_;
-  AuditFace audits_{this};
-  ThrottleFace throttle_{this};
+  Face audits_{this, /*denies=*/true};
+  Face throttle_{this, /*denies=*/false};
   mutable port::Mutex mu_;
   // Denied pids and their start times; pids that ended are dropped as they are looked up.
   mutable std::map<uint32_t, uint64_t> denied_ GUARDED_BY(mu_);
