@@ -290,6 +290,7 @@ TEST(DaemonConfigTest, ExampleFileParsesAndMatchesTheDefaults) {
   EXPECT_EQ(c->audit.hidden_groups, d.audit.hidden_groups);
   EXPECT_EQ(c->audit.over_cap, d.audit.over_cap);
   EXPECT_EQ(c->audit.over_cap_margin_pct, d.audit.over_cap_margin_pct);
+  EXPECT_EQ(c->audit.over_cap_window_s, d.audit.over_cap_window_s);
   EXPECT_EQ(c->audit.grace_ms, d.audit.grace_ms);
   EXPECT_EQ(c->audit.context_allowance_bytes, d.audit.context_allowance_bytes);
   EXPECT_EQ(c->reap_interval_ms, d.reap_interval_ms);
