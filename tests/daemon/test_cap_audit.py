@@ -129,3 +129,35 @@ def test_a_throttled_process_that_another_keeps_continuing_is_killed(dworld):
         done.set()
     assert app.returncode == 137, (app.returncode, out, err)  # its command was killed (128 + SIGKILL)
     assert "another process continues it (SIGCONT); killed (audit.over_cap)" in d.text(), d.text()
+
+
+def test_a_throttle_never_continues_a_process_an_audit_denied(dworld):
+    """A capped process that NVML sees over its cap, and over its memory
+    limit too: the memory audit denies it (SIGSTOP for good), and the cap
+    audit's throttle, which stops and continues in every period, must not
+    continue it (src/daemon/process_holds.h). Before, the throttle's
+    SIGCONT undid the deny within a period."""
+    procs, samples = dworld.path("gpu-processes"), dworld.path("utilisation")
+    os.makedirs(procs)
+    open(samples, "w").close()
+    env = {"FAKE_GPU_PROCESS_DIR": procs, "FAKE_NVML_PROCESS_UTILIZATION_FILE": samples}
+    d = quick_daemon(dworld, env, "  action: deny\n  grace_ms: 200\n")
+    app, pid, go = start_app(dworld, "escaper", 0, "--compute-cap", "30", "--memory", "512MiB")
+    # What the driver would say of a process that allocated past its
+    # library: 4 GiB on GPU 0; and 45% of the GPU, alone (a throttle's
+    # first duty is then 0.30 / 0.45: it continues the process for two
+    # thirds of each period).
+    with open(os.path.join(procs, str(pid)), "w") as f:
+        f.write("0 4294967296\n")
+    with open(samples, "w") as f:
+        f.write(f"{pid} 45\n")
+    poll(lambda: "action: deny" in d.text(), timeout=60, what="the memory audit's deny")
+    poll(lambda: "throttled from outside" in d.text(), timeout=60, what="the cap audit's throttle")
+    seen = []
+    for _ in range(40):
+        seen.append(state(pid))
+        time.sleep(0.025)  # samples across several throttle periods; not a synchronisation
+    assert set(seen) == {"T"}, f"the denied process ran while throttled: {seen}"
+    os.kill(pid, signal.SIGKILL)
+    app.communicate(timeout=60)
+
