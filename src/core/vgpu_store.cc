@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +17,7 @@
 #include "core/shared_word.h"
 #include "core/state_handout.h"
 #include "port/fd_passing.h"
+#include "port/file_lock.h"
 #include "port/sealed_memfd.h"
 #include "port/unique_fd.h"
 
@@ -25,37 +25,6 @@ namespace gpuslice::core {
 namespace {
 
 std::string Errno(const std::string& what) { return what + ": " + strerror(errno); }
-
-// flock on a file, released when the descriptor closes or its holder dies.
-class FileLock {
- public:
-  static StatusOr<FileLock> Acquire(const std::string& path, int operation) {
-    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return Status::Error(Errno("cannot open lock " + path));
-    if (flock(fd, operation) != 0) {
-      const Status s = Status::Error(Errno("cannot lock " + path));
-      close(fd);
-      return s;
-    }
-    FileLock lock;
-    lock.fd_ = fd;
-    return lock;
-  }
-  FileLock() = default;
-  FileLock(FileLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-  FileLock& operator=(FileLock&&) = delete;
-  ~FileLock() {
-    if (fd_ >= 0) close(fd_);
-  }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 Status WriteFile(const std::string& path, const void* data, size_t size, mode_t mode) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -222,7 +191,7 @@ StatusOr<std::string> VgpuStore::CreateOrJoin(const VgpuSpec& spec, bool spec_is
     return Status::Error("a vGPU needs 1 to " + std::to_string(kMaxDevices) + " devices");
   }
   if (Status s = EnsureRoot(); !s.ok()) return s;
-  auto lock = FileLock::Acquire(root_ + "/.lock", LOCK_EX);
+  auto lock = port::LockFile(root_ + "/.lock", port::LockMode::kExclusive, port::kStateLockWait);
   if (!lock.ok()) return lock.status();
 
   const std::string dir = DirOf(spec.name);
@@ -323,16 +292,16 @@ std::string VgpuStore::RootOf(const std::string& vgpu_dir) {
 }
 
 StatusOr<int> VgpuStore::HoldMembership(const std::string& name) {
-  auto lock = FileLock::Acquire(DirOf(name) + "/members", LOCK_SH);
+  auto lock = port::LockFile(DirOf(name) + "/members", port::LockMode::kShared, port::kStateLockWait);
   if (!lock.ok()) return lock.status();
   return lock->release();
 }
 
 StatusOr<bool> VgpuStore::RemoveIfUnused(const std::string& name, bool force) {
-  auto store_lock = FileLock::Acquire(root_ + "/.lock", LOCK_EX);
+  auto store_lock = port::LockFile(root_ + "/.lock", port::LockMode::kExclusive, port::kStateLockWait);
   if (!store_lock.ok()) return store_lock.status();
   const std::string dir = DirOf(name);
-  auto members = FileLock::Acquire(dir + "/members", LOCK_EX | LOCK_NB);
+  auto members = port::LockFile(dir + "/members", port::LockMode::kExclusive, std::chrono::milliseconds{0});
   if (!members.ok()) return false;  // someone still holds it
   auto handle = VgpuHandle::Open(dir, port::MappedFile::Access::kReadOnly);
   if (handle.ok()) {

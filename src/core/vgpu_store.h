@@ -19,8 +19,10 @@
 // the kernel drops when their holder dies: no `kill -9` can leave one held.
 //
 // Used by the CLI and the daemon (never by the interposer, which only maps an
-// existing vGPU through VgpuHandle). Methods block on the store lock for at
-// most the duration of another create/remove; they allocate and make syscalls.
+// existing vGPU through VgpuHandle). Methods wait on the store lock for the
+// duration of another create/remove, and at most port::kStateLockWait (a
+// holder that long is stopped or hung: the error names it); they allocate and
+// make syscalls.
 #ifndef GPUSLICE_CORE_VGPU_STORE_H_
 #define GPUSLICE_CORE_VGPU_STORE_H_
 

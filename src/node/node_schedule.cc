@@ -1,7 +1,6 @@
 #include "node/node_schedule.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "core/board_roster.h"
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
+#include "port/file_lock.h"
 
 namespace gpuslice::node {
 namespace {
@@ -71,27 +71,6 @@ void WriteChange(const LimitsChange& c, core::Limits* w) {
   }
 }
 
-// flock on <root>/.schedule.lock; released when destroyed or its holder dies.
-class ScheduleLock {
- public:
-  explicit ScheduleLock(const std::string& root) {
-    fd_ = open((root + "/.schedule.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd_ >= 0) {
-      while (flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
-      }
-    }
-  }
-  ~ScheduleLock() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ScheduleLock(const ScheduleLock&) = delete;
-  ScheduleLock& operator=(const ScheduleLock&) = delete;
-  bool held() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
 // Writes `text` as `dir`'s roster unless it already is: a new file renamed
 // over the old one (readers see one or the other, whole), read-only.
 Status WriteRosterIfChanged(const std::string& dir, const std::string& text) {
@@ -121,11 +100,8 @@ Status ApplyNodeSchedule(const core::VgpuStore& store, const policy::TimeslicePo
   if (stat((store.root() + "/vgpus").c_str(), &st) != 0) {  // no vGPU ever made here
     return change == nullptr ? Status::Ok() : Status::Error("no vGPU '" + change->vgpu + "' on this node");
   }
-  ScheduleLock lock(store.root());
-  if (!lock.held()) {
-    return Status::Error("cannot lock " + store.root() + "/.schedule.lock: " + strerror(errno) +
-                         "; make the state directory writable for this user");
-  }
+  auto lock = port::LockFile(store.root() + "/.schedule.lock", port::LockMode::kExclusive, port::kStateLockWait);
+  if (!lock.ok()) return lock.status();
   std::optional<port::MappedFile> changed_file;
   if (change != nullptr) {
     auto file = OpenLimitsForWrite(store.DirOf(change->vgpu));

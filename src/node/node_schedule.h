@@ -23,8 +23,10 @@
 //
 // Serialised node-wide by flock(<root>/.schedule.lock), so the last caller
 // always computes from the latest set and concurrent callers cannot leave a
-// stale schedule behind. Blocks on that lock (held only for the computation,
-// a few ms); allocates; makes syscalls. Call from any thread of the CLI or
+// stale schedule behind. Waits for that lock (held only for the computation,
+// a few ms) at most port::kStateLockWait, then returns an error naming its
+// holder: a stopped daemon must not hang a standalone run. Allocates; makes
+// syscalls. Call from any thread of the CLI or
 // daemon, never from the interposer.
 #ifndef GPUSLICE_NODE_NODE_SCHEDULE_H_
 #define GPUSLICE_NODE_NODE_SCHEDULE_H_

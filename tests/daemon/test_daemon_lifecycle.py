@@ -1,5 +1,6 @@
 """The daemon as a process: start-up refusals, the socket, `gpuslice run`
 through the daemon, and garbage collection of what runs leave behind."""
+import fcntl
 import os
 import shutil
 import signal
@@ -111,22 +112,60 @@ def test_run_without_a_daemon_stays_standalone_even_with_a_stale_socket(dworld):
     assert not os.path.exists(dworld.vgpu_dir("alone"))
 
 
-def test_run_goes_on_standalone_when_the_daemon_accepts_but_does_not_answer(dworld):
+def hold_lock(dworld, name):
+    """Holds the state directory's lock `name` as a stopped daemon caught
+    using it would (if that daemon does hold it, it stays held all the same)."""
+    f = open(os.path.join(dworld.state, name), "a")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass
+    return f
+
+
+@pytest.mark.parametrize("held", [None, ".schedule.lock"])
+def test_run_goes_on_standalone_when_the_daemon_accepts_but_does_not_answer(dworld, held):
     # A hung (here: stopped) daemon still has its socket accept connections,
     # so the run finds it "running"; the creation's deadline then passes and
-    # the run goes on without it, limits and all, instead of exiting 2.
+    # the run goes on without it, limits and all, instead of exiting 2. One
+    # stopped in a schedule pass also holds the node's schedule lock: the run
+    # waits for it a bounded time, then goes on without the pass, saying so.
     d = dworld.daemon()
     os.kill(d.proc.pid, signal.SIGSTOP)
+    lock = hold_lock(dworld, held) if held else None
     try:
         r = dworld.gpuslice("run", "--name", "unanswered", "--memory", "64MiB", "--",
-                            *dworld.app_cmd(["init", "fill", "1M"]))
+                            *dworld.app_cmd(["init", "fill", "1M"]), timeout=90)
     finally:
+        if lock:
+            lock.close()
         os.kill(d.proc.pid, signal.SIGCONT)
     assert r.returncode == 0, r.stderr
     assert "did not answer" in r.stderr and "running vGPU 'unanswered' without the daemon" in r.stderr, r.stderr
+    if held:
+        assert f"compute schedule not updated: {dworld.state}/{held} is still locked after 5000 ms" in r.stderr, \
+            r.stderr
     assert value(r, "fill") == 64 * MiB
     # The daemon, answering again, serves as before.
     assert dworld.gpuslice("ls").returncode == 0
+
+
+def test_a_run_behind_a_stopped_daemons_store_lock_fails_clearly_instead_of_hanging(dworld):
+    # Without the store lock no vGPU can be made, so the run cannot go on:
+    # it ends, naming the lock and the fix, before the app starts.
+    d = dworld.daemon()
+    os.kill(d.proc.pid, signal.SIGSTOP)
+    lock = hold_lock(dworld, ".lock")
+    try:
+        r = dworld.gpuslice("run", "--name", "unanswered", "--memory", "64MiB", "--",
+                            *dworld.app_cmd(["init", "fill", "1M"]), timeout=90)
+    finally:
+        lock.close()
+        os.kill(d.proc.pid, signal.SIGCONT)
+    assert r.returncode == 2, r.stderr
+    assert f"{dworld.state}/.lock is still locked after 5000 ms by pid {os.getpid()}" in r.stderr, r.stderr
+    assert "systemctl status gpuslice" in r.stderr
+    assert "fill" not in r.stdout
 
 
 def test_a_user_who_may_not_read_the_state_directory_is_told_so_not_shown_no_vgpus(dworld):
