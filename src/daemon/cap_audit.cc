@@ -158,9 +158,17 @@ std::vector<OverCap> ComputeCapAudit::Pass(const std::vector<SampledPass>& passe
         allowed_sum += s.allowed_s;
       }
       const bool measured = wall_sum >= window_s;
-      const double used_share = measured ? used_sum / wall_sum : 0;
-      const double allowed_share = measured ? allowed_sum / wall_sum : allowed;
-      const bool over = measured && used_share > allowed_share + config_.margin;
+      // Before a whole window is measured, use beyond what the whole window
+      // allows is a verdict already: idle time to come cannot bring the
+      // window's average back under cap + margin. An escape at the whole GPU
+      // is found after (cap + margin) of a window, not a window; an honest
+      // job, whose use over any stretch is its cap plus at most the queue it
+      // ran ahead, passes this as it passes the whole window.
+      const double allowance = allowed_sum + allowed * std::max(0.0, window_s - wall_sum) + config_.margin * window_s;
+      const bool spent = !measured && used_sum > allowance;
+      const double used_share = wall_sum > 0 ? used_sum / wall_sum : 0;
+      const double allowed_share = wall_sum > 0 ? allowed_sum / wall_sum : allowed;
+      const bool over = (measured && used_share > allowed_share + config_.margin) || spent;
 
       OverCap o;
       o.vgpu = name;

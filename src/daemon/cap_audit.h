@@ -13,7 +13,9 @@
 // between processes that time-slice (docs/benchmarks.md, "NVML's raw
 // samples"), so only that alone time is measured. Once it adds up to
 // `window_ns`, a vGPU whose processes used more than its cap plus `margin`
-// of it is over its cap, and is acted on (audit.over_cap):
+// of it is over its cap; so is one that used more than a whole window
+// allows before its window is full (an escape at the whole GPU is found
+// after cap + margin of a window). It is acted on (audit.over_cap):
 //   - report: a log line and a count, once per episode;
 //   - throttle (the default): its processes on that GPU are held to a duty
 //     cycle from outside (cap_throttle.h), fitted at every alone pass so
@@ -77,7 +79,7 @@ struct CapAuditConfig {
 struct OverCap {
   std::string vgpu;
   uint32_t gpu_index = 0;
-  double used = 0;     // its share of the GPU over the window, alone
+  double used = 0;     // its share of the GPU over its alone time in the window
   double allowed = 0;  // its cap over the window
   CapAction action = CapAction::kReport;
   bool found = false;          // first found in this pass (report it)

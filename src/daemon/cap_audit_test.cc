@@ -91,10 +91,11 @@ TEST(ComputeCapAudit, AVgpuOverItsCapAloneIsThrottledDownToIt) {
   const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101, 102})};
   // Its library does nothing: free, its two processes use 0.95 of the GPU.
   const auto use = [](double duty) { return std::map<uint32_t, double>{{101, 0.60 * duty}, {102, 0.35 * duty}}; };
-  // Under a window of alone time, no verdict.
-  EXPECT_TRUE(f.Run(0, 4, views, use).empty());
+  // 1.9 s used of the 2.0 s that 5 s at 30% + 10% allow: no verdict yet.
+  EXPECT_TRUE(f.Run(0, 2, views, use).empty());
   EXPECT_TRUE(f.throttle.targets().empty());
-  auto over = f.Run(4, 1, views, use);
+  // 2.85 s: over whatever the window's last 2 s hold.
+  auto over = f.Run(2, 1, views, use);
   ASSERT_EQ(over.size(), 1u);
   EXPECT_TRUE(over[0].found);
   EXPECT_NEAR(over[0].used, 0.95, 1e-9);
@@ -102,7 +103,7 @@ TEST(ComputeCapAudit, AVgpuOverItsCapAloneIsThrottledDownToIt) {
   ASSERT_EQ(f.throttle.targets().count("a@0"), 1u);
   EXPECT_EQ(f.throttle.targets().at("a@0").pids, (std::vector<uint32_t>{101, 102}));
   // Fitted pass by pass, its use comes to its cap and stays there.
-  over = f.Run(5, 20, views, use);
+  over = f.Run(3, 20, views, use);
   ASSERT_EQ(over.size(), 1u);
   EXPECT_FALSE(over[0].found);
   EXPECT_NEAR(0.95 * f.throttle.targets().at("a@0").duty, 0.30, 0.01);
@@ -158,9 +159,9 @@ TEST(ComputeCapAudit, UncappedVgpusAreNotAudited) {
 TEST(ComputeCapAudit, KillKillsItsProcessesOnThatGpu) {
   Fixture f(CapAction::kKill);
   const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101, 102})};
-  f.Run(0, 4, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
-  EXPECT_TRUE(f.actions.killed.empty()) << "4 s of alone time is not yet a window";
-  f.Run(4, 1, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
+  f.Run(0, 2, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
+  EXPECT_TRUE(f.actions.killed.empty()) << "1.6 s used: within the 2.0 s a 5 s window allows";
+  f.Run(2, 1, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}, {102, 0.3}}; });
   EXPECT_EQ(f.actions.killed, (std::vector<uint32_t>{101, 102}));
   EXPECT_TRUE(f.throttle.targets().empty());
 }
@@ -195,6 +196,24 @@ TEST(ComputeCapAudit, TheDefaultWindowLeavesAnHonestJobThatQueuesSecondsOfWorkAl
   // An escape at 60% of the GPU throughout is killed on the same window.
   f.Run(90, 30, views, [](double) { return std::map<uint32_t, double>{{101, 0.6}}; });
   EXPECT_EQ(f.actions.killed, (std::vector<uint32_t>{101}));
+}
+
+TEST(ComputeCapAudit, AnEscapeIsFoundOnceItHasSpentItsWholeWindowsAllowance) {
+  // The default 30 s window at a 30% cap and a 10% margin allows 12 s.
+  Fixture f(CapAction::kKill, CapAuditConfig{}.window_ns / kSecond);
+  const std::vector<node::VgpuView> views = {Vgpu("a", 30, {101})};
+  const auto free = [](double) { return std::map<uint32_t, double>{{101, 0.95}}; };
+  f.Run(0, 12, views, free);  // 11.4 s
+  EXPECT_TRUE(f.actions.killed.empty());
+  f.Run(12, 1, views, free);  // 12.35 s: found 17 s before its window is full
+  EXPECT_EQ(f.actions.killed, (std::vector<uint32_t>{101}));
+  // Half the GPU spends it in 24 s; an honest job queueing 3 s of every 10
+  // never does (the test above).
+  Fixture half(CapAction::kKill, CapAuditConfig{}.window_ns / kSecond);
+  half.Run(0, 23, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}}; });
+  EXPECT_TRUE(half.actions.killed.empty());
+  half.Run(23, 2, views, [](double) { return std::map<uint32_t, double>{{101, 0.5}}; });
+  EXPECT_EQ(half.actions.killed, (std::vector<uint32_t>{101}));
 }
 
 TEST(ComputeCapAudit, ReportTellsEachEpisodeOnceAndTouchesNothing) {
