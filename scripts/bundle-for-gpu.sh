@@ -45,4 +45,7 @@ fi
 # not Debian's (bench/gpu/levels/build_python.sh).
 mkdir -p "$out/include"
 for h in pybind11 yaml-cpp; do [ -d "/usr/include/$h" ] && cp -r "/usr/include/$h" "$out/include/"; done
+# The commit the bundle was built from (and whether the tree had changes), for
+# results to name: the device's copy of the repository may hold an older HEAD.
+{ git rev-parse --short HEAD; git diff --quiet HEAD -- || echo "+changes"; } 2>/dev/null | paste -sd' ' >"$out/GIT" || true
 echo "bundle: $(du -sh "$out" | cut -f1) in $out"

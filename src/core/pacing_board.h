@@ -192,6 +192,18 @@ struct PacingConfig {
 inline constexpr uint64_t kHolderSliceUs = 10'000;
 inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 
+// The credit a capped process banks against debts it cannot vouch for
+// (core/cap_wait_budget.h). A turn's overshoot to its drain (the quantum and
+// the drain timeout), the tokens a turn must start with and a burst banked
+// before it make the most one honest turn leaves unexplained; a vGPU owing
+// that takes no new turn until it is paid, so debts do not stack. Twice
+// that: on a loaded machine the look that ends a turn comes late. (Once,
+// the board's simulation of 20 ms kernels queued 16 deep needed all but
+// 40 ms of it: PacingBoardTest.NoHonestCappedJobWaitsLongerThanItsCapExplains.)
+inline uint64_t CapWaitBufferNs(const PacingConfig& c) {
+  return 2 * (c.quantum_ns + c.drain_timeout_ns + c.min_quantum_ns + c.cap_burst_ns);
+}
+
 struct MemberSpec {
   uint32_t weight = 100;
   uint32_t cap_pct = 0;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cap_wait_budget.h"
 #include "core/turn_floor.h"
 
 namespace gpuslice::core {
@@ -52,6 +53,14 @@ class Simulation {
     // Its ticks charge a capped vGPU's run-on as it goes (ChargeRunOn), as
     // the library's do; false: a busy mark nobody vouches for.
     bool vouches = true;
+    // A capped process's bound on its waits for its own cap's tokens
+    // (core/cap_wait_budget.h), kept as the library keeps it: waits spent
+    // between two consecutive looks that both saw it short, its run-on
+    // vouched for at its ticks, and once spent, launches go ahead.
+    std::shared_ptr<CapWaitBudget> cap_budget = std::make_shared<CapWaitBudget>();  // App is copied
+    uint64_t short_seen_ns = 0;   // the last look that saw it short of tokens
+    uint64_t run_on_seen_ns = 0;  // the last tick that saw its run-on
+    uint64_t went_ahead_of_cap = 0;
   };
 
   Simulation() : board_(std::make_unique<Board>()) { InitBoard(board_.get()); }
@@ -75,6 +84,15 @@ class Simulation {
         if (now_ % kMs == 0) {
           Heartbeat(board_.get(), a.member, specs_[i], now_);
           if (a.busy && a.vouches) ChargeRunOn(board_.get(), a.member, now_, config_);
+          a.cap_budget->Configure(cap_budgets_ ? specs_[i].cap_pct : 0, CapWaitBufferNs(config_));
+          const bool run_on = a.busy && a.vouches && specs_[i].cap_pct != 0 && TurnHolder(*board_) != a.member;
+          if (run_on && a.run_on_seen_ns != 0) a.cap_budget->Vouch(now_ - a.run_on_seen_ns);
+          a.run_on_seen_ns = run_on ? now_ : 0;
+        }
+        if (forged_debt_of_ == a.member) {
+          // Another tenant writes this row's tokens a long way into debt.
+          board_->members[a.member].cap_tokens_ns = -1'000'000'000'000'000;
+          board_->members[a.member].cap_stamp_ns = now_;
         }
         bool wants = a.period_ns == 0 || now_ % a.period_ns < a.on_ns;
         if (a.step_kernels > 0 && a.launched_in_step == a.step_kernels) {
@@ -89,7 +107,9 @@ class Simulation {
         const uint64_t seen = now_ - a.clock_lag_ns;
         while (wants && a.queue.size() < a.depth && now_ >= a.next_launch_ns &&
                (a.step_kernels == 0 || a.launched_in_step < a.step_kernels)) {
-          if (TryEnter(board_.get(), a.member, seen, config_) != GateDecision::kGo) {
+          if (TryEnter(board_.get(), a.member, seen, config_) == GateDecision::kGo) {
+            a.short_seen_ns = 0;
+          } else if (!GoesAheadOfCap(a, seen)) {
             NoteWaiting(board_.get(), a.member, seen, config_);
             break;
           }
@@ -132,6 +152,18 @@ class Simulation {
     }
   }
 
+  // The library's gate (interposer/pacer.cc, EnterGate) for a launch the
+  // board keeps waiting: whether it goes ahead, its cap's waits spent.
+  bool GoesAheadOfCap(App& a, uint64_t seen) {
+    const bool short_now = WaitsForOwnCap(*board_, a.member, seen, config_);
+    const bool consecutive = a.short_seen_ns != 0 && a.short_seen_ns + tick_ns_ == seen;
+    a.short_seen_ns = short_now ? seen : 0;
+    if (!short_now) return false;
+    if (a.cap_budget->Allows(seen) && (!consecutive || a.cap_budget->Spend(seen - tick_ns_, seen))) return false;
+    ++a.went_ahead_of_cap;
+    return true;
+  }
+
   void Reset() {
     for (App& a : apps_) a.gpu_ns = 0;
     overlap_ns_ = gpu_busy_ns_ = 0;
@@ -154,6 +186,9 @@ class Simulation {
   PacingConfig config_;
   uint64_t overlap_ns_ = 0;
   uint64_t gpu_busy_ns_ = 0;
+  // Whether capped processes bound their cap waits (core/cap_wait_budget.h).
+  bool cap_budgets_ = true;
+  int forged_debt_of_ = -1;  // the member whose tokens a forger keeps in debt
 };
 
 MemberSpec Share(uint32_t pct) { return MemberSpec{pct, 0, Priority::kBestEffort}; }
@@ -329,6 +364,84 @@ TEST(PacingBoardTest, ACapHoldsWhenItsQueueOutlastsTheDrainTimeout) {
       sim.Reset();
       sim.Run(window);
       EXPECT_NEAR(sim.Fraction(0, window), 30, 3) << kernel_ms << " ms kernels, backfill " << backfill;
+    }
+  }
+}
+
+TEST(PacingBoardTest, NoHonestCappedJobWaitsLongerThanItsCapExplains) {
+  // Every capped process bounds its waits for its own tokens by what its cap
+  // explains (core/cap_wait_budget.h); an honest job must never reach that
+  // bound, or its launches would go ahead of its cap. Long queues (run-ons
+  // of seconds), steps, launch gaps, a busy neighbour, two capped vGPUs, both
+  // turn modes, caps from 10% to 70%.
+  struct Case {
+    const char* name;
+    uint32_t cap;
+    uint64_t kernel_ns;
+    size_t depth;
+    uint64_t window_ns;
+    uint64_t tick_ns = 10 * kUs;
+    size_t step_kernels = 0;
+    uint64_t pause_ns = 0;
+    uint64_t launch_gap_ns = 0;
+    bool neighbour = false;
+    bool second_capped = false;
+  };
+  const std::vector<Case> cases = {
+      {"gpu-bound", 30, 100 * kUs, 16, 2000 * kMs},
+      {"gpu-bound 10%", 10, 100 * kUs, 16, 2000 * kMs},
+      {"gpu-bound 70%", 70, 100 * kUs, 16, 2000 * kMs},
+      {"20 ms kernels", 30, 20 * kMs, 16, 6000 * kMs},
+      {"50 ms kernels", 30, 50 * kMs, 16, 6000 * kMs},
+      {"200 ms kernels", 30, 200 * kMs, 16, 12 * 200 * 16 * kMs, 100 * kUs},
+      {"steps", 30, 100 * kUs, 64, 2000 * kMs, 10 * kUs, 40, 2 * kMs},
+      {"launch-bound", 30, 50 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 80 * kUs},
+      {"beside a busy neighbour", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, true},
+      {"two capped", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, true, true},
+  };
+  for (const Case& c : cases) {
+    for (bool backfill : {false, true}) {
+      Simulation sim;
+      sim.config_.backfill = backfill;
+      sim.tick_ns_ = c.tick_ns;
+      Simulation::App& app = sim.Add(1, MemberSpec{100, c.cap, Priority::kBestEffort}, c.kernel_ns);
+      app.depth = c.depth;
+      app.step_kernels = c.step_kernels;
+      app.pause_ns = c.pause_ns;
+      app.launch_gap_ns = c.launch_gap_ns;
+      if (c.neighbour) sim.Add(2, MemberSpec{100, c.second_capped ? 40u : 0u, Priority::kBestEffort});
+      sim.Run(500 * kMs);
+      sim.Reset();
+      sim.Run(c.window_ns);
+      for (const Simulation::App& a : sim.apps_) {
+        EXPECT_EQ(a.went_ahead_of_cap, 0u) << c.name << ", backfill " << backfill << ", member " << a.member;
+      }
+      if (c.launch_gap_ns == 0 && c.step_kernels == 0 && !c.neighbour) {
+        EXPECT_NEAR(sim.Fraction(0, c.window_ns), c.cap, 3) << c.name << ", backfill " << backfill;
+      }
+    }
+  }
+}
+
+TEST(PacingBoardTest, AForgedDebtHoldsACappedVgpuForAtMostWhatItsCapExplains) {
+  // Another tenant keeps a 30% vGPU's tokens deep in debt. Without the
+  // bound its launches waited for tokens that never came (the gate's last
+  // resort was a minute per launch); with it, the vGPU launches in the
+  // seventh-eighths of its cap's time the budget leaves it, and gets the GPU
+  // time that buys.
+  for (bool budgets : {false, true}) {
+    Simulation sim;
+    sim.cap_budgets_ = budgets;
+    Simulation::App& victim = sim.Add(1, MemberSpec{100, 30, Priority::kBestEffort});
+    sim.forged_debt_of_ = victim.member;
+    sim.Run(2000 * kMs);  // the buffer, spent
+    sim.Reset();
+    sim.Run(4000 * kMs);
+    if (budgets) {
+      EXPECT_GT(sim.apps_[0].went_ahead_of_cap, 0u);
+      EXPECT_GE(sim.Fraction(0, 4000 * kMs), 30 * 7 / 8 - 3);
+    } else {
+      EXPECT_LT(sim.Fraction(0, 4000 * kMs), 1) << "the forgery held nothing: the test no longer tests the bound";
     }
   }
 }

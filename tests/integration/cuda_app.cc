@@ -102,6 +102,10 @@
 //                       last turns ended now, and the turn word rewritten to it
 //                       in a loop) -> "forge_turns PASSES"
 //                       (passes that found its own row)
+//   forge_cap_debt SECONDS a hostile tenant: on every board this vGPU reaches,
+//                       writes every other row's compute-cap tokens a long way
+//                       into debt, every millisecond -> "forge_cap_debt ROWS"
+//                       (the most rows one pass wrote)
 //   gpu_record          the fake GPU's launch record shared by the test's processes
 //                       (FAKE_GPU_RECORD, tests/fake_driver/launch.h) ->
 //                       "gpu_record LAUNCHES HAND_CHANGES OVERLAPS" or "gpu_record none"
@@ -530,6 +534,25 @@ int ForgeListedLatencyCritical(const char* dir, uint64_t self, double seconds) {
         const uint64_t id = BoardField<uint64_t>(b, m, 0);
         if (id == 0 || id == self || (BoardField<uint32_t>(b, m, 24) & 0xff) != 1) continue;  // priority
         WriteHold(b, m, now);
+        ++written;
+      }
+    }
+    return written;
+  });
+}
+
+// forge_cap_debt: writes every other vGPU's cap tokens on `dir`'s boards a
+// long way into debt (their rows' cap_tokens_ns, as of now), for `seconds`.
+// Returns the most rows one pass wrote.
+int ForgeCapDebt(const char* dir, uint64_t self, double seconds) {
+  return ForgeEveryMillisecond(dir, seconds, [self](const std::vector<unsigned char*>& boards, uint64_t now) {
+    int written = 0;
+    for (unsigned char* b : boards) {
+      for (int m = 0; m < 64; ++m) {
+        const uint64_t id = BoardField<uint64_t>(b, m, 0);
+        if (id == 0 || id == self) continue;
+        PutBoard64(b, m, 72, static_cast<uint64_t>(-1'000'000'000'000'000ll));  // cap_tokens_ns: 11 days owed
+        PutBoard64(b, m, 80, now);                                              // cap_stamp_ns
         ++written;
       }
     }
@@ -1147,6 +1170,11 @@ int main(int argc, char** argv) {
       const char* dir = getenv("GPUSLICE_VGPU_DIR");
       printf("forge_lc %d\n", ForgeLatencyCritical(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0,
                                                     atof(arg(1))));
+      ++i;
+    } else if (cmd == "forge_cap_debt") {
+      const char* dir = getenv("GPUSLICE_VGPU_DIR");
+      printf("forge_cap_debt %d\n",
+             ForgeCapDebt(dir != nullptr ? dir : "", dir != nullptr ? OwnVgpuId(dir) : 0, atof(arg(1))));
       ++i;
     } else if (cmd == "forge_turns") {
       const char* dir = getenv("GPUSLICE_VGPU_DIR");

@@ -41,10 +41,11 @@ def lines_of(stdout, command):
     return [l.split() for l in stdout.splitlines() if l.split()[:1] == [command]]
 
 
-def run_together(world, specs, env=None):
+def run_together(world, specs, env=None, stderr=None):
     """Starts one `gpuslice run --name NAME FLAGS -- cuda_app init ... COMMANDS`
     per (name, flags, commands), all released at the same moment; returns
-    {name: stdout} once all have exited."""
+    {name: stdout} once all have exited (and fills `stderr`, a dict, with
+    {name: stderr} if given)."""
     go = world.path("go")
     procs = []
     for name, flags, commands in specs:
@@ -57,9 +58,11 @@ def run_together(world, specs, env=None):
     open(go, "w").close()
     out = {}
     for name, p, _ in procs:
-        stdout, stderr = p.communicate(timeout=60)
-        assert p.returncode == 0 and ("spin ok" in stdout or "bursts ok" in stdout), stderr
+        stdout, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and ("spin ok" in stdout or "bursts ok" in stdout), err
         out[name] = stdout
+        if stderr is not None:
+            stderr[name] = err
     return out
 
 
@@ -621,6 +624,23 @@ def test_a_tenant_forging_latency_critical_rows_holds_nobody(world):
     ])
     assert int(lines_of(out["attacker"], "forge_lc")[-1][1]) >= 2, "the attacker wrote no rows"
     assert int(lines_of(out["victim"], "gate_waits")[-1][1]) == 0, "a forged row held the victim"
+
+
+def test_a_tenant_writing_a_capped_neighbours_tokens_into_debt_holds_it_only_as_its_cap_explains(world):
+    # A hostile tenant writes a capped neighbour's tokens on the board (its
+    # row's cap_tokens_ns) 11 days into debt, every millisecond. Each of the
+    # victim's launches then waited for tokens that never came, up to the
+    # gate's last resort of a minute: its 2 s of launching made one launch.
+    # Now its waits for its own cap end once they exceed what its cap
+    # explains (core/cap_wait_budget.h), and it says so; its launches go on.
+    err = {}
+    out = run_together(world, [
+        ("victim", ["--compute-cap", "50"], ["spin", str(SECONDS + 1), world.path("victim.runs")]),
+        ("attacker", [], ["forge_cap_debt", str(SECONDS + 2), "spin", "0.05", world.path("a.runs")]),
+    ], stderr=err)
+    assert int(lines_of(out["attacker"], "forge_cap_debt")[-1][1]) >= 1, "the attacker found no row to write"
+    assert "longer than the cap explains" in err["victim"], err["victim"]
+    assert launches(out["victim"])[0] >= 100, f"{launches(out['victim'])[0]} launches in {SECONDS + 1} s"
 
 
 @pytest.mark.parametrize("shares, attacker_flags", [

@@ -1100,6 +1100,11 @@ def load_prior(path):
 
 
 def git_head():
+    # The bundle's own record first (scripts/bundle-for-gpu.sh): the GPU
+    # machine's copy of the repository may hold an older HEAD than the build.
+    stamp = HERE.parent.parent.parent / ".device" / "bundle" / "GIT"
+    if stamp.is_file() and stamp.read_text().strip():
+        return stamp.read_text().strip()
     try:
         return subprocess.run(["git", "-C", str(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=10).stdout.strip() or "?"

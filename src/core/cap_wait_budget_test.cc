@@ -1,0 +1,160 @@
+#include "core/cap_wait_budget.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <iterator>
+#include <thread>
+#include <vector>
+
+namespace gpuslice::core {
+namespace {
+
+constexpr uint64_t kUs = 1'000;
+constexpr uint64_t kMs = 1'000'000;
+constexpr uint64_t kT0 = 5'000'000'000;  // CLOCK_MONOTONIC of a machine up for a while
+constexpr uint64_t kBuffer = 240 * kMs;
+
+// One launch waiting for its own cap from `from` until `to`, spending the
+// budget every `every` as the pacer's wait loop does (the stretch between
+// two looks that both saw it short). Returns when the budget let it go
+// ahead: `to` if it never did.
+uint64_t CapWait(CapWaitBudget& budget, uint64_t from, uint64_t to, uint64_t every = 30 * kUs) {
+  for (uint64_t now = from + every; now <= to; now += every) {
+    if (!budget.Allows(now) || !budget.Spend(now - every, now)) return now;
+  }
+  return to;
+}
+
+TEST(CapWaitBudgetTest, AnUncappedProcessNeverRunsOut) {
+  CapWaitBudget budget;
+  budget.Configure(0, kBuffer);
+  EXPECT_EQ(CapWait(budget, kT0, kT0 + 60'000 * kMs, kMs), kT0 + 60'000 * kMs);
+}
+
+TEST(CapWaitBudgetTest, AWaitNoDebtExplainsEndsAfterTheBufferAndWhatTheCapEarnsMeanwhile) {
+  // A forger keeps a 30% vGPU's tokens deep in debt: one long wait. It
+  // earns (1 - 7/8 * 30%) = 73.75% of its wall time while it waits, so the
+  // buffer runs out after buffer / 26.25% = 914 ms.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer);
+  const uint64_t released = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  EXPECT_NEAR(static_cast<double>(released - kT0) / kMs, 914.3, 1);
+}
+
+TEST(CapWaitBudgetTest, OnceSpentItWaitsOnlyTheCapsShareOfTheTimeAfter) {
+  // Forged tokens for good: after the buffer, launches every 100 us each
+  // wait until the budget lets them go. Over 10 s they wait 73.75% of the
+  // time (the cap's 30% less an eighth of it is left to launch in), never
+  // all of it.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer);
+  uint64_t now = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  const uint64_t start = now;
+  uint64_t waited = 0;
+  while (now < start + 10'000 * kMs) {
+    const uint64_t released = CapWait(budget, now, now + 60'000 * kMs, 10 * kUs);
+    waited += released - now;
+    now = released + 100 * kUs;  // a launch's worth of work, then the next launch
+  }
+  EXPECT_NEAR(100.0 * static_cast<double>(waited) / static_cast<double>(now - start), 73.75, 1.5);
+}
+
+TEST(CapWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
+  // An honest 30% vGPU alone, GPU-bound: turns of r (a quantum, or one
+  // overrun to the drain timeout), each charged r, then a wait until its
+  // tokens are back: r * (1 - cap) / cap. That is what the cap earns, so
+  // turn after turn leaves the budget where it was, and a turn's overshoot
+  // stays within the buffer.
+  for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
+    CapWaitBudget budget;
+    budget.Configure(30, kBuffer);
+    uint64_t now = kT0;
+    for (int cycle = 0; cycle < 500; ++cycle) {
+      now += turn;
+      const uint64_t wait = turn * 70 / 30;
+      ASSERT_EQ(CapWait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
+      now += wait;
+    }
+  }
+}
+
+TEST(CapWaitBudgetTest, ARunOnOfItsOwnWorkIsVouchedFor) {
+  // A turn whose queue runs on 3 s past it: the run-on is charged, and
+  // paying it back takes 3 s / 30% = 10 s of waiting. Vouched by the
+  // process whose work it was, the whole wait is explained; unvouched, the
+  // budget runs out long before.
+  for (const bool vouched : {true, false}) {
+    CapWaitBudget budget;
+    budget.Configure(30, kBuffer);
+    if (vouched) budget.Vouch(3000 * kMs);
+    const uint64_t wait = 3000 * kMs + 7000 * kMs;  // the run-on, then the payback
+    const uint64_t released = CapWait(budget, kT0, kT0 + wait);
+    if (vouched) {
+      EXPECT_EQ(released, kT0 + wait);
+    } else {
+      EXPECT_LT(released, kT0 + 1000 * kMs);
+    }
+  }
+}
+
+TEST(CapWaitBudgetTest, IdleTimeBanksNoMoreThanTheBuffer) {
+  // A minute idle, then a forged debt: the wait ends as it would have at
+  // once, not a minute later.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer);
+  const uint64_t later = kT0 + 60'000 * kMs;
+  EXPECT_NEAR(static_cast<double>(CapWait(budget, later, later + 60'000 * kMs) - later) / kMs, 914.3, 1);
+}
+
+TEST(CapWaitBudgetTest, ThreadsWaitingAtOnceSpendEachNanosecondOnce) {
+  // Eight threads waiting through the same stretch spend it once, as one
+  // thread would: the buffer lasts as long. Interleaved as a scheduler
+  // might: round robin, each thread 30 us on.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer);
+  uint64_t last[8];
+  std::fill(std::begin(last), std::end(last), kT0);
+  uint64_t released = 0;
+  for (uint64_t now = kT0 + 30 * kUs; released == 0 && now < kT0 + 2000 * kMs; now += 30 * kUs) {
+    for (int t = 0; t < 8 && released == 0; ++t) {
+      if (!budget.Allows(now + t) || !budget.Spend(last[t], now + t)) released = now + t;
+      last[t] = now + t;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(released - kT0) / kMs, 914.3, 1);
+}
+
+TEST(CapWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
+  // Four threads on one clock, 80 ms of it: spent once, 80 ms is well within
+  // the buffer; spent by each thread, 320 ms would run it out.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer);
+  std::atomic<uint64_t> clock{kT0};
+  std::atomic<int> ran_out{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      uint64_t last = kT0;
+      for (int i = 0; i < 20000; ++i) {
+        const uint64_t now = clock.fetch_add(kUs) + kUs;
+        if (!budget.Allows(now) || !budget.Spend(last, now)) ran_out.fetch_add(1);
+        last = now;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(ran_out.load(), 0);
+}
+
+TEST(CapWaitBudgetTest, ALowerCapMayWaitLongerBeforeItRunsOut) {
+  // The bound follows the cap: at 5% a vGPU honestly waits 95% of the time,
+  // and the buffer lasts buffer / 4.375% = 5.49 s of waiting.
+  CapWaitBudget budget;
+  budget.Configure(5, kBuffer);
+  EXPECT_NEAR(static_cast<double>(CapWait(budget, kT0, kT0 + 60'000 * kMs) - kT0) / kMs, 5485.7, 5);
+}
+
+}  // namespace
+}  // namespace gpuslice::core
