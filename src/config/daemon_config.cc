@@ -163,34 +163,33 @@ Status ParsePriority(const Reader& r, const YAML::Node& v, const std::string& ke
   return Status::Ok();
 }
 
-Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string& key,
-                        std::optional<audit::AuditAction>* out) {
+// An action key: one of `parse`'s names, or "off" (none). `want` lists the
+// names for the error.
+template <typename Action, typename Parse>
+Status ParseOptionalAction(const Reader& r, const YAML::Node& v, const std::string& key, Parse parse, const char* what,
+                           std::optional<Action>* out) {
   std::string text;
   if (Status s = r.String(v, key, &text); !s.ok()) return s;
   if (text == "off") {
     out->reset();
     return Status::Ok();
   }
-  auto action = audit::ParseAuditAction(text);
-  if (!action.ok()) return r.Error(v, key, Quote(text) + " is not an audit action; want report, deny, kill or off");
+  auto action = parse(text);
+  if (!action.ok()) return r.Error(v, key, Quote(text) + what);
   *out = action.value();
   return Status::Ok();
 }
 
+Status ParseAuditAction(const Reader& r, const YAML::Node& v, const std::string& key,
+                        std::optional<audit::AuditAction>* out) {
+  return ParseOptionalAction(r, v, key, audit::ParseAuditAction,
+                             " is not an audit action; want report, deny, kill or off", out);
+}
+
 Status ParseCapAction(const Reader& r, const YAML::Node& v, const std::string& key,
                       std::optional<audit::CapAction>* out) {
-  std::string text;
-  if (Status s = r.String(v, key, &text); !s.ok()) return s;
-  if (text == "off") {
-    out->reset();
-    return Status::Ok();
-  }
-  auto action = audit::ParseCapAction(text);
-  if (!action.ok())
-    return r.Error(v, key,
-                   Quote(text) + " is not an action on a vGPU over its cap; want report, throttle, kill or off");
-  *out = action.value();
-  return Status::Ok();
+  return ParseOptionalAction(r, v, key, audit::ParseCapAction,
+                             " is not an action on a vGPU over its cap; want report, throttle, kill or off", out);
 }
 
 // One of two names, `names[0]` the default, into `*out` as Enum(0) or

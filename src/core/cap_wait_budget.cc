@@ -26,6 +26,14 @@ bool CapWaitBudget::Allows(uint64_t now) const {
          empty_at_ns_.load(std::memory_order_acquire) < now;
 }
 
+uint64_t CapWaitBudget::CreditNs(uint64_t now) const {
+  const uint32_t cap = cap_pct_.load(std::memory_order_relaxed);
+  const uint64_t empty_at = empty_at_ns_.load(std::memory_order_acquire);
+  const uint64_t buffer = buffer_ns_.load(std::memory_order_relaxed);
+  const uint64_t earned = now > empty_at ? std::min(buffer, (now - empty_at) * (kEighths - 7 * cap) / kEighths) : 0;
+  return earned + vouched_ns_.load(std::memory_order_acquire);
+}
+
 bool CapWaitBudget::Spend(uint64_t from, uint64_t now) {
   if (cap_pct_.load(std::memory_order_relaxed) == 0) return true;
   // Raised, never lowered: each thread spends only the stretch it raised

@@ -57,6 +57,8 @@ class CapWaitBudget {
   // A launch waited for its own cap from `from_ns` to `now_ns`. Spends what
   // no other thread's wait has spent yet; false once that spends the budget.
   bool Spend(uint64_t from_ns, uint64_t now_ns);
+  // What waits for its cap may still take at `now_ns` (for tests).
+  uint64_t CreditNs(uint64_t now_ns) const;
 
  private:
   // The wall time it takes to earn `ns` of credit.

@@ -601,7 +601,7 @@ void ChargeRunOn(Board* b, int member, uint64_t now, const PacingConfig& c) {
 
 bool WaitsForOwnCap(const Board& board, int member, uint64_t now, const PacingConfig& c) {
   BoardMember& m = const_cast<Board&>(board).members[member];
-  return CapOf(m, c) != 0 && !CapAllowsTurn(m, now, Overrun(m, now, c), c);
+  return CapOf(m, c) != 0 && TurnHolder(board) != member && !CapAllowsTurn(m, now, Overrun(m, now, c), c);
 }
 
 void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {

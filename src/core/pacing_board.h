@@ -281,10 +281,14 @@ void NoteBusy(Board* board, int member, bool busy, uint64_t now_ns);
 // charged for at most member_timeout_ns when the run-on ends.
 void ChargeRunOn(Board* board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
-// Whether `member`'s own cap keeps it from a turn now: capped, and its
-// tokens, less a run-on not yet charged, short of a turn's worth
-// (min_quantum_ns). A launch waiting then waits for its own cap, however
-// long its debt takes to pay back, not for another member to pass the turn.
+// Whether `member`'s own cap keeps it from a turn now: capped, not holding
+// the turn, and its tokens, less a run-on not yet charged, short of a
+// turn's worth (min_quantum_ns). A launch waiting then waits for its own
+// cap, however long its debt takes to pay back, not for another member to
+// pass the turn. (In its own turn it waits for its own drain: time its cap
+// is charged for as used, so no wait for tokens. Counted as both, an
+// honest job with 1 ms kernels queued 16 deep outran what its cap explains
+// within 4 s: core/cap_wait_budget.h.)
 bool WaitsForOwnCap(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Hands the turn over if it is due (the holder's quantum is over or it is

@@ -630,7 +630,8 @@ def test_a_tenant_writing_a_capped_neighbours_tokens_into_debt_holds_it_only_as_
     # A hostile tenant writes a capped neighbour's tokens on the board (its
     # row's cap_tokens_ns) 11 days into debt, every millisecond. Each of the
     # victim's launches then waited for tokens that never came, up to the
-    # gate's last resort of a minute: its 2 s of launching made one launch.
+    # gate's last resort of a minute, and its run did not end within this
+    # helper's 60 s.
     # Now its waits for its own cap end once they exceed what its cap
     # explains (core/cap_wait_budget.h), and it says so; its launches go on.
     err = {}
