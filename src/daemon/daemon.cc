@@ -403,7 +403,7 @@ int RunDaemon(const config::DaemonConfig& config) {
   PowerCapEnforcer power_caps(&usage, &manager);
   // Who holds which tenant process stopped: an audit's deny outlasts the
   // cap throttle's duty cycle (process_holds.h).
-  ProcessHolds holds(&audit::SystemProcessActions(), ProcessStartTicks);
+  ProcessHolds holds(&audit::SystemProcessActions(), ProcessStartTicks, state_dir + "/audit-denied");
   std::optional<NodeAudit> audit;
   if (config.audit.action || config.audit.unmanaged) {
     audit::AuditConfig c;
@@ -465,9 +465,10 @@ int RunDaemon(const config::DaemonConfig& config) {
                         });
   }
   // Capped vGPUs held to their caps from outside (cap_audit.h). First, what
-  // a daemon that died mid-throttle left stopped runs again.
+  // a daemon that died mid-throttle left stopped runs again, unless an audit
+  // denied it (process_holds.h).
   const std::string throttle_leftovers = state_dir + "/cap-throttle";
-  if (int n = CapThrottle::ContinueLeftovers(throttle_leftovers, &audit::SystemProcessActions()); n > 0) {
+  if (int n = CapThrottle::ContinueLeftovers(throttle_leftovers, holds.for_throttle()); n > 0) {
     spdlog::warn("continued {} process(es) a previous daemon's compute-cap throttle left stopped", n);
   }
   std::optional<CapThrottle> cap_throttle;

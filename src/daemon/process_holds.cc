@@ -1,11 +1,40 @@
 #include "daemon/process_holds.h"
 
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <sstream>
 #include <utility>
+
+#include "port/replace_file.h"
 
 namespace gpuslice::daemon {
 
-ProcessHolds::ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks)
-    : system_(system), start_ticks_(std::move(start_ticks)) {}
+ProcessHolds::ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks, std::string denied_path)
+    : system_(system), start_ticks_(std::move(start_ticks)), denied_path_(std::move(denied_path)) {
+  if (denied_path_.empty()) return;
+  std::ifstream in(denied_path_);
+  uint64_t pid = 0;
+  uint64_t ticks = 0;
+  port::MutexLock lock(&mu_);
+  while (in >> pid >> ticks) {
+    // Only the process that was denied: a pid reused since is another's.
+    if (pid != 0 && pid <= UINT32_MAX && start_ticks_(static_cast<uint32_t>(pid)) == ticks) {
+      denied_[static_cast<uint32_t>(pid)] = ticks;
+    }
+  }
+  if (!denied_.empty()) spdlog::info("{} process(es) denied by a previous daemon stay denied", denied_.size());
+  SaveLocked();
+}
+
+void ProcessHolds::SaveLocked() const {
+  if (denied_path_.empty()) return;
+  std::ostringstream out;
+  for (const auto& [pid, ticks] : denied_) out << pid << ' ' << ticks << '\n';
+  if (Status s = port::ReplaceFile(denied_path_, out.str(), 0600); !s.ok()) {
+    spdlog::warn("{}: a daemon restarted now would continue the processes its audits denied", s.message());
+  }
+}
 
 bool ProcessHolds::Denied(uint32_t pid) const {
   const std::optional<uint64_t> now = start_ticks_(pid);
@@ -14,6 +43,7 @@ bool ProcessHolds::Denied(uint32_t pid) const {
   if (it == denied_.end()) return false;
   if (now && *now == it->second) return true;
   denied_.erase(it);  // gone, or its pid reused
+  SaveLocked();
   return false;
 }
 
@@ -21,6 +51,7 @@ bool ProcessHolds::Face::Stop(uint32_t pid) {
   if (const std::optional<uint64_t> start = denies_ ? holds_->start_ticks_(pid) : std::nullopt) {
     port::MutexLock lock(&holds_->mu_);
     holds_->denied_[pid] = *start;
+    holds_->SaveLocked();
   }
   return holds_->system_->Stop(pid);
 }
@@ -29,7 +60,7 @@ bool ProcessHolds::Face::Continue(uint32_t pid) {
   if (!denies_) return !holds_->Denied(pid) && holds_->system_->Continue(pid);
   {
     port::MutexLock lock(&holds_->mu_);
-    holds_->denied_.erase(pid);
+    if (holds_->denied_.erase(pid) != 0) holds_->SaveLocked();
   }
   return holds_->system_->Continue(pid);
 }

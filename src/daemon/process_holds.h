@@ -9,6 +9,11 @@
 // the deny within one period, and a tenant over its memory limit that also
 // escapes its compute cap would run on. A denied pid is remembered with its
 // start time, so a reused pid is a new process, never held for the old.
+// The denied are also written to a file of the state directory whenever they
+// change, and a daemon that starts reads them back: the leftovers of a
+// throttle that died with its daemon are continued (cap_throttle.h,
+// ContinueLeftovers) through the throttle's face, so a deny survives a
+// daemon restart.
 //
 // Thread-safe: every method, from any thread (the audits' housekeeping
 // thread and the throttle's own).
@@ -19,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "audit/memory_audit.h"
 #include "port/mutex.h"
@@ -29,8 +35,10 @@ class ProcessHolds {
  public:
   using StartTicks = std::function<std::optional<uint64_t>(uint32_t pid)>;
   // `start_ticks`: a process's identity with its pid (cap_throttle.h,
-  // ProcessStartTicks); nullopt once it is gone.
-  ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks);
+  // ProcessStartTicks); nullopt once it is gone. `denied_path`: where the
+  // denied are kept across restarts ("" = nowhere); those in it that are
+  // still the same process are denied from the start.
+  ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks, std::string denied_path = "");
   ProcessHolds(const ProcessHolds&) = delete;
   ProcessHolds& operator=(const ProcessHolds&) = delete;
 
@@ -59,8 +67,12 @@ class ProcessHolds {
     const bool denies_;
   };
 
+  // Writes denied_ to denied_path_ (the caller holds mu_).
+  void SaveLocked() const REQUIRES(mu_);
+
   audit::ProcessActions* const system_;
   const StartTicks start_ticks_;
+  const std::string denied_path_;
   Face audits_{this, /*denies=*/true};
   Face throttle_{this, /*denies=*/false};
   mutable port::Mutex mu_;
