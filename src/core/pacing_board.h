@@ -197,9 +197,9 @@ inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 // the drain timeout), the tokens a turn must start with and a burst banked
 // before it make the most one honest turn leaves unexplained; a vGPU owing
 // that takes no new turn until it is paid, so debts do not stack. Twice
-// that: on a loaded machine the look that ends a turn comes late. (Once,
-// the board's simulation of 20 ms kernels queued 16 deep needed all but
-// 40 ms of it: PacingBoardTest.NoHonestCappedJobWaitsLongerThanItsCapExplains.)
+// that: on a loaded machine the look that ends a turn comes late. (On the
+// board's simulation, 20 ms kernels queued 16 deep run a quarter of it out,
+// and not half: PacingBoardTest.NoHonestCappedJobWaitsLongerThanItsCapExplains.)
 inline uint64_t CapWaitBufferNs(const PacingConfig& c) {
   return 2 * (c.quantum_ns + c.drain_timeout_ns + c.min_quantum_ns + c.cap_burst_ns);
 }
