@@ -10,9 +10,10 @@ namespace {
 constexpr uint64_t kEighths = 800;
 }  // namespace
 
-void CapWaitBudget::Configure(uint32_t cap_pct, uint64_t buffer_ns) {
+void CapWaitBudget::Configure(uint32_t cap_pct, uint64_t buffer_ns, uint64_t resume_ns) {
   cap_pct_.store(std::min<uint32_t>(cap_pct, 100), std::memory_order_relaxed);
   buffer_ns_.store(buffer_ns, std::memory_order_relaxed);
+  resume_ns_.store(std::min(resume_ns, buffer_ns), std::memory_order_relaxed);
 }
 
 uint64_t CapWaitBudget::AtRate(uint64_t ns) const {
@@ -23,7 +24,7 @@ void CapWaitBudget::Vouch(uint64_t ns) { vouched_ns_.fetch_add(ns, std::memory_o
 
 bool CapWaitBudget::Allows(uint64_t now) const {
   return cap_pct_.load(std::memory_order_relaxed) == 0 || vouched_ns_.load(std::memory_order_acquire) > 0 ||
-         empty_at_ns_.load(std::memory_order_acquire) < now;
+         empty_at_ns_.load(std::memory_order_acquire) + AtRate(resume_ns_.load(std::memory_order_relaxed)) <= now;
 }
 
 uint64_t CapWaitBudget::CreditNs(uint64_t now) const {
@@ -42,7 +43,9 @@ bool CapWaitBudget::Spend(uint64_t from, uint64_t now) {
   while (counted < now && !counted_until_ns_.compare_exchange_weak(counted, now, std::memory_order_acq_rel)) {
   }
   const uint64_t start = std::max(from, counted);
-  if (now <= start) return Allows(now);
+  if (now <= start) {  // another thread's wait spent it: spent out, or not
+    return vouched_ns_.load(std::memory_order_acquire) > 0 || empty_at_ns_.load(std::memory_order_acquire) < now;
+  }
   const uint64_t wait = now - start;
   const uint64_t full = AtRate(buffer_ns_.load(std::memory_order_relaxed));
   uint64_t empty_at = empty_at_ns_.load(std::memory_order_acquire);

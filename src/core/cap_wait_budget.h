@@ -19,8 +19,12 @@
 // turn, which it sees for itself (Vouch). So the budget earns (1 - 7/8 cap)
 // of every nanosecond, banks at most `buffer_ns` of it, and adds what was
 // vouched; each nanosecond a launch waits for its own cap spends one. Once
-// spent, launches go ahead of the cap (fail open) until it earns again, and
-// the caller says so once.
+// spent, launches go ahead of the cap (fail open) until it has earned a
+// turn's worth again (`resume_ns`): in runs, not one launch at a time (a
+// launch that waits at all sleeps tens of microseconds, so a victim of
+// small kernels that waited a little before each launch kept 0.55 of its
+// capped rate on an H200, where the budget leaves it seven eighths), and the
+// caller says so once.
 //
 // A forger can therefore keep a capped process waiting for at most the
 // buffer once and (1 - 7/8 cap) of its time after that: the process keeps
@@ -46,16 +50,18 @@ namespace gpuslice::core {
 class CapWaitBudget {
  public:
   // `cap_pct` 1..100 (0: uncapped, the budget never runs out); `buffer_ns`
-  // the most credit banked while no launch waits. Called at every tick: a
+  // the most credit banked while no launch waits; `resume_ns` the credit a
+  // spent budget needs before a launch waits again. Called at every tick: a
   // cap may change while the process runs (the daemon's power-cap budget).
-  void Configure(uint32_t cap_pct, uint64_t buffer_ns);
+  void Configure(uint32_t cap_pct, uint64_t buffer_ns, uint64_t resume_ns);
   // Work of this process ran on past its vGPU's turn for `ns`: a debt its
   // cap will make it wait for, whoever on the board charged it.
   void Vouch(uint64_t ns);
-  // Whether a launch may (still) wait for its own cap at `now_ns`.
+  // Whether a launch may start to wait for its own cap at `now_ns`.
   bool Allows(uint64_t now_ns) const;
   // A launch waited for its own cap from `from_ns` to `now_ns`. Spends what
-  // no other thread's wait has spent yet; false once that spends the budget.
+  // no other thread's wait has spent yet; false once the budget is spent
+  // (the wait ends).
   bool Spend(uint64_t from_ns, uint64_t now_ns);
   // What waits for its cap may still take at `now_ns` (for tests).
   uint64_t CreditNs(uint64_t now_ns) const;
@@ -66,6 +72,7 @@ class CapWaitBudget {
 
   std::atomic<uint32_t> cap_pct_{0};
   std::atomic<uint64_t> buffer_ns_{0};
+  std::atomic<uint64_t> resume_ns_{0};
   // When the earned credit was (or will be) zero: credit at `now` is
   // (now - empty_at) at the earning rate, at most buffer_ns (GCRA's
   // theoretical arrival time). 0: full.

@@ -16,20 +16,24 @@ constexpr uint64_t kMs = 1'000'000;
 constexpr uint64_t kT0 = 5'000'000'000;  // CLOCK_MONOTONIC of a machine up for a while
 constexpr uint64_t kBuffer = 240 * kMs;
 
-// One launch waiting for its own cap from `from` until `to`, spending the
-// budget every `every` as the pacer's wait loop does (the stretch between
-// two looks that both saw it short). Returns when the budget let it go
-// ahead: `to` if it never did.
+constexpr uint64_t kResume = 10 * kMs;
+
+// One launch waiting for its own cap from `from` until `to`, as the pacer's
+// wait loop does: it starts only if the budget allows, and spends it every
+// `every` (the stretch between two looks that both saw it short). Returns
+// when the budget let it go ahead: `from` if it never waited, `to` if it
+// was never let go.
 uint64_t CapWait(CapWaitBudget& budget, uint64_t from, uint64_t to, uint64_t every = 30 * kUs) {
+  if (!budget.Allows(from)) return from;
   for (uint64_t now = from + every; now <= to; now += every) {
-    if (!budget.Allows(now) || !budget.Spend(now - every, now)) return now;
+    if (!budget.Spend(now - every, now)) return now;
   }
   return to;
 }
 
 TEST(CapWaitBudgetTest, AnUncappedProcessNeverRunsOut) {
   CapWaitBudget budget;
-  budget.Configure(0, kBuffer);
+  budget.Configure(0, kBuffer, kResume);
   EXPECT_EQ(CapWait(budget, kT0, kT0 + 60'000 * kMs, kMs), kT0 + 60'000 * kMs);
 }
 
@@ -38,7 +42,7 @@ TEST(CapWaitBudgetTest, AWaitNoDebtExplainsEndsAfterTheBufferAndWhatTheCapEarnsM
   // earns (1 - 7/8 * 30%) = 73.75% of its wall time while it waits, so the
   // buffer runs out after buffer / 26.25% = 914 ms.
   CapWaitBudget budget;
-  budget.Configure(30, kBuffer);
+  budget.Configure(30, kBuffer, kResume);
   const uint64_t released = CapWait(budget, kT0, kT0 + 60'000 * kMs);
   EXPECT_NEAR(static_cast<double>(released - kT0) / kMs, 914.3, 1);
 }
@@ -49,7 +53,7 @@ TEST(CapWaitBudgetTest, OnceSpentItWaitsOnlyTheCapsShareOfTheTimeAfter) {
   // time (the cap's 30% less an eighth of it is left to launch in), never
   // all of it.
   CapWaitBudget budget;
-  budget.Configure(30, kBuffer);
+  budget.Configure(30, kBuffer, kResume);
   uint64_t now = CapWait(budget, kT0, kT0 + 60'000 * kMs);
   const uint64_t start = now;
   uint64_t waited = 0;
@@ -61,6 +65,21 @@ TEST(CapWaitBudgetTest, OnceSpentItWaitsOnlyTheCapsShareOfTheTimeAfter) {
   EXPECT_NEAR(100.0 * static_cast<double>(waited) / static_cast<double>(now - start), 73.75, 1.5);
 }
 
+TEST(CapWaitBudgetTest, OnceSpentLaunchesGoAheadUntilATurnsWorthIsEarned) {
+  // Spent out by a forged debt, the process launches without waiting until
+  // it has earned a turn's worth (10 ms at 73.75%: 13.6 ms), then waits
+  // until that is spent (10 ms at a net 26.25%: 38 ms): long runs each way,
+  // not one launch at a time.
+  CapWaitBudget budget;
+  budget.Configure(30, kBuffer, kResume);
+  uint64_t now = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  EXPECT_FALSE(budget.Allows(now + 13 * kMs));
+  EXPECT_TRUE(budget.Allows(now + 14 * kMs));
+  now += 14 * kMs;
+  const uint64_t released = CapWait(budget, now, now + 60'000 * kMs);
+  EXPECT_NEAR(static_cast<double>(released - now) / kMs, 40, 2);
+}
+
 TEST(CapWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
   // An honest 30% vGPU alone, GPU-bound: turns of r (a quantum, or one
   // overrun to the drain timeout), each charged r, then a wait until its
@@ -69,7 +88,7 @@ TEST(CapWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
   // stays within the buffer.
   for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
     CapWaitBudget budget;
-    budget.Configure(30, kBuffer);
+    budget.Configure(30, kBuffer, kResume);
     uint64_t now = kT0;
     for (int cycle = 0; cycle < 500; ++cycle) {
       now += turn;
@@ -87,7 +106,7 @@ TEST(CapWaitBudgetTest, ARunOnOfItsOwnWorkIsVouchedFor) {
   // budget runs out long before.
   for (const bool vouched : {true, false}) {
     CapWaitBudget budget;
-    budget.Configure(30, kBuffer);
+    budget.Configure(30, kBuffer, kResume);
     if (vouched) budget.Vouch(3000 * kMs);
     const uint64_t wait = 3000 * kMs + 7000 * kMs;  // the run-on, then the payback
     const uint64_t released = CapWait(budget, kT0, kT0 + wait);
@@ -103,7 +122,7 @@ TEST(CapWaitBudgetTest, IdleTimeBanksNoMoreThanTheBuffer) {
   // A minute idle, then a forged debt: the wait ends as it would have at
   // once, not a minute later.
   CapWaitBudget budget;
-  budget.Configure(30, kBuffer);
+  budget.Configure(30, kBuffer, kResume);
   const uint64_t later = kT0 + 60'000 * kMs;
   EXPECT_NEAR(static_cast<double>(CapWait(budget, later, later + 60'000 * kMs) - later) / kMs, 914.3, 1);
 }
@@ -113,13 +132,14 @@ TEST(CapWaitBudgetTest, ThreadsWaitingAtOnceSpendEachNanosecondOnce) {
   // thread would: the buffer lasts as long. Interleaved as a scheduler
   // might: round robin, each thread 30 us on.
   CapWaitBudget budget;
-  budget.Configure(30, kBuffer);
+  budget.Configure(30, kBuffer, kResume);
   uint64_t last[8];
   std::fill(std::begin(last), std::end(last), kT0);
+  ASSERT_TRUE(budget.Allows(kT0));
   uint64_t released = 0;
   for (uint64_t now = kT0 + 30 * kUs; released == 0 && now < kT0 + 2000 * kMs; now += 30 * kUs) {
     for (int t = 0; t < 8 && released == 0; ++t) {
-      if (!budget.Allows(now + t) || !budget.Spend(last[t], now + t)) released = now + t;
+      if (!budget.Spend(last[t], now + t)) released = now + t;
       last[t] = now + t;
     }
   }
@@ -130,7 +150,7 @@ TEST(CapWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
   // Four threads on one clock, 80 ms of it: spent once, 80 ms is well within
   // the buffer; spent by each thread, 320 ms would run it out.
   CapWaitBudget budget;
-  budget.Configure(30, kBuffer);
+  budget.Configure(30, kBuffer, kResume);
   std::atomic<uint64_t> clock{kT0};
   std::atomic<int> ran_out{0};
   std::vector<std::thread> threads;
@@ -139,7 +159,7 @@ TEST(CapWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
       uint64_t last = kT0;
       for (int i = 0; i < 20000; ++i) {
         const uint64_t now = clock.fetch_add(kUs) + kUs;
-        if (!budget.Allows(now) || !budget.Spend(last, now)) ran_out.fetch_add(1);
+        if (!budget.Spend(last, now)) ran_out.fetch_add(1);
         last = now;
       }
     });
@@ -152,7 +172,7 @@ TEST(CapWaitBudgetTest, ALowerCapMayWaitLongerBeforeItRunsOut) {
   // The bound follows the cap: at 5% a vGPU honestly waits 95% of the time,
   // and the buffer lasts buffer / 4.375% = 5.49 s of waiting.
   CapWaitBudget budget;
-  budget.Configure(5, kBuffer);
+  budget.Configure(5, kBuffer, kResume);
   EXPECT_NEAR(static_cast<double>(CapWait(budget, kT0, kT0 + 60'000 * kMs) - kT0) / kMs, 5485.7, 5);
 }
 

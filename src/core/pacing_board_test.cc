@@ -61,6 +61,7 @@ class Simulation {
     uint64_t short_seen_ns = 0;   // the last look that saw it short of tokens
     uint64_t run_on_seen_ns = 0;  // the last tick that saw its run-on
     uint64_t went_ahead_of_cap = 0;
+    bool ahead_queued = false;  // work launched ahead of its cap is queued: no run-on to vouch for
   };
 
   Simulation() : board_(std::make_unique<Board>()) { InitBoard(board_.get()); }
@@ -84,8 +85,11 @@ class Simulation {
         if (now_ % kMs == 0) {
           Heartbeat(board_.get(), a.member, specs_[i], now_);
           if (a.busy && a.vouches) ChargeRunOn(board_.get(), a.member, now_, config_);
-          a.cap_budget->Configure(cap_budgets_ ? specs_[i].cap_pct : 0, CapWaitBufferNs(config_));
-          const bool run_on = a.busy && a.vouches && specs_[i].cap_pct != 0 && TurnHolder(*board_) != a.member;
+          a.cap_budget->Configure(cap_budgets_ ? specs_[i].cap_pct : 0, CapWaitBufferNs(config_),
+                                  config_.min_quantum_ns);
+          if (!a.busy) a.ahead_queued = false;
+          const bool run_on =
+              a.busy && a.vouches && !a.ahead_queued && specs_[i].cap_pct != 0 && TurnHolder(*board_) != a.member;
           if (run_on && a.run_on_seen_ns != 0) a.cap_budget->Vouch(now_ - a.run_on_seen_ns);
           a.run_on_seen_ns = run_on ? now_ : 0;
         }
@@ -159,8 +163,12 @@ class Simulation {
     const bool consecutive = a.short_seen_ns != 0 && a.short_seen_ns + tick_ns_ == seen;
     a.short_seen_ns = short_now ? seen : 0;
     if (!short_now) return false;
-    if (a.cap_budget->Allows(seen) && (!consecutive || a.cap_budget->Spend(seen - tick_ns_, seen))) return false;
+    // A wait starts only if the budget allows it, and goes on while it is
+    // not spent.
+    if (consecutive ? a.cap_budget->Spend(seen - tick_ns_, seen) : a.cap_budget->Allows(seen)) return false;
     ++a.went_ahead_of_cap;
+    a.short_seen_ns = 0;  // the launch went: its next one starts a new wait
+    a.ahead_queued = true;
     return true;
   }
 

@@ -121,6 +121,10 @@ struct Device {
   // When the last tick saw work of ours run on past our turn; 0 when it did
   // not (compute thread).
   uint64_t run_on_seen_ns = 0;
+  // Work launched ahead of our cap (GoAheadOfCap) may be queued: until our
+  // queue drains, none of it is a run-on our cap's tokens pay for, so none
+  // is vouched for (else a forger's victim would wait for its own escape).
+  std::atomic<bool> ahead_queued{false};
   uint64_t floor_sampled_ns = 0;  // when `floor` last looked, and what it saw
   bool floor_saw_wants = false, floor_saw_holds = false;
   uint64_t ticked_launches = 0;  // `work`'s launch sequence at the last tick (compute thread)
@@ -511,8 +515,9 @@ uint64_t Tick(VgpuRuntime* rt) {
       const bool holds = core::TurnHolder(*d.board) == member;
       // ... and explains as long a wait for our cap's tokens: vouched for
       // between two ticks that both saw it, whatever the row says.
-      d.cap_wait_budget.Configure(spec.cap_pct, core::CapWaitBufferNs(d.config));
-      const bool run_on = spec.cap_pct != 0 && queued && !holds;
+      d.cap_wait_budget.Configure(spec.cap_pct, core::CapWaitBufferNs(d.config), d.config.min_quantum_ns);
+      if (!queued) d.ahead_queued.store(false, std::memory_order_relaxed);
+      const bool run_on = spec.cap_pct != 0 && queued && !holds && !d.ahead_queued.load(std::memory_order_relaxed);
       if (run_on && d.run_on_seen_ns != 0 && now > d.run_on_seen_ns) d.cap_wait_budget.Vouch(now - d.run_on_seen_ns);
       d.run_on_seen_ns = run_on ? now : 0;
       holding |= holds;
@@ -598,6 +603,7 @@ void GoAheadOfCap(Device& d, int member, uint64_t now, bool tracked) {
               "vGPU's row of the pacing board forged? (docs/design.md, \"Forged board entries\")",
               static_cast<unsigned long long>(core::CapWaitBufferNs(d.config) / 1'000'000));
   }
+  d.ahead_queued.store(true, std::memory_order_relaxed);
   if (tracked) MarkLaunching(d, member, now);
 }
 }  // namespace
