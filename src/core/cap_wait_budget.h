@@ -14,9 +14,11 @@
 // most (1 - cap) of it, plus what paying back a debt costs: a debt of D
 // takes D / cap of waiting, of which the cap's (1 - cap) share covers all
 // but D. Debts come from a turn's overshoot (its drain, bounded by the
-// drain timeout), from a run-on no live process vouches for (bounded by the
-// member timeout), and from work of the process's own that ran on past its
-// turn, which it sees for itself (Vouch). So the budget earns (1 - 7/8 cap)
+// drain timeout), which the buffer covers (core::CapWaitBufferNs), and from
+// work of the process's own that ran on past its turn, which it sees for
+// itself (Vouch); a run-on nobody vouches for (a killed process's, charged
+// for up to the member timeout) may exceed the buffer, and the process's
+// launches then go ahead for a while. So the budget earns (1 - 7/8 cap)
 // of every nanosecond, banks at most `buffer_ns` of it, and adds what was
 // vouched; each nanosecond a launch waits for its own cap spends one. Once
 // spent, launches go ahead of the cap (fail open) until it has earned a
@@ -29,7 +31,8 @@
 // A forger can therefore keep a capped process waiting for at most the
 // buffer once and (1 - 7/8 cap) of its time after that: the process keeps
 // seven eighths of the time to launch that its cap gives it. The eighth is
-// slack for honest waits counted long (a wait is sampled between sleeps).
+// slack for what an honest process cannot see: charges settled by others,
+// and looks that come late on a loaded machine.
 // A sibling process's run-on is not vouched here: a vGPU of several
 // processes whose queues run on for longer than the buffer may see its other
 // processes' launches go ahead (docs/design.md, "Forged board entries").
