@@ -163,8 +163,8 @@ Status ParsePriority(const Reader& r, const YAML::Node& v, const std::string& ke
   return Status::Ok();
 }
 
-// An action key: one of `parse`'s names, or "off" (none). `want` lists the
-// names for the error.
+// An action key: one of `parse`'s names, or "off" (none). `what` ends the
+// error, naming the names.
 template <typename Action, typename Parse>
 Status ParseOptionalAction(const Reader& r, const YAML::Node& v, const std::string& key, Parse parse, const char* what,
                            std::optional<Action>* out) {

@@ -222,17 +222,26 @@ void CapThrottle::WriteLeftoversLocked() {
   }
 }
 
-int CapThrottle::ContinueLeftovers(const std::string& path, audit::ProcessActions* actions,
-                                   const StartTicks& start_ticks) {
+std::map<uint32_t, uint64_t> SameProcessesIn(const std::string& path,
+                                             const std::function<std::optional<uint64_t>(uint32_t)>& start_ticks) {
+  std::map<uint32_t, uint64_t> same;
   std::ifstream in(path);
-  if (!in) return 0;
-  int continued = 0;
   uint64_t pid = 0;
   uint64_t ticks = 0;
   while (in >> pid >> ticks) {
-    // Only the process that was throttled: a pid reused since is another's.
-    if (pid == 0 || pid > UINT32_MAX || start_ticks(static_cast<uint32_t>(pid)) != ticks) continue;
-    if (actions->Continue(static_cast<uint32_t>(pid))) ++continued;
+    if (pid != 0 && pid <= UINT32_MAX && start_ticks(static_cast<uint32_t>(pid)) == ticks) {
+      same[static_cast<uint32_t>(pid)] = ticks;
+    }
+  }
+  return same;
+}
+
+int CapThrottle::ContinueLeftovers(const std::string& path, audit::ProcessActions* actions,
+                                   const StartTicks& start_ticks) {
+  int continued = 0;
+  // Only the process that was throttled: a pid reused since is another's.
+  for (const auto& [pid, ticks] : SameProcessesIn(path, start_ticks)) {
+    if (actions->Continue(pid)) ++continued;
   }
   unlink(path.c_str());
   return continued;

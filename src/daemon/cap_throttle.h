@@ -44,6 +44,12 @@ namespace gpuslice::daemon {
 // A process's start time (/proc/PID/stat field 22, clock ticks since boot),
 // or nullopt when it is gone: with its pid, the process's identity.
 std::optional<uint64_t> ProcessStartTicks(uint32_t pid);
+
+// The processes a file of "PID START_TICKS" lines names that are still those
+// processes (`start_ticks` of each pid as written; a pid reused since is
+// another's), by pid. A missing file names none.
+std::map<uint32_t, uint64_t> SameProcessesIn(const std::string& path,
+                                             const std::function<std::optional<uint64_t>(uint32_t)>& start_ticks);
 // Whether a process is stopped by a signal (state T or t), has a SIGSTOP
 // pending, or is gone: anything but running after a SIGCONT.
 bool ProcessStoppedOrGone(uint32_t pid);

@@ -2,10 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "daemon/cap_throttle.h"
 #include "port/replace_file.h"
 
 namespace gpuslice::daemon {
@@ -13,16 +13,8 @@ namespace gpuslice::daemon {
 ProcessHolds::ProcessHolds(audit::ProcessActions* system, StartTicks start_ticks, std::string denied_path)
     : system_(system), start_ticks_(std::move(start_ticks)), denied_path_(std::move(denied_path)) {
   if (denied_path_.empty()) return;
-  std::ifstream in(denied_path_);
-  uint64_t pid = 0;
-  uint64_t ticks = 0;
   port::MutexLock lock(&mu_);
-  while (in >> pid >> ticks) {
-    // Only the process that was denied: a pid reused since is another's.
-    if (pid != 0 && pid <= UINT32_MAX && start_ticks_(static_cast<uint32_t>(pid)) == ticks) {
-      denied_[static_cast<uint32_t>(pid)] = ticks;
-    }
-  }
+  denied_ = SameProcessesIn(denied_path_, start_ticks_);  // only the processes that were denied
   if (!denied_.empty()) spdlog::info("{} process(es) denied by a previous daemon stay denied", denied_.size());
   SaveLocked();
 }
