@@ -114,12 +114,21 @@ def test_run_without_a_daemon_stays_standalone_even_with_a_stale_socket(dworld):
 
 def hold_lock(dworld, name):
     """Holds the state directory's lock `name` as a stopped daemon caught
-    using it would (if that daemon does hold it, it stays held all the same)."""
+    using it would. Taken while the daemon still runs, so a pass of its own
+    that holds the lock ends first: the daemon is then stopped holding
+    nothing, and the lock is this test's for certain. (Taken after the stop,
+    a daemon thread inside a syscall when the stop came could still release
+    it: CI saw the run get the lock it should have waited for.)"""
     f = open(os.path.join(dworld.state, name), "a")
-    try:
-        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pass
+
+    def take():
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+
+    poll(take, timeout=30, what=f"{name} free of the running daemon's pass")
     return f
 
 
@@ -131,8 +140,8 @@ def test_run_goes_on_standalone_when_the_daemon_accepts_but_does_not_answer(dwor
     # stopped in a schedule pass also holds the node's schedule lock: the run
     # waits for it a bounded time, then goes on without the pass, saying so.
     d = dworld.daemon()
-    os.kill(d.proc.pid, signal.SIGSTOP)
     lock = hold_lock(dworld, held) if held else None
+    os.kill(d.proc.pid, signal.SIGSTOP)
     try:
         r = dworld.gpuslice("run", "--name", "unanswered", "--memory", "64MiB", "--",
                             *dworld.app_cmd(["init", "fill", "1M"]), timeout=90)
@@ -154,8 +163,8 @@ def test_a_run_behind_a_stopped_daemons_store_lock_fails_clearly_instead_of_hang
     # Without the store lock no vGPU can be made, so the run cannot go on:
     # it ends, naming the lock and the fix, before the app starts.
     d = dworld.daemon()
-    os.kill(d.proc.pid, signal.SIGSTOP)
     lock = hold_lock(dworld, ".lock")
+    os.kill(d.proc.pid, signal.SIGSTOP)
     try:
         r = dworld.gpuslice("run", "--name", "unanswered", "--memory", "64MiB", "--",
                             *dworld.app_cmd(["init", "fill", "1M"]), timeout=90)
