@@ -192,15 +192,16 @@ struct PacingConfig {
 inline constexpr uint64_t kHolderSliceUs = 10'000;
 inline constexpr uint64_t kBackfillSliceUs = kDefaultSliceBesideLcUs;
 
-// The credit a capped process banks against debts it cannot vouch for
-// (core/cap_wait_budget.h). A turn's overshoot to its drain (the quantum and
-// the drain timeout), the tokens a turn must start with and a burst banked
-// before it make the most one honest turn leaves unexplained; a vGPU owing
-// that takes no new turn until it is paid, so debts do not stack. Twice
-// that: on a loaded machine the look that ends a turn comes late. (On the
-// board's simulation, 20 ms kernels queued 16 deep run a quarter of it out,
-// and not half: PacingBoardTest.NoHonestCappedJobWaitsLongerThanItsCapExplains.)
-inline uint64_t CapWaitBufferNs(const PacingConfig& c) {
+// The credit a process banks against waits its share does not explain
+// (core/gate_wait_budget.h). A turn's overshoot to its drain (the quantum
+// and the drain timeout), the tokens a turn must start with and a burst
+// banked before it make the most one honest turn leaves unexplained; a vGPU
+// owing that takes no new turn until it is paid, so debts do not stack.
+// Twice that: on a loaded machine the look that ends a turn comes late, and
+// a waiter's turn may come after one of each other vGPU's. (On the board's
+// simulation, 20 ms kernels queued 16 deep run a quarter of it out, and not
+// half: PacingBoardTest.NoHonestJobWaitsLongerThanItsShareExplains.)
+inline uint64_t GateWaitBufferNs(const PacingConfig& c) {
   return 2 * (c.quantum_ns + c.drain_timeout_ns + c.min_quantum_ns + c.cap_burst_ns);
 }
 
@@ -288,7 +289,7 @@ void ChargeRunOn(Board* board, int member, uint64_t now_ns, const PacingConfig& 
 // pass the turn. (In its own turn it waits for its own drain: time its cap
 // is charged for as used, so no wait for tokens. Counted as both, an
 // honest job with 1 ms kernels queued 16 deep outran what its cap explains
-// within 4 s: core/cap_wait_budget.h.)
+// within 4 s: core/gate_wait_budget.h.)
 bool WaitsForOwnCap(const Board& board, int member, uint64_t now_ns, const PacingConfig& config = {});
 
 // Hands the turn over if it is due (the holder's quantum is over or it is

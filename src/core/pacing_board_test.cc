@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/cap_wait_budget.h"
+#include "core/gate_wait_budget.h"
 #include "core/turn_floor.h"
 
 namespace gpuslice::core {
@@ -53,15 +53,18 @@ class Simulation {
     // Its ticks charge a capped vGPU's run-on as it goes (ChargeRunOn), as
     // the library's do; false: a busy mark nobody vouches for.
     bool vouches = true;
-    // A capped process's bound on its waits for its own cap's tokens
-    // (core/cap_wait_budget.h), kept as the library keeps it: waits spent
-    // between two consecutive looks that both saw it short, its run-on
-    // vouched for at its ticks, and once spent, launches go ahead.
-    std::shared_ptr<CapWaitBudget> cap_budget = std::make_shared<CapWaitBudget>();  // App is copied
-    uint64_t short_seen_ns = 0;   // the last look that saw it short of tokens
+    // A process's bound on its waits for its own cap's tokens and others'
+    // turns (core/gate_wait_budget.h), kept as the library keeps it: waits
+    // spent between two consecutive looks that both saw one, its run-on
+    // vouched for at its ticks, and once spent, launches go ahead. Its
+    // share of the turns is what the roster would say
+    // (core::OwedTurnPermille, from every app's spec).
+    std::shared_ptr<GateWaitBudget> gate_budget = std::make_shared<GateWaitBudget>();  // App is copied
+    uint32_t owed_turn_permille = 0;
+    uint64_t wait_seen_ns = 0;    // the last look that saw it wait for what the budget covers
     uint64_t run_on_seen_ns = 0;  // the last tick that saw its run-on
-    uint64_t went_ahead_of_cap = 0;
-    bool ahead_queued = false;  // work launched ahead of its cap is queued: no run-on to vouch for
+    uint64_t went_ahead = 0;
+    bool ahead_queued = false;  // work launched ahead of the board is queued: no run-on to vouch for
   };
 
   Simulation() : board_(std::make_unique<Board>()) { InitBoard(board_.get()); }
@@ -72,7 +75,25 @@ class Simulation {
     app.kernel_ns = kernel_ns;
     specs_.push_back(spec);
     apps_.push_back(app);
+    // The node's roster, rewritten as each vGPU arrives.
+    RosterEntry entry;
+    entry.vgpu_id = id;
+    entry.level = LevelWord(spec.priority, spec.rank);
+    entry.weight = spec.weight;
+    entry.cap_pct = spec.cap_pct;
+    roster_.push_back(entry);
+    for (size_t i = 0; i < apps_.size(); ++i) {
+      apps_[i].owed_turn_permille = OwedTurnPermille(roster_, roster_[0].gpu.data(), roster_[i].vgpu_id);
+    }
     return apps_.back();
+  }
+
+  // What the library's tick gives its budget (interposer/pacer.cc,
+  // OwedPermille): the cap, and where it has a floor of turns, that too.
+  uint32_t OwedPermille(size_t i) const {
+    const uint32_t turns = apps_[i].owed_turn_permille, cap = specs_[i].cap_pct * 10;
+    if (cap == 0) return turns;
+    return turns == 0 ? cap : std::min(cap, turns);
   }
 
   void Run(uint64_t duration_ns) {
@@ -85,18 +106,26 @@ class Simulation {
         if (now_ % kMs == 0) {
           Heartbeat(board_.get(), a.member, specs_[i], now_);
           if (a.busy && a.vouches) ChargeRunOn(board_.get(), a.member, now_, config_);
-          a.cap_budget->Configure(cap_budgets_ ? specs_[i].cap_pct : 0, CapWaitBufferNs(config_),
-                                  config_.min_quantum_ns);
+          a.gate_budget->Configure(budgets_ ? OwedPermille(i) : 0, GateWaitBufferNs(config_), config_.min_quantum_ns);
           if (!a.busy) a.ahead_queued = false;
           const bool run_on =
               a.busy && a.vouches && !a.ahead_queued && specs_[i].cap_pct != 0 && TurnHolder(*board_) != a.member;
-          if (run_on && a.run_on_seen_ns != 0) a.cap_budget->Vouch(now_ - a.run_on_seen_ns);
+          if (run_on && a.run_on_seen_ns != 0) a.gate_budget->Vouch(now_ - a.run_on_seen_ns);
           a.run_on_seen_ns = run_on ? now_ : 0;
         }
         if (forged_debt_of_ == a.member) {
           // Another tenant writes this row's tokens a long way into debt.
           board_->members[a.member].cap_tokens_ns = -1'000'000'000'000'000;
           board_->members[a.member].cap_stamp_ns = now_;
+        }
+        if (turn_forged_by_ == a.member) {
+          // This tenant writes itself into the turn, as cuda_app's
+          // forge_turns does: holder + 1, a new sequence, the quantum
+          // field full, started now (pacing_board.cc, struct Turn).
+          const uint64_t sequence = ((board_->turn >> 8) + 1) & 0xffff;
+          board_->turn = static_cast<uint64_t>(a.member + 1) | sequence << 8 | 255ull << 24 | (now_ / 1000) << 32;
+          board_->members[a.member].vtime = 0;
+          board_->members[a.member].busy_processes = 1;
         }
         bool wants = a.period_ns == 0 || now_ % a.period_ns < a.on_ns;
         if (a.step_kernels > 0 && a.launched_in_step == a.step_kernels) {
@@ -112,8 +141,8 @@ class Simulation {
         while (wants && a.queue.size() < a.depth && now_ >= a.next_launch_ns &&
                (a.step_kernels == 0 || a.launched_in_step < a.step_kernels)) {
           if (TryEnter(board_.get(), a.member, seen, config_) == GateDecision::kGo) {
-            a.short_seen_ns = 0;
-          } else if (!GoesAheadOfCap(a, seen)) {
+            a.wait_seen_ns = 0;
+          } else if (!GoesAhead(a, seen)) {
             NoteWaiting(board_.get(), a.member, seen, config_);
             break;
           }
@@ -157,17 +186,19 @@ class Simulation {
   }
 
   // The library's gate (interposer/pacer.cc, EnterGate) for a launch the
-  // board keeps waiting: whether it goes ahead, its cap's waits spent.
-  bool GoesAheadOfCap(App& a, uint64_t seen) {
-    const bool short_now = WaitsForOwnCap(*board_, a.member, seen, config_);
-    const bool consecutive = a.short_seen_ns != 0 && a.short_seen_ns + tick_ns_ == seen;
-    a.short_seen_ns = short_now ? seen : 0;
-    if (!short_now) return false;
+  // board keeps waiting: whether it goes ahead, its waits for its cap's
+  // tokens and others' turns spent.
+  bool GoesAhead(App& a, uint64_t seen) {
+    const bool budgeted = WaitsForOwnCap(*board_, a.member, seen, config_) ||
+                          (a.owed_turn_permille != 0 && TurnHolder(*board_) != a.member);
+    const bool consecutive = a.wait_seen_ns != 0 && a.wait_seen_ns + tick_ns_ == seen;
+    a.wait_seen_ns = budgeted ? seen : 0;
+    if (!budgeted) return false;
     // A wait starts only if the budget allows it, and goes on while it is
     // not spent.
-    if (consecutive ? a.cap_budget->Spend(seen - tick_ns_, seen) : a.cap_budget->Allows(seen)) return false;
-    ++a.went_ahead_of_cap;
-    a.short_seen_ns = 0;  // the launch went: its next one starts a new wait
+    if (consecutive ? a.gate_budget->Spend(seen - tick_ns_, seen) : a.gate_budget->Allows(seen)) return false;
+    ++a.went_ahead;
+    a.wait_seen_ns = 0;  // the launch went: its next one starts a new wait
     a.ahead_queued = true;
     return true;
   }
@@ -194,9 +225,11 @@ class Simulation {
   PacingConfig config_;
   uint64_t overlap_ns_ = 0;
   uint64_t gpu_busy_ns_ = 0;
-  // Whether capped processes bound their cap waits (core/cap_wait_budget.h).
-  bool cap_budgets_ = true;
+  std::vector<RosterEntry> roster_;
+  // Whether processes bound their waits (core/gate_wait_budget.h).
+  bool budgets_ = true;
   int forged_debt_of_ = -1;  // the member whose tokens a forger keeps in debt
+  int turn_forged_by_ = -1;  // the member that writes itself into the turn
 };
 
 MemberSpec Share(uint32_t pct) { return MemberSpec{pct, 0, Priority::kBestEffort}; }
@@ -376,15 +409,24 @@ TEST(PacingBoardTest, ACapHoldsWhenItsQueueOutlastsTheDrainTimeout) {
   }
 }
 
-TEST(PacingBoardTest, NoHonestCappedJobWaitsLongerThanItsCapExplains) {
-  // Every capped process bounds its waits for its own tokens by what its cap
-  // explains (core/cap_wait_budget.h); an honest job must never reach that
-  // bound, or its launches would go ahead of its cap. Nor may its credit
-  // drift down: turn after turn it must come back to the full buffer (a
-  // drift of 16 ms a turn, its own drain counted as a wait for its tokens,
-  // ran 1 ms kernels out within 4 s). Long queues (run-ons of seconds),
-  // steps, launch gaps, a busy neighbour, two capped vGPUs, both turn
-  // modes, caps from 10% to 70%.
+TEST(PacingBoardTest, NoHonestJobWaitsLongerThanItsShareExplains) {
+  // Every paced process bounds its waits for its own cap's tokens and for
+  // others' turns by the share it is owed (core/gate_wait_budget.h); an
+  // honest job must never reach that bound, or its launches would go ahead
+  // of its cap and its turn. Nor may its credit drift down: turn after turn
+  // it must come back to the full buffer (a drift of 16 ms a turn, its own
+  // drain counted as a wait for its tokens, ran 1 ms kernels out within
+  // 4 s). Long queues (run-ons of seconds), steps, launch gaps, busy
+  // neighbours capped and not, a cap above the floor, weights of 20/30/50,
+  // both turn modes, caps from 10% to 70%.
+  struct Neighbour {
+    uint32_t weight = 100;
+    uint32_t cap = 0;
+    uint64_t kernel_ns = 100 * kUs;
+    size_t step_kernels = 0;
+    uint64_t pause_ns = 0;
+    uint64_t launch_gap_ns = 0;
+  };
   struct Case {
     const char* name;
     uint32_t cap;
@@ -395,9 +437,13 @@ TEST(PacingBoardTest, NoHonestCappedJobWaitsLongerThanItsCapExplains) {
     size_t step_kernels = 0;
     uint64_t pause_ns = 0;
     uint64_t launch_gap_ns = 0;
-    bool neighbour = false;
-    bool second_capped = false;
+    std::vector<Neighbour> neighbours = {};
+    uint32_t weight = 100;
   };
+  const Neighbour busy;
+  const Neighbour capped{100, 40};
+  const Neighbour stepping{100, 0, 100 * kUs, 40, 2 * kMs};
+  const Neighbour launch_bound{100, 0, 50 * kUs, 0, 0, 80 * kUs};
   const std::vector<Case> cases = {
       {"gpu-bound", 30, 100 * kUs, 16, 2000 * kMs},
       {"gpu-bound 10%", 10, 100 * kUs, 16, 2000 * kMs},
@@ -408,40 +454,64 @@ TEST(PacingBoardTest, NoHonestCappedJobWaitsLongerThanItsCapExplains) {
       {"200 ms kernels", 30, 200 * kMs, 16, 12 * 200 * 16 * kMs, 100 * kUs},
       {"steps", 30, 100 * kUs, 64, 2000 * kMs, 10 * kUs, 40, 2 * kMs},
       {"launch-bound", 30, 50 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 80 * kUs},
-      {"beside a busy neighbour", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, true},
-      {"two capped", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, true, true},
+      {"beside a busy neighbour", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, {busy}},
+      {"two capped", 30, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, {capped}},
+      {"70% beside two busy", 70, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, {busy, busy}},
+      {"20 ms kernels beside a stepping one", 30, 20 * kMs, 16, 6000 * kMs, 50 * kUs, 0, 0, 0, {stepping}},
+      // Uncapped: they wait only for others' turns, and only under
+      // exclusive turns.
+      {"uncapped, 20/30/50", 0, 100 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 0, {Neighbour{30}, Neighbour{50}}, 20},
+      {"uncapped steps beside busy and launch-bound",
+       0,
+       100 * kUs,
+       64,
+       2000 * kMs,
+       10 * kUs,
+       40,
+       2 * kMs,
+       0,
+       {busy, launch_bound}},
+      {"uncapped launch-bound beside a capped one", 0, 50 * kUs, 16, 2000 * kMs, 10 * kUs, 0, 0, 80 * kUs, {capped}},
+      {"uncapped 20 ms kernels beside steps", 0, 20 * kMs, 16, 6000 * kMs, 50 * kUs, 0, 0, 0, {stepping, busy}},
   };
-  const uint64_t buffer = CapWaitBufferNs(PacingConfig{});
+  const uint64_t buffer = GateWaitBufferNs(PacingConfig{});
   for (const Case& c : cases) {
     for (bool backfill : {false, true}) {
       Simulation sim;
       sim.config_.backfill = backfill;
       sim.tick_ns_ = c.tick_ns;
-      Simulation::App& app = sim.Add(1, MemberSpec{100, c.cap, Priority::kBestEffort}, c.kernel_ns);
+      Simulation::App& app = sim.Add(1, MemberSpec{c.weight, c.cap, Priority::kBestEffort}, c.kernel_ns);
       app.depth = c.depth;
       app.step_kernels = c.step_kernels;
       app.pause_ns = c.pause_ns;
       app.launch_gap_ns = c.launch_gap_ns;
-      if (c.neighbour) sim.Add(2, MemberSpec{100, c.second_capped ? 40u : 0u, Priority::kBestEffort});
+      for (size_t i = 0; i < c.neighbours.size(); ++i) {
+        const Neighbour& n = c.neighbours[i];
+        Simulation::App& other = sim.Add(2 + i, MemberSpec{n.weight, n.cap, Priority::kBestEffort}, n.kernel_ns);
+        other.depth = n.step_kernels != 0 ? 64 : 16;
+        other.step_kernels = n.step_kernels;
+        other.pause_ns = n.pause_ns;
+        other.launch_gap_ns = n.launch_gap_ns;
+      }
       sim.Run(500 * kMs);
       sim.Reset();
-      // The most credit each capped process had over the window's last
-      // quarter: back at the full buffer unless its waits outrun its cap.
+      // The most credit each budgeted process had over the window's last
+      // quarter: back at the full buffer unless its waits outrun its share.
       std::vector<uint64_t> most(sim.apps_.size(), 0);
       for (uint64_t ran = 0; ran < c.window_ns; ran += 50 * kMs) {
         sim.Run(50 * kMs);
         for (size_t i = 0; i < sim.apps_.size() && ran >= c.window_ns * 3 / 4; ++i) {
-          most[i] = std::max(most[i], sim.apps_[i].cap_budget->CreditNs(sim.now_));
+          most[i] = std::max(most[i], sim.apps_[i].gate_budget->CreditNs(sim.now_));
         }
       }
       for (size_t i = 0; i < sim.apps_.size(); ++i) {
         const Simulation::App& a = sim.apps_[i];
-        EXPECT_EQ(a.went_ahead_of_cap, 0u) << c.name << ", backfill " << backfill << ", member " << a.member;
-        if (sim.specs_[i].cap_pct != 0) {
+        EXPECT_EQ(a.went_ahead, 0u) << c.name << ", backfill " << backfill << ", member " << a.member;
+        if (sim.OwedPermille(i) != 0) {
           EXPECT_GE(most[i], buffer * 9 / 10) << c.name << ", backfill " << backfill << ", member " << a.member;
         }
       }
-      if (c.launch_gap_ns == 0 && c.step_kernels == 0 && !c.neighbour) {
+      if (c.cap != 0 && c.launch_gap_ns == 0 && c.step_kernels == 0 && c.neighbours.empty()) {
         EXPECT_NEAR(sim.Fraction(0, c.window_ns), c.cap, 3) << c.name << ", backfill " << backfill;
       }
     }
@@ -456,17 +526,60 @@ TEST(PacingBoardTest, AForgedDebtHoldsACappedVgpuForAtMostWhatItsCapExplains) {
   // time that buys.
   for (bool budgets : {false, true}) {
     Simulation sim;
-    sim.cap_budgets_ = budgets;
+    sim.budgets_ = budgets;
     Simulation::App& victim = sim.Add(1, MemberSpec{100, 30, Priority::kBestEffort});
     sim.forged_debt_of_ = victim.member;
     sim.Run(2000 * kMs);  // the buffer, spent
     sim.Reset();
     sim.Run(4000 * kMs);
     if (budgets) {
-      EXPECT_GT(sim.apps_[0].went_ahead_of_cap, 0u);
+      EXPECT_GT(sim.apps_[0].went_ahead, 0u);
       EXPECT_GE(sim.Fraction(0, 4000 * kMs), 30 * 7 / 8 - 3);
     } else {
       EXPECT_LT(sim.Fraction(0, 4000 * kMs), 1) << "the forgery held nothing: the test no longer tests the bound";
+    }
+  }
+}
+
+TEST(PacingBoardTest, AForgedTurnHoldsAVgpuForAtMostWhatItsShareExplains) {
+  // Another tenant writes itself into the turn every tick (busy, its
+  // virtual time 0). A capped vGPU waits at the gate for turns in either
+  // mode, an uncapped one under exclusive turns; without the bound each of
+  // their launches waited for the gate's 2 s fail-open bound (not
+  // modelled here: they never launched). With it, each launches in the
+  // seven eighths of its owed share the budget leaves it: half its floor
+  // beside the forger (25%), less than its cap (30%).
+  struct Case {
+    const char* name;
+    uint32_t cap;
+    bool backfill;
+    double owed_pct;
+  };
+  for (const Case& c : {Case{"capped, exclusive", 30, false, 25}, Case{"capped, backfill", 30, true, 25},
+                        Case{"uncapped, exclusive", 0, false, 25}}) {
+    for (bool budgets : {false, true}) {
+      Simulation sim;
+      sim.config_.backfill = c.backfill;
+      sim.budgets_ = budgets;
+      Simulation::App& forger = sim.Add(1, MemberSpec{100, 0, Priority::kBestEffort});
+      forger.depth = 0;  // launches nothing: it only writes
+      sim.turn_forged_by_ = forger.member;
+      sim.Add(2, MemberSpec{100, c.cap, Priority::kBestEffort});
+      sim.Run(2000 * kMs);  // the buffer, spent
+      sim.Reset();
+      sim.Run(4000 * kMs);
+      const Simulation::App& victim = sim.apps_[1];
+      if (budgets) {
+        EXPECT_GT(victim.went_ahead, 0u) << c.name;
+        EXPECT_GE(sim.Fraction(1, 4000 * kMs), c.owed_pct * 7 / 8 - 3) << c.name;
+        if (c.cap != 0) {
+          EXPECT_LE(sim.Fraction(1, 4000 * kMs), c.cap + 3) << c.name << ": past its cap";
+        }
+      } else {
+        EXPECT_LT(sim.Fraction(1, 4000 * kMs), 1) << c.name
+                                                  << ": the forgery held nothing; the test no longer "
+                                                     "tests the bound";
+      }
     }
   }
 }

@@ -23,6 +23,17 @@ uint32_t TurnFloorPermille(const std::vector<RosterEntry>& roster, const uint8_t
   return static_cast<uint32_t>(1000 * static_cast<uint64_t>(mine) / weights);
 }
 
+uint32_t OwedTurnPermille(const std::vector<RosterEntry>& roster, const uint8_t gpu[16], uint64_t self) {
+  const uint32_t floor = TurnFloorPermille(roster, gpu, self);
+  uint32_t lc_caps = 0;
+  for (const RosterEntry& e : roster) {
+    if (memcmp(e.gpu.data(), gpu, 16) == 0 && LevelClass(e.level) == Priority::kLatencyCritical) {
+      lc_caps += e.cap_pct;
+    }
+  }
+  return lc_caps >= 100 ? 0 : floor * (100 - lc_caps) / 100 / 2;
+}
+
 bool TurnFloorWatch::Sample(bool wants_gpu, bool holds_turn, uint64_t elapsed_ns) {
   if (!wants_gpu) return false;
   if (elapsed_ns > kMaxSampleNs) elapsed_ns = kMaxSampleNs;

@@ -48,6 +48,16 @@ namespace gpuslice::core {
 // listed.
 uint32_t TurnFloorPermille(const std::vector<RosterEntry>& roster, const uint8_t gpu[16], uint64_t self);
 
+// The share of the turn time, in permille, that `self` is owed on GPU `gpu`
+// whatever the others write on the board while it waits for turns
+// (core/gate_wait_budget.h): half its floor, as a starved verdict above
+// (an honest vGPU's turns fall short of its floor for a while: idle
+// holders keep their turn through short pauses, turns come in quanta),
+// less what the capped latency-critical vGPUs listed there may take (they
+// take turns, and win each by their level; an uncapped one takes none).
+// 0 where it has no floor.
+uint32_t OwedTurnPermille(const std::vector<RosterEntry>& roster, const uint8_t gpu[16], uint64_t self);
+
 class TurnFloorWatch {
  public:
   // Time the vGPU wanted the GPU, per verdict.

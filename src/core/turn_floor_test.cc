@@ -40,6 +40,26 @@ TEST(TurnFloorTest, IsNoneBelowAHigherBestEffortLevel) {
   EXPECT_EQ(TurnFloorPermille(roster, kGpu, 2), 1000u);
 }
 
+TEST(TurnFloorTest, WhatIsOwedWhileWaitingForTurnsLeavesCappedLcVgpusTheirCaps) {
+  // A capped LC vGPU takes turns and wins each by its level: a best-effort
+  // vGPU waits for them however honest everyone is. An uncapped one takes
+  // none.
+  RosterEntry capped_lc = On(kGpu, 4, Priority::kLatencyCritical, 0, 100);
+  capped_lc.cap_pct = 40;
+  std::vector<RosterEntry> roster = {On(kGpu, 1, Priority::kBestEffort, 0, 20),
+                                     On(kGpu, 2, Priority::kBestEffort, 0, 80),
+                                     On(kGpu, 3, Priority::kLatencyCritical, 0, 100)};
+  EXPECT_EQ(OwedTurnPermille(roster, kGpu, 1), 100u) << "half its floor";
+  roster.push_back(capped_lc);
+  EXPECT_EQ(OwedTurnPermille(roster, kGpu, 1), 60u);
+  EXPECT_EQ(OwedTurnPermille(roster, kGpu, 2), 240u);
+  EXPECT_EQ(OwedTurnPermille(roster, kGpu, 4), 0u) << "an LC vGPU has no floor";
+  capped_lc.vgpu_id = 5;
+  capped_lc.cap_pct = 60;
+  roster.push_back(capped_lc);
+  EXPECT_EQ(OwedTurnPermille(roster, kGpu, 2), 0u) << "LC caps may take every turn";
+}
+
 constexpr uint64_t kMs = 1'000'000;
 constexpr uint32_t kWindowMs = TurnFloorWatch::kWindowNs / kMs;
 

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -17,7 +18,7 @@
 #include <vector>
 
 #include "core/board_roster.h"
-#include "core/cap_wait_budget.h"
+#include "core/gate_wait_budget.h"
 #include "core/hold_budget.h"
 #include "core/pacing_board.h"
 #include "core/shared_word.h"
@@ -43,8 +44,10 @@ constexpr uint64_t kMaxWaitNs = 2'000'000'000;     // then launch anyway (fail o
 // (core::WaitsForOwnCap): a debt of a long queue takes debt / cap to pay
 // back (3 s at 30%: 10 s), and a launch that went ahead at 2 s ran outside
 // any turn, uncharged (36% under a 30% cap with 3.2 s queues). Those waits
-// are bounded by what the cap explains instead (core/cap_wait_budget.h):
-// the row's tokens may be forged.
+// are bounded by what the cap explains instead (core/gate_wait_budget.h):
+// the row's tokens may be forged. So are waits for another vGPU's turn
+// where the roster says what share of the turns this vGPU is owed: the
+// turn word may be forged too.
 constexpr uint64_t kSlowWaitNs = 500'000'000;      // then say why, once per wait
 constexpr uint64_t kSpinNs = 50'000;                // yield-spin before sleeping
 constexpr long kSleepNs = 30'000;                   // between gate checks
@@ -116,12 +119,17 @@ struct Device {
   core::TurnFloorWatch floor;
   // How much of this process's time holds may take here (core/hold_budget.h).
   core::HoldBudget hold_budget;
-  // ... and waits for its own cap's tokens (core/cap_wait_budget.h).
-  core::CapWaitBudget cap_wait_budget;
+  // ... and waits for its own cap's tokens and others' turns
+  // (core/gate_wait_budget.h).
+  core::GateWaitBudget gate_wait_budget;
+  // The share of the turns, in permille, the roster says this vGPU is owed
+  // here (core::OwedTurnPermille); 0: none, and waits for others' turns are
+  // no part of the budget (set by the compute thread).
+  std::atomic<uint32_t> owed_turn_permille{0};
   // When the last tick saw work of ours run on past our turn; 0 when it did
   // not (compute thread).
   uint64_t run_on_seen_ns = 0;
-  // Work launched ahead of our cap (GoAheadOfCap) may be queued: until our
+  // Work launched ahead of the board (GoAhead) may be queued: until our
   // queue drains, none of it is a run-on our cap's tokens pay for, so none
   // is vouched for (else a forger's victim would wait for its own escape).
   std::atomic<bool> ahead_queued{false};
@@ -144,7 +152,7 @@ bool g_roster_logged = false;
 
 std::atomic<bool> g_wait_logged{false};
 std::atomic<bool> g_budget_logged{false};
-std::atomic<bool> g_cap_budget_logged{false};
+std::atomic<bool> g_gate_budget_logged{false};
 
 // The quiet compute thread sleeps on this; see kIdleTickNs.
 port::WakeWord g_tick_wake;
@@ -335,6 +343,7 @@ bool LoadRoster(const core::Limits& limits, uint64_t self) {
     }
     RebuildTrust(d, mine, self);
     d.floor.SetFloor(core::TurnFloorPermille(parsed.value(), mine.uuid, self));
+    d.owed_turn_permille.store(core::OwedTurnPermille(parsed.value(), mine.uuid, self), std::memory_order_relaxed);
   }
   return true;
 }
@@ -471,6 +480,18 @@ void WatchTurnFloor(Device& d, int slot, bool holds, uint64_t now) {
 }
 }  // namespace
 
+namespace {
+// The share of the time this vGPU is owed on `d`, whatever the board says
+// (core/gate_wait_budget.h): its cap, and where it has a floor of turns,
+// that too, whichever is less.
+uint32_t OwedPermille(const Device& d, const core::MemberSpec& spec) {
+  const uint32_t turns = d.owed_turn_permille.load(std::memory_order_relaxed);
+  const uint32_t cap = spec.cap_pct * 10;
+  if (cap == 0) return turns;
+  return turns == 0 ? cap : std::min(cap, turns);
+}
+}  // namespace
+
 uint64_t Tick(VgpuRuntime* rt) {
   if (!g_started) return kIdleTickNs;
   const core::Limits& limits = rt->limits();
@@ -515,10 +536,10 @@ uint64_t Tick(VgpuRuntime* rt) {
       const bool holds = core::TurnHolder(*d.board) == member;
       // ... and explains as long a wait for our cap's tokens: vouched for
       // between two ticks that both saw it, whatever the row says.
-      d.cap_wait_budget.Configure(spec.cap_pct, core::CapWaitBufferNs(d.config), d.config.min_quantum_ns);
+      d.gate_wait_budget.Configure(OwedPermille(d, spec), core::GateWaitBufferNs(d.config), d.config.min_quantum_ns);
       if (!queued) d.ahead_queued.store(false, std::memory_order_relaxed);
       const bool run_on = spec.cap_pct != 0 && queued && !holds && !d.ahead_queued.load(std::memory_order_relaxed);
-      if (run_on && d.run_on_seen_ns != 0 && now > d.run_on_seen_ns) d.cap_wait_budget.Vouch(now - d.run_on_seen_ns);
+      if (run_on && d.run_on_seen_ns != 0 && now > d.run_on_seen_ns) d.gate_wait_budget.Vouch(now - d.run_on_seen_ns);
       d.run_on_seen_ns = run_on ? now : 0;
       holding |= holds;
       // Quiet: nothing queued and no launch since the last tick, so a
@@ -574,7 +595,9 @@ void SleepBetweenTicks(uint64_t ns) {
 namespace {
 // One check of the gate. Holds of latency-critical levels above this vGPU
 // are obeyed while this process's hold budget lasts; then turns decide.
-bool GateOpens(Device& d, int member, uint64_t now, uint64_t waited_ns, bool* first_held) {
+// `*held`: the gate stayed shut for a hold.
+bool GateOpens(Device& d, int member, uint64_t now, uint64_t waited_ns, bool* first_held, bool* held) {
+  *held = false;
   if (d.hold_budget.Holds(now) &&
       core::LaunchesHeld(*d.board, member, now, waited_ns < core::kMaxAutoHoldNs, d.config)) {
     if (d.hold_budget.NoteHeld(now, *first_held)) {
@@ -588,20 +611,34 @@ bool GateOpens(Device& d, int member, uint64_t now, uint64_t waited_ns, bool* fi
       }
     }
     *first_held = false;
+    *held = true;
     return false;
   }
   return core::TryEnter(d.board, member, now, d.config, waited_ns, /*obey_holds=*/false) == core::GateDecision::kGo;
 }
 
-// A launch whose waits for its own cap's tokens took more than the cap
-// explains (core/cap_wait_budget.h) goes ahead, outside any turn.
-void GoAheadOfCap(Device& d, int member, uint64_t now, bool tracked) {
-  if (!g_cap_budget_logged.exchange(true)) {
+// Whether a launch the gate keeps waiting waits for what the gate wait
+// budget covers (core/gate_wait_budget.h): its own cap's tokens, or another
+// vGPU's turn where the roster says what share of the turns it is owed.
+// Not a hold (the hold budget's), nor the drain of its own turn.
+// `for_own_cap`: core::WaitsForOwnCap, as the caller saw it.
+bool WaitIsBudgeted(const Device& d, int member, bool held, bool for_own_cap) {
+  if (held) return false;
+  return for_own_cap ||
+         (d.owed_turn_permille.load(std::memory_order_relaxed) != 0 && core::TurnHolder(*d.board) != member);
+}
+
+// A launch whose waits for its cap's tokens and others' turns took more
+// than its share explains (core/gate_wait_budget.h) goes ahead, outside
+// any turn.
+void GoAhead(Device& d, int member, uint64_t now, bool tracked) {
+  if (!g_gate_budget_logged.exchange(true)) {
     port::Log(port::LogLevel::kWarn,
-              "this process's launches waited for their compute cap's tokens longer than the cap explains (its "
-              "share of the time, what its own queued work ran on, and %llu ms); launching anyway: is this "
-              "vGPU's row of the pacing board forged? (docs/design.md, \"Forged board entries\")",
-              static_cast<unsigned long long>(core::CapWaitBufferNs(d.config) / 1'000'000));
+              "this process's launches waited for their compute cap's tokens or other vGPUs' GPU turns longer "
+              "than its share explains (its cap's or its weight's share of the time, what its own queued work "
+              "ran on, and %llu ms); launching anyway: is the pacing board forged? (docs/design.md, \"Forged "
+              "board entries\")",
+              static_cast<unsigned long long>(core::GateWaitBufferNs(d.config) / 1'000'000));
   }
   d.ahead_queued.store(true, std::memory_order_relaxed);
   if (tracked) MarkLaunching(d, member, now);
@@ -631,23 +668,24 @@ int EnterGate() {
   }
   uint64_t now = start;
   uint64_t cap_waited = 0;  // of now - start, spent waiting for our own cap's tokens
-  bool short_of_tokens = false;  // at the last look: waiting for our own cap's tokens
+  bool budgeted = false;    // at the last look: waiting for our own cap's tokens or another's turn
+  bool held = false;        // at the last check of the gate: shut for a hold
   bool slow_logged = false;
   bool counted = false;
   bool first_held = true;
   for (;;) {
-    if (GateOpens(d, member, now, now - start, &first_held)) {
+    if (GateOpens(d, member, now, now - start, &first_held, &held)) {
       if (!tracked) break;
       // The board said go; its thread may have been descheduled since,
       // while the turn passed on.
       if (MarkedAndStillMayGo(d, member, now)) break;
     }
     if (!counted) {
-      // Our waits for our own cap have taken all that the cap explains:
-      // this launch goes ahead at once, as one whose wait ran it out does.
-      if (d.own_capped.load(std::memory_order_relaxed) && !d.cap_wait_budget.Allows(now) &&
-          core::WaitsForOwnCap(*d.board, member, now, d.config)) {
-        GoAheadOfCap(d, member, now, tracked);
+      // Our waits have taken all that our share explains: this launch
+      // goes ahead at once, as one whose wait ran it out does.
+      if (!d.gate_wait_budget.Allows(now) &&
+          WaitIsBudgeted(d, member, held, core::WaitsForOwnCap(*d.board, member, now, d.config))) {
+        GoAhead(d, member, now, tracked);
         break;
       }
       counted = true;
@@ -665,15 +703,16 @@ int EnterGate() {
     }
     const uint64_t before = now;
     now = port::MonotonicNanos();
-    const bool was_short = short_of_tokens;
-    short_of_tokens = core::WaitsForOwnCap(*d.board, member, now, d.config);
-    if (short_of_tokens) {
-      cap_waited += now - before;
+    const bool was_budgeted = budgeted;
+    const bool for_own_cap = core::WaitsForOwnCap(*d.board, member, now, d.config);
+    if (for_own_cap) cap_waited += now - before;
+    budgeted = WaitIsBudgeted(d, member, held, for_own_cap);
+    if (budgeted) {
       // Spent only between two looks that both saw it, so that a wait is
       // never counted longer than it was (an honest job's waits would then
-      // outrun what its cap explains).
-      if (was_short && !d.cap_wait_budget.Spend(before, now)) {
-        GoAheadOfCap(d, member, now, tracked);
+      // outrun what its share explains).
+      if (was_budgeted && !d.gate_wait_budget.Spend(before, now)) {
+        GoAhead(d, member, now, tracked);
         break;
       }
     }

@@ -633,14 +633,44 @@ def test_a_tenant_writing_a_capped_neighbours_tokens_into_debt_holds_it_only_as_
     # gate's last resort of a minute, and its run did not end within this
     # helper's 60 s.
     # Now its waits for its own cap end once they exceed what its cap
-    # explains (core/cap_wait_budget.h), and it says so; its launches go on.
+    # explains (core/gate_wait_budget.h), and it says so; its launches go on.
     err = {}
     out = run_together(world, [
         ("victim", ["--compute-cap", "50"], ["spin", str(SECONDS + 1), world.path("victim.runs")]),
         ("attacker", [], ["forge_cap_debt", str(SECONDS + 2), "spin", "0.05", world.path("a.runs")]),
     ], stderr=err)
     assert int(lines_of(out["attacker"], "forge_cap_debt")[-1][1]) >= 1, "the attacker found no row to write"
-    assert "longer than the cap explains" in err["victim"], err["victim"]
+    assert "longer than its share explains" in err["victim"], err["victim"]
+    assert launches(out["victim"])[0] >= 100, f"{launches(out['victim'])[0]} launches in {SECONDS + 1} s"
+
+
+@pytest.mark.parametrize("victim_flags, node_turns", [
+    # A capped vGPU waits for turns in either mode (here the default,
+    # shares by slices) ...
+    (["--compute-cap", "50"], None),
+    # ... an uncapped one where the node asks for exclusive turns.
+    ([], "exclusive"),
+])
+def test_a_tenant_holding_the_turn_holds_its_neighbour_only_as_its_share_explains(world, victim_flags, node_turns):
+    # A hostile tenant writes itself into the GPU's turn in a loop. Each of
+    # the victim's launches then waited for the gate's 2 s fail-open bound,
+    # a handful of launches in the run. Now the victim's waits for others'
+    # turns end once they exceed what its share of the turns explains (its
+    # floor beside the forger, 50%; core/gate_wait_budget.h), and it says
+    # so; its launches go on.
+    if node_turns:
+        state = world.env["GPUSLICE_STATE_DIR"]
+        os.makedirs(state, exist_ok=True)
+        with open(os.path.join(state, "policy"), "w") as f:
+            f.write(f"be_turns {node_turns}\n")
+    err = {}
+    out = run_together(world, [
+        ("victim", victim_flags, ["spin", str(SECONDS + 1), world.path("victim.runs")]),
+        # Its first launch gives it a row of its own to write into the turn.
+        ("attacker", [], ["spin", "0.05", world.path("a.runs"), "forge_turns", str(SECONDS + 2)]),
+    ], stderr=err)
+    assert int(lines_of(out["attacker"], "forge_turns")[-1][1]) > 100, "the forger never found its row"
+    assert "longer than its share explains" in err["victim"], err["victim"]
     assert launches(out["victim"])[0] >= 100, f"{launches(out['victim'])[0]} launches in {SECONDS + 1} s"
 
 

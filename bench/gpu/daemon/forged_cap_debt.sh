@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A tenant writing a capped neighbour's cap tokens into debt, on a real GPU
-# ("Forged board entries" in docs/design.md; core/cap_wait_budget.h): a
+# ("Forged board entries" in docs/design.md; core/gate_wait_budget.h): a
 # best-effort victim capped at CAP_PCT launches small kernels back to back
 # (lc_be small); a process of another best-effort vGPU writes the victim's
 # row's cap_tokens_ns 11 days into debt every millisecond (cuda_app

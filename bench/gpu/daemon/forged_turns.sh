@@ -12,6 +12,11 @@
 # SHARES (default turns) is the node's share mode, written into the state
 # directory's policy file: under slices, the default since 2026-11-28, an
 # uncapped vGPU's turns set no slice, so forging them gains nothing.
+# TURNS (default backfill) is the node's turn mode (`be_turns`); under
+# exclusive turns every best-effort launch waits at the gate for its turn.
+# VICTIM_FLAGS adds `gpuslice run` flags to the victim (e.g. a cap: a
+# capped vGPU waits at the gate for turns in every mode). The victim's
+# waits for others' turns are bounded by its share (core/gate_wait_budget.h).
 #   bash bench/gpu/with_bundle.sh bash bench/gpu/daemon/forged_turns.sh
 #   VARIANT=.device/variant-NAME bash bench/gpu/with_bundle.sh ... (another library)
 set -uo pipefail
@@ -25,10 +30,11 @@ export SMALL_ITERS=${SMALL_ITERS:-750}  # a fixed ~10 us kernel (no calibration 
 mkdir -p "$OUT"
 export GPUSLICE_STATE_DIR=$(mktemp -d)/state
 mkdir -p "$GPUSLICE_STATE_DIR"
-echo "be_shares ${SHARES:-turns}" > "$GPUSLICE_STATE_DIR/policy"
+printf 'be_shares %s\nbe_turns %s\n' "${SHARES:-turns}" "${TURNS:-backfill}" > "$GPUSLICE_STATE_DIR/policy"
+read -r -a VICTIM_FLAGS <<< "${VICTIM_FLAGS:-}"
 
 victim() {  # victim PHASE
-  "${G[@]}" run --name victim --compute 50 -- "$LC_BE" small "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
+  "${G[@]}" run --name victim --compute 50 "${VICTIM_FLAGS[@]}" -- "$LC_BE" small "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
   printf '{"phase":"%s",%s\n' "$1" "$(tail -c +2 "$OUT/$1.json")"
 }
 beside() {  # beside PHASE FORGE(0|1): the victim beside the GPU-bound job
@@ -54,4 +60,4 @@ print(f"victim kernels/s: alone {rate['alone']:.0f} / {rate['alone_end']:.0f}; b
       f"{rate['honest']:.0f} = {rate['honest'] / alone:.3f} of alone; beside it forging turns {rate['forged']:.0f}"
       f" = {rate['forged'] / alone:.3f}")
 PY
-grep -h "forging the pacing board" "$OUT"/forged.log | head -2
+grep -h "forging the pacing board\|pacing board forged" "$OUT"/forged.log | head -2

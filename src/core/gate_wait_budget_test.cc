@@ -1,4 +1,4 @@
-#include "core/cap_wait_budget.h"
+#include "core/gate_wait_budget.h"
 
 #include <gtest/gtest.h>
 
@@ -18,12 +18,11 @@ constexpr uint64_t kBuffer = 240 * kMs;
 
 constexpr uint64_t kResume = 10 * kMs;
 
-// One launch waiting for its own cap from `from` until `to`, as the pacer's
-// wait loop does: it starts only if the budget allows, and spends it every
-// `every` (the stretch between two looks that both saw it short). Returns
-// when the budget let it go ahead: `from` if it never waited, `to` if it
-// was never let go.
-uint64_t CapWait(CapWaitBudget& budget, uint64_t from, uint64_t to, uint64_t every = 30 * kUs) {
+// One launch waiting from `from` until `to`, as the pacer's wait loop does:
+// it starts only if the budget allows, and spends it every `every` (the
+// stretch between two looks that both saw it wait). Returns when the budget
+// let it go ahead: `from` if it never waited, `to` if it was never let go.
+uint64_t Wait(GateWaitBudget& budget, uint64_t from, uint64_t to, uint64_t every = 30 * kUs) {
   if (!budget.Allows(from)) return from;
   for (uint64_t now = from + every; now <= to; now += every) {
     if (!budget.Spend(now - every, now)) return now;
@@ -31,85 +30,103 @@ uint64_t CapWait(CapWaitBudget& budget, uint64_t from, uint64_t to, uint64_t eve
   return to;
 }
 
-TEST(CapWaitBudgetTest, AnUncappedProcessNeverRunsOut) {
-  CapWaitBudget budget;
+TEST(GateWaitBudgetTest, AProcessOwedNothingNeverRunsOut) {
+  GateWaitBudget budget;
   budget.Configure(0, kBuffer, kResume);
-  EXPECT_EQ(CapWait(budget, kT0, kT0 + 60'000 * kMs, kMs), kT0 + 60'000 * kMs);
+  EXPECT_EQ(Wait(budget, kT0, kT0 + 60'000 * kMs, kMs), kT0 + 60'000 * kMs);
 }
 
-TEST(CapWaitBudgetTest, AWaitNoDebtExplainsEndsAfterTheBufferAndWhatTheCapEarnsMeanwhile) {
+TEST(GateWaitBudgetTest, AWaitNoDebtExplainsEndsAfterTheBufferAndWhatTheShareEarnsMeanwhile) {
   // A forger keeps a 30% vGPU's tokens deep in debt: one long wait. It
   // earns (1 - 7/8 * 30%) = 73.75% of its wall time while it waits, so the
   // buffer runs out after buffer / 26.25% = 914 ms.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
-  const uint64_t released = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
+  const uint64_t released = Wait(budget, kT0, kT0 + 60'000 * kMs);
   EXPECT_NEAR(static_cast<double>(released - kT0) / kMs, 914.3, 1);
 }
 
-TEST(CapWaitBudgetTest, OnceSpentItWaitsOnlyTheCapsShareOfTheTimeAfter) {
+TEST(GateWaitBudgetTest, OnceSpentItWaitsOnlyTheShareOfTheTimeNotOwed) {
   // Forged tokens for good: after the buffer, launches every 100 us each
   // wait until the budget lets them go. Over 10 s they wait 73.75% of the
   // time (the cap's 30% less an eighth of it is left to launch in), never
   // all of it.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
-  uint64_t now = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
+  uint64_t now = Wait(budget, kT0, kT0 + 60'000 * kMs);
   const uint64_t start = now;
   uint64_t waited = 0;
   while (now < start + 10'000 * kMs) {
-    const uint64_t released = CapWait(budget, now, now + 60'000 * kMs, 10 * kUs);
+    const uint64_t released = Wait(budget, now, now + 60'000 * kMs, 10 * kUs);
     waited += released - now;
     now = released + 100 * kUs;  // a launch's worth of work, then the next launch
   }
   EXPECT_NEAR(100.0 * static_cast<double>(waited) / static_cast<double>(now - start), 73.75, 1.5);
 }
 
-TEST(CapWaitBudgetTest, OnceSpentLaunchesGoAheadUntilATurnsWorthIsEarned) {
+TEST(GateWaitBudgetTest, OnceSpentLaunchesGoAheadUntilATurnsWorthIsEarned) {
   // Spent out by a forged debt, the process launches without waiting until
   // it has earned a turn's worth (10 ms at 73.75%: 13.6 ms), then waits
   // until that is spent (10 ms at a net 26.25%: 38 ms): long runs each way,
   // not one launch at a time.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
-  uint64_t now = CapWait(budget, kT0, kT0 + 60'000 * kMs);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
+  uint64_t now = Wait(budget, kT0, kT0 + 60'000 * kMs);
   EXPECT_FALSE(budget.Allows(now + 13 * kMs));
   EXPECT_TRUE(budget.Allows(now + 14 * kMs));
   now += 14 * kMs;
-  const uint64_t released = CapWait(budget, now, now + 60'000 * kMs);
+  const uint64_t released = Wait(budget, now, now + 60'000 * kMs);
   EXPECT_NEAR(static_cast<double>(released - now) / kMs, 40, 2);
 }
 
-TEST(CapWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
+TEST(GateWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
   // An honest 30% vGPU alone, GPU-bound: turns of r (a quantum, or one
   // overrun to the drain timeout), each charged r, then a wait until its
   // tokens are back: r * (1 - cap) / cap. That is what the cap earns, so
   // turn after turn leaves the budget where it was, and a turn's overshoot
   // stays within the buffer.
   for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
-    CapWaitBudget budget;
-    budget.Configure(30, kBuffer, kResume);
+    GateWaitBudget budget;
+    budget.Configure(300, kBuffer, kResume);
     uint64_t now = kT0;
     for (int cycle = 0; cycle < 500; ++cycle) {
       now += turn;
       const uint64_t wait = turn * 70 / 30;
-      ASSERT_EQ(CapWait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
+      ASSERT_EQ(Wait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
       now += wait;
     }
   }
 }
 
-TEST(CapWaitBudgetTest, ARunOnOfItsOwnWorkIsVouchedFor) {
+TEST(GateWaitBudgetTest, AnHonestFloorsWaitsForOtherTurnsNeverRunItOut) {
+  // Three busy vGPUs weighted 20/30/50 under exclusive turns: the 20% one
+  // holds a turn of r, then waits for the others' 4 r, 80% of the time.
+  // Owed its floor of 20%, it earns 82.5%; even turns as long as the drain
+  // timeout stay within the buffer.
+  for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
+    GateWaitBudget budget;
+    budget.Configure(200, kBuffer, kResume);
+    uint64_t now = kT0;
+    for (int cycle = 0; cycle < 500; ++cycle) {
+      now += turn;
+      const uint64_t wait = 4 * turn;
+      ASSERT_EQ(Wait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
+      now += wait;
+    }
+  }
+}
+
+TEST(GateWaitBudgetTest, ARunOnOfItsOwnWorkIsVouchedFor) {
   // A turn whose queue runs on 3 s past it: the run-on is charged, and
   // paying it back takes 3 s / 30% = 10 s of waiting. Vouched by the
   // process whose work it was, the whole wait is explained; unvouched, the
   // budget runs out long before.
   for (const bool vouched : {true, false}) {
-    CapWaitBudget budget;
-    budget.Configure(30, kBuffer, kResume);
+    GateWaitBudget budget;
+    budget.Configure(300, kBuffer, kResume);
     if (vouched) budget.Vouch(3000 * kMs);
     const uint64_t wait = 3000 * kMs + 7000 * kMs;  // the run-on, then the payback
-    const uint64_t released = CapWait(budget, kT0, kT0 + wait);
+    const uint64_t released = Wait(budget, kT0, kT0 + wait);
     if (vouched) {
       EXPECT_EQ(released, kT0 + wait);
     } else {
@@ -118,21 +135,21 @@ TEST(CapWaitBudgetTest, ARunOnOfItsOwnWorkIsVouchedFor) {
   }
 }
 
-TEST(CapWaitBudgetTest, IdleTimeBanksNoMoreThanTheBuffer) {
+TEST(GateWaitBudgetTest, IdleTimeBanksNoMoreThanTheBuffer) {
   // A minute idle, then a forged debt: the wait ends as it would have at
   // once, not a minute later.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
   const uint64_t later = kT0 + 60'000 * kMs;
-  EXPECT_NEAR(static_cast<double>(CapWait(budget, later, later + 60'000 * kMs) - later) / kMs, 914.3, 1);
+  EXPECT_NEAR(static_cast<double>(Wait(budget, later, later + 60'000 * kMs) - later) / kMs, 914.3, 1);
 }
 
-TEST(CapWaitBudgetTest, ThreadsWaitingAtOnceSpendEachNanosecondOnce) {
+TEST(GateWaitBudgetTest, ThreadsWaitingAtOnceSpendEachNanosecondOnce) {
   // Eight threads waiting through the same stretch spend it once, as one
   // thread would: the buffer lasts as long. Interleaved as a scheduler
   // might: round robin, each thread 30 us on.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
   uint64_t last[8];
   std::fill(std::begin(last), std::end(last), kT0);
   ASSERT_TRUE(budget.Allows(kT0));
@@ -146,11 +163,11 @@ TEST(CapWaitBudgetTest, ThreadsWaitingAtOnceSpendEachNanosecondOnce) {
   EXPECT_NEAR(static_cast<double>(released - kT0) / kMs, 914.3, 1);
 }
 
-TEST(CapWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
+TEST(GateWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
   // Four threads on one clock, 80 ms of it: spent once, 80 ms is well within
   // the buffer; spent by each thread, 320 ms would run it out.
-  CapWaitBudget budget;
-  budget.Configure(30, kBuffer, kResume);
+  GateWaitBudget budget;
+  budget.Configure(300, kBuffer, kResume);
   std::atomic<uint64_t> clock{kT0};
   std::atomic<int> ran_out{0};
   std::vector<std::thread> threads;
@@ -168,12 +185,12 @@ TEST(CapWaitBudgetTest, RealThreadsNeverSpendMoreThanTheWallTime) {
   EXPECT_EQ(ran_out.load(), 0);
 }
 
-TEST(CapWaitBudgetTest, ALowerCapMayWaitLongerBeforeItRunsOut) {
-  // The bound follows the cap: at 5% a vGPU honestly waits 95% of the time,
-  // and the buffer lasts buffer / 4.375% = 5.49 s of waiting.
-  CapWaitBudget budget;
-  budget.Configure(5, kBuffer, kResume);
-  EXPECT_NEAR(static_cast<double>(CapWait(budget, kT0, kT0 + 60'000 * kMs) - kT0) / kMs, 5485.7, 5);
+TEST(GateWaitBudgetTest, ALowerShareMayWaitLongerBeforeItRunsOut) {
+  // The bound follows the share owed: at 5% a vGPU honestly waits 95% of the
+  // time, and the buffer lasts buffer / 4.375% = 5.49 s of waiting.
+  GateWaitBudget budget;
+  budget.Configure(50, kBuffer, kResume);
+  EXPECT_NEAR(static_cast<double>(Wait(budget, kT0, kT0 + 60'000 * kMs) - kT0) / kMs, 5485.7, 5);
 }
 
 }  // namespace
