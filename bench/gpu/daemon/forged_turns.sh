@@ -60,4 +60,7 @@ print(f"victim kernels/s: alone {rate['alone']:.0f} / {rate['alone_end']:.0f}; b
       f"{rate['honest']:.0f} = {rate['honest'] / alone:.3f} of alone; beside it forging turns {rate['forged']:.0f}"
       f" = {rate['forged'] / alone:.3f}")
 PY
-grep -h "forging the pacing board\|pacing board forged" "$OUT"/forged.log | head -2
+# What the victim said of the board in each phase: honest phases must say nothing.
+for phase in alone honest forged alone_end; do
+  printf '%s: %s\n' "$phase" "$(grep -h "forging the pacing board\|pacing board forged" "$OUT/$phase.log" | head -2)"
+done
