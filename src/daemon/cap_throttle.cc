@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <utility>
+
+#include "port/replace_file.h"
 
 namespace gpuslice::daemon {
 
@@ -206,19 +207,12 @@ void CapThrottle::WriteLeftoversLocked() {
     unlink(leftovers_path_.c_str());
     return;
   }
-  const std::string tmp = leftovers_path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (uint32_t pid : pids) {
-      if (auto ticks = start_ticks_(pid)) out << pid << ' ' << *ticks << '\n';
-    }
-    if (!out) {
-      spdlog::warn("cannot write {}: a daemon that dies mid-throttle leaves its processes stopped", tmp);
-      return;
-    }
+  std::ostringstream out;
+  for (uint32_t pid : pids) {
+    if (auto ticks = start_ticks_(pid)) out << pid << ' ' << *ticks << '\n';
   }
-  if (rename(tmp.c_str(), leftovers_path_.c_str()) != 0) {
-    spdlog::warn("cannot write {}: a daemon that dies mid-throttle leaves its processes stopped", leftovers_path_);
+  if (Status s = port::ReplaceFile(leftovers_path_, out.str(), 0600); !s.ok()) {
+    spdlog::warn("{}: a daemon that dies mid-throttle leaves its processes stopped", s.message());
   }
 }
 
