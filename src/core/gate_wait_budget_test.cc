@@ -79,39 +79,30 @@ TEST(GateWaitBudgetTest, OnceSpentLaunchesGoAheadUntilATurnsWorthIsEarned) {
   EXPECT_NEAR(static_cast<double>(released - now) / kMs, 40, 2);
 }
 
-TEST(GateWaitBudgetTest, AnHonestCapsWaitsNeverRunItOut) {
-  // An honest 30% vGPU alone, GPU-bound: turns of r (a quantum, or one
-  // overrun to the drain timeout), each charged r, then a wait until its
-  // tokens are back: r * (1 - cap) / cap. That is what the cap earns, so
-  // turn after turn leaves the budget where it was, and a turn's overshoot
-  // stays within the buffer.
-  for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
-    GateWaitBudget budget;
-    budget.Configure(300, kBuffer, kResume);
-    uint64_t now = kT0;
-    for (int cycle = 0; cycle < 500; ++cycle) {
-      now += turn;
-      const uint64_t wait = turn * 70 / 30;
-      ASSERT_EQ(Wait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
-      now += wait;
-    }
-  }
-}
-
-TEST(GateWaitBudgetTest, AnHonestFloorsWaitsForOtherTurnsNeverRunItOut) {
-  // Three busy vGPUs weighted 20/30/50 under exclusive turns: the 20% one
-  // holds a turn of r, then waits for the others' 4 r, 80% of the time.
-  // Owed its floor of 20%, it earns 82.5%; even turns as long as the drain
-  // timeout stay within the buffer.
-  for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
-    GateWaitBudget budget;
-    budget.Configure(200, kBuffer, kResume);
-    uint64_t now = kT0;
-    for (int cycle = 0; cycle < 500; ++cycle) {
-      now += turn;
-      const uint64_t wait = 4 * turn;
-      ASSERT_EQ(Wait(budget, now, now + wait), now + wait) << "turns of " << turn / kMs << " ms, cycle " << cycle;
-      now += wait;
+TEST(GateWaitBudgetTest, AnHonestSharesWaitsNeverRunItOut) {
+  // Turns of r (a quantum, or one overrun to the drain timeout), each
+  // followed by a wait of what the share leaves: an honest 30% vGPU alone,
+  // GPU-bound, waits r * (1 - cap) / cap for its tokens to come back; one of
+  // three busy vGPUs weighted 20/30/50 under exclusive turns, owed 20%,
+  // waits for the others' 4 r. That is what the share earns, so turn after
+  // turn leaves the budget where it was, and a turn's overshoot stays within
+  // the buffer.
+  struct Case {
+    uint32_t owed_permille;
+    uint64_t wait_per_turn, per;  // the wait after each turn: turn * wait_per_turn / per
+  };
+  for (const Case& c : {Case{300, 70, 30}, Case{200, 4, 1}}) {
+    for (const uint64_t turn : {10 * kMs, 50 * kMs, 210 * kMs}) {
+      GateWaitBudget budget;
+      budget.Configure(c.owed_permille, kBuffer, kResume);
+      uint64_t now = kT0;
+      for (int cycle = 0; cycle < 500; ++cycle) {
+        now += turn;
+        const uint64_t wait = turn * c.wait_per_turn / c.per;
+        ASSERT_EQ(Wait(budget, now, now + wait), now + wait)
+            << "owed " << c.owed_permille << " permille, turns of " << turn / kMs << " ms, cycle " << cycle;
+        now += wait;
+      }
     }
   }
 }
