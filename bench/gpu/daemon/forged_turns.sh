@@ -33,9 +33,14 @@ mkdir -p "$GPUSLICE_STATE_DIR"
 printf 'be_shares %s\nbe_turns %s\n' "${SHARES:-turns}" "${TURNS:-backfill}" > "$GPUSLICE_STATE_DIR/policy"
 read -r -a VICTIM_FLAGS <<< "${VICTIM_FLAGS:-}"
 
-victim() {  # victim PHASE
-  "${G[@]}" run --name victim --compute 50 "${VICTIM_FLAGS[@]}" -- "$LC_BE" small "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
-  printf '{"phase":"%s",%s\n' "$1" "$(tail -c +2 "$OUT/$1.json")"
+victim() {  # victim PHASE: a window that has not ended after VICTIM_TIMEOUT s counts as not finished
+  timeout "${VICTIM_TIMEOUT:-60}" "${G[@]}" run --name victim --compute 50 "${VICTIM_FLAGS[@]}" -- "$LC_BE" small \
+    "$SECONDS_EACH" "$OUT/$1.json" > "$OUT/$1.log" 2>&1
+  if [ -s "$OUT/$1.json" ]; then
+    printf '{"phase":"%s",%s\n' "$1" "$(tail -c +2 "$OUT/$1.json")"
+  else
+    printf '{"phase":"%s","finished":false}\n' "$1"
+  fi
 }
 beside() {  # beside PHASE FORGE(0|1): the victim beside the GPU-bound job
   local stop=$OUT/$1.stop forge=""
@@ -53,12 +58,16 @@ beside honest 0
 beside forged 1
 victim alone_end
 python3 - "$OUT" <<'PY'
-import json, sys
-rate = {p: json.load(open(f"{sys.argv[1]}/{p}.json"))["kernels_per_s"] for p in ("alone", "honest", "forged", "alone_end")}
-alone = (rate["alone"] + rate["alone_end"]) / 2
-print(f"victim kernels/s: alone {rate['alone']:.0f} / {rate['alone_end']:.0f}; beside the GPU-bound job "
-      f"{rate['honest']:.0f} = {rate['honest'] / alone:.3f} of alone; beside it forging turns {rate['forged']:.0f}"
-      f" = {rate['forged'] / alone:.3f}")
+import json, os, sys
+rate = {}
+for p in ("alone", "honest", "forged", "alone_end"):
+    path = f"{sys.argv[1]}/{p}.json"
+    rate[p] = json.load(open(path))["kernels_per_s"] if os.path.exists(path) and os.path.getsize(path) else None
+alone = (rate["alone"] + rate["alone_end"]) / 2 if rate["alone"] and rate["alone_end"] else None
+of = lambda p: (f"{rate[p]:.0f} = {rate[p] / alone:.3f} of alone" if rate[p] is not None and alone
+                else "window not finished" if rate[p] is None else f"{rate[p]:.0f}")
+print(f"victim kernels/s: alone {of('alone')} / {of('alone_end')}; beside the GPU-bound job {of('honest')}; "
+      f"beside it forging turns {of('forged')}")
 PY
 # What the victim said of the board in each phase: honest phases must say nothing.
 for phase in alone honest forged alone_end; do
