@@ -478,9 +478,7 @@ void WatchTurnFloor(Device& d, int slot, bool holds, uint64_t now) {
               "resume", slot, permille / 10, permille % 10);
   }
 }
-}  // namespace
 
-namespace {
 // The share of the time this vGPU is owed on `d`, whatever the board says
 // (core/gate_wait_budget.h): its cap, and where it has a floor of turns,
 // that too, whichever is less.
@@ -534,9 +532,11 @@ uint64_t Tick(VgpuRuntime* rt) {
       if (queued) core::ChargeRunOn(d.board, member, now, d.config);
       core::AdvanceTurn(d.board, port::MonotonicNanos(), d.config);
       const bool holds = core::TurnHolder(*d.board) == member;
-      // ... and explains as long a wait for our cap's tokens: vouched for
-      // between two ticks that both saw it, whatever the row says.
+      // What waits at the gate may take: the share we are owed now (a cap
+      // may change, and a floor with the roster).
       d.gate_wait_budget.Configure(OwedPermille(d, spec), core::GateWaitBufferNs(d.config), d.config.min_quantum_ns);
+      // A run-on of ours explains as long a wait for our cap's tokens:
+      // vouched for between two ticks that both saw it, whatever the row says.
       if (!queued) d.ahead_queued.store(false, std::memory_order_relaxed);
       const bool run_on = spec.cap_pct != 0 && queued && !holds && !d.ahead_queued.load(std::memory_order_relaxed);
       if (run_on && d.run_on_seen_ns != 0 && now > d.run_on_seen_ns) d.gate_wait_budget.Vouch(now - d.run_on_seen_ns);
