@@ -1,9 +1,12 @@
 #include "port/file_lock.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -51,16 +54,36 @@ TEST_F(FileLockTest, SharedHoldersShareAndKeepAnExclusiveOneOut) {
   EXPECT_TRUE(LockFile(path_, LockMode::kExclusive, milliseconds{0}).ok());
 }
 
+// The system call `tid` of this process is in, from /proc (-1 if unread).
+long SyscallOf(pid_t tid) {
+  std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  long number = -1;
+  in >> number;
+  return number;
+}
+
 TEST_F(FileLockTest, AWaiterGetsTheLockItsHolderReleases) {
   auto held = LockFile(path_, LockMode::kExclusive, milliseconds{0});
   ASSERT_TRUE(held.ok());
+  std::atomic<pid_t> waiter_tid{0};
   Status got = Status::Error("not run");
   std::thread waiter([&] {
+    waiter_tid = static_cast<pid_t>(syscall(SYS_gettid));
     auto lock = LockFile(path_, LockMode::kExclusive, milliseconds{60'000});
     got = lock.ok() ? Status::Ok() : lock.status();
   });
+  // Released only once the waiter sleeps between tries, which it does only
+  // after a try found the lock held: the release then ends a real wait.
+  // (A waiter that gave up at once has no task left to read: -1.)
+  long call = 0;
+  while (call != SYS_clock_nanosleep && call != -1) {
+    std::this_thread::yield();
+    const pid_t tid = waiter_tid.load();
+    if (tid != 0) call = SyscallOf(tid);
+  }
   held->reset();
   waiter.join();
+  EXPECT_EQ(call, SYS_clock_nanosleep) << "the waiter never slept between tries";
   EXPECT_TRUE(got.ok()) << got.message();
 }
 
