@@ -57,6 +57,16 @@
 
 namespace gpuslice::core {
 
+// The share of the time, in permille, a process is owed: its vGPU's cap
+// (`cap_pct`, 0 for none) and the share of the turns it is owed
+// (`owed_turn_permille`: core::OwedTurnPermille, 0 for none), whichever is
+// less. 0: neither, and the budget never runs out.
+constexpr uint32_t OwedPermille(uint32_t cap_pct, uint32_t owed_turn_permille) {
+  const uint32_t cap = cap_pct * 10;
+  if (cap == 0 || owed_turn_permille == 0) return cap + owed_turn_permille;
+  return cap < owed_turn_permille ? cap : owed_turn_permille;
+}
+
 class GateWaitBudget {
  public:
   // `owed_permille` 1..1000: the share of the time the process is owed

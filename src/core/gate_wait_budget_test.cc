@@ -30,6 +30,14 @@ uint64_t Wait(GateWaitBudget& budget, uint64_t from, uint64_t to, uint64_t every
   return to;
 }
 
+TEST(GateWaitBudgetTest, WhatIsOwedIsTheLesserOfTheCapAndTheTurnShare) {
+  EXPECT_EQ(OwedPermille(30, 0), 300u) << "a cap alone";
+  EXPECT_EQ(OwedPermille(0, 250), 250u) << "a turn share alone";
+  EXPECT_EQ(OwedPermille(30, 250), 250u);
+  EXPECT_EQ(OwedPermille(20, 250), 200u);
+  EXPECT_EQ(OwedPermille(0, 0), 0u) << "nothing owed: no bound";
+}
+
 TEST(GateWaitBudgetTest, AProcessOwedNothingNeverRunsOut) {
   GateWaitBudget budget;
   budget.Configure(0, kBuffer, kResume);

@@ -88,13 +88,8 @@ class Simulation {
     return apps_.back();
   }
 
-  // What the library's tick gives its budget (interposer/pacer.cc,
-  // OwedPermille): the cap, and where it has a floor of turns, that too.
-  uint32_t OwedPermille(size_t i) const {
-    const uint32_t turns = apps_[i].owed_turn_permille, cap = specs_[i].cap_pct * 10;
-    if (cap == 0) return turns;
-    return turns == 0 ? cap : std::min(cap, turns);
-  }
+  // What the library's tick gives its budget.
+  uint32_t OwedPermille(size_t i) const { return core::OwedPermille(specs_[i].cap_pct, apps_[i].owed_turn_permille); }
 
   void Run(uint64_t duration_ns) {
     const uint64_t end = now_ + duration_ns;

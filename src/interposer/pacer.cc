@@ -8,7 +8,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
@@ -478,16 +477,6 @@ void WatchTurnFloor(Device& d, int slot, bool holds, uint64_t now) {
               "resume", slot, permille / 10, permille % 10);
   }
 }
-
-// The share of the time this vGPU is owed on `d`, whatever the board says
-// (core/gate_wait_budget.h): its cap, and where it has a floor of turns,
-// that too, whichever is less.
-uint32_t OwedPermille(const Device& d, const core::MemberSpec& spec) {
-  const uint32_t turns = d.owed_turn_permille.load(std::memory_order_relaxed);
-  const uint32_t cap = spec.cap_pct * 10;
-  if (cap == 0) return turns;
-  return turns == 0 ? cap : std::min(cap, turns);
-}
 }  // namespace
 
 uint64_t Tick(VgpuRuntime* rt) {
@@ -534,7 +523,9 @@ uint64_t Tick(VgpuRuntime* rt) {
       const bool holds = core::TurnHolder(*d.board) == member;
       // What waits at the gate may take: the share we are owed now (a cap
       // may change, and a floor with the roster).
-      d.gate_wait_budget.Configure(OwedPermille(d, spec), core::GateWaitBufferNs(d.config), d.config.min_quantum_ns);
+      d.gate_wait_budget.Configure(
+          core::OwedPermille(spec.cap_pct, d.owed_turn_permille.load(std::memory_order_relaxed)),
+          core::GateWaitBufferNs(d.config), d.config.min_quantum_ns);
       // A run-on of ours explains as long a wait for our cap's tokens:
       // vouched for between two ticks that both saw it, whatever the row says.
       if (!queued) d.ahead_queued.store(false, std::memory_order_relaxed);
