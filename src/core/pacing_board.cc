@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -292,16 +293,24 @@ bool CloseTurn(Board* b, BoardMember& h, uint64_t* seen) {
   return false;
 }
 
-// The holder's turn is over: quantum spent, cap spent, or outrun.
-bool TurnOver(Board* b, int holder, const Turn& t, uint64_t now, const PacingConfig& c) {
-  const uint64_t age = t.AgeNs(now);
-  return age >= static_cast<uint64_t>(t.quantum_ms) * 1'000'000 || !CapAllowsMore(b->members[holder], now, age, c) ||
-         Outrun(b, holder, age, now, c);
-}
-
 uint32_t QuantumMs(const PacingConfig& c) {
   const uint64_t ms = c.quantum_ns / 1'000'000;
   return static_cast<uint32_t>(ms == 0 ? 1 : ms > 255 ? 255 : ms);
+}
+
+// A turn's quantum: what its word says, but never more than the node's
+// (every honest turn is given the node's). The word is the board's, which
+// any tenant can write: a turn forged with the longest quantum the word
+// holds (255 ms) and a busy mark kept the neighbours of a forger that had
+// died out for that long and the drain timeout after.
+uint64_t QuantumNs(const Turn& t, const PacingConfig& c) {
+  return static_cast<uint64_t>(std::min(t.quantum_ms, QuantumMs(c))) * 1'000'000;
+}
+
+// The holder's turn is over: quantum spent, cap spent, or outrun.
+bool TurnOver(Board* b, int holder, const Turn& t, uint64_t now, const PacingConfig& c) {
+  const uint64_t age = t.AgeNs(now);
+  return age >= QuantumNs(t, c) || !CapAllowsMore(b->members[holder], now, age, c) || Outrun(b, holder, age, now, c);
 }
 
 // Of the demanding members of the highest turn order, the one with the
@@ -661,7 +670,7 @@ void AdvanceTurn(Board* b, uint64_t now, const PacingConfig& c) {
     // its short slice from here on, as any backfiller's does. A capped
     // holder's turns stay exclusive: its time is what the cap counts.
     const bool wait_for_drain = ExclusiveFor(h, c);
-    if (wait_for_drain && !drained && age < static_cast<uint64_t>(t.quantum_ms) * 1'000'000 + c.drain_timeout_ns) {
+    if (wait_for_drain && !drained && age < QuantumNs(t, c) + c.drain_timeout_ns) {
       return keep();
     }
     // Drained, but a launch of the holder's may have passed the gate and

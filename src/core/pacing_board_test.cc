@@ -1026,6 +1026,39 @@ TEST(PacingBoardTest, AHolderThatNeverDrainsIsPassedOver) {
   EXPECT_LE(waited, config.quantum_ns + config.drain_timeout_ns + 2 * kMs);
 }
 
+TEST(PacingBoardTest, AForgedQuantumHoldsTheTurnNoLongerThanTheNodesQuantum) {
+  // A tenant wrote its vGPU into the turn with the longest quantum the word
+  // holds (255 ms) and a busy mark, then died (cuda_app forge_turns): its
+  // capped neighbour, which waits for turns in either mode, waits out the
+  // node's quantum, and under exclusive turns the drain timeout, not the
+  // forged quantum (455 ms before under exclusive turns; under backfill
+  // turns a holder ahead of its fair share loses the turn anyway).
+  const MemberSpec capped{100, 50, Priority::kBestEffort};
+  for (const bool backfill : {false, true}) {
+    Board board;
+    InitBoard(&board);
+    uint64_t now = 5'000'000'000;
+    PacingConfig config;
+    config.backfill = backfill;
+    const int forger = JoinBoard(&board, 1, Share(50), now);
+    const int victim = JoinBoard(&board, 2, capped, now);
+    NoteBusy(&board, forger, true, now);
+    board.turn = static_cast<uint64_t>(forger + 1) | 1ull << 8 | 255ull << 24 | (now / 1000) << 32;
+    uint64_t waited = 0;
+    while (TryEnter(&board, victim, now, config) != GateDecision::kGo) {
+      NoteWaiting(&board, victim, now, config);
+      Heartbeat(&board, forger, Share(50), now);  // the forger's row lives on in another process
+      Heartbeat(&board, victim, capped, now);
+      AdvanceTurn(&board, now, config);
+      now += kMs;
+      waited += kMs;
+      ASSERT_LT(waited, 1000 * kMs) << "the victim must not wait for ever";
+    }
+    EXPECT_LE(waited, config.quantum_ns + (backfill ? 0 : config.drain_timeout_ns) + 2 * kMs)
+        << "backfill " << backfill;
+  }
+}
+
 // A process's launching thread marks it busy, and before it tells the board
 // (a CPU-starved thread is descheduled anywhere), its compute thread finds
 // the work done, clears the mark and tells the board first: the board hears
