@@ -7,6 +7,7 @@ import mmap
 import os
 import struct
 import subprocess
+import time
 
 from conftest import CUDA_APP, FAKE_DIR, MiB, lines
 
@@ -81,6 +82,15 @@ def test_1030_idle_forked_children_fill_the_ledger_and_the_next_process_is_refus
                          "forkidle", "1030", "ready", ready, "await", release, "releaseforks", "ready", released,
                          "await", done)
     world.wait_for_file(ready, timeout=60)
+    # The children claim their slots in their own processes, after fork
+    # returns in the parent: `ready` can come before the last claims, and a
+    # process started then took a slot a child would have had (CI saw 8
+    # children refused). Every slot taken, the late process is refused for
+    # certain.
+    deadline = time.monotonic() + 60
+    while len(json.loads(world.gpuslice("ls", "--json", "forks").stdout)["vgpus"][0]["processes"]) < 1024:
+        assert time.monotonic() < deadline, "the ledger never filled"
+        time.sleep(0.05)  # a poll of the ledger, not a wait for an event
     late_ready, go = world.path("late-ready"), world.path("go")
     late = world.start("run", "--name", "forks", "--", CUDA_APP, "init", "alloc", "1M", "ready", late_ready,
                        "await", go, "alloc", "1M")
