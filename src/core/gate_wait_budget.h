@@ -15,11 +15,12 @@
 // So each process bounds those waits by the share of the time it is owed:
 // its cap, and where it waits for turns, also half its floor (its weight's
 // share among the vGPUs the node's roster lists at its level, halved for
-// the slack honest turns need: core::OwedTurnPermille), whichever is less. Over any stretch of wall time, an honest process that
-// is owed a share `g` waits at most (1 - g) of it, plus what paying back a
-// debt costs: a debt of D takes D / cap of waiting, of which the cap's
-// (1 - cap) share covers all but D. Debts come from a turn's overshoot (its
-// drain, bounded by the drain timeout), which the buffer covers
+// the slack honest turns need: core::OwedTurnPermille), whichever is less.
+// Over any stretch of wall time, an honest process that is owed a share `g`
+// waits at most (1 - g) of it, plus what paying back a debt costs: a debt
+// of D takes D / cap of waiting, of which the cap's (1 - cap) share covers
+// all but D. Debts come from a turn's overshoot (its drain, bounded by the
+// drain timeout), which the buffer covers
 // (core::GateWaitBufferNs), and from work of the process's own that ran on
 // past its turn, which it sees for itself (Vouch); a run-on nobody vouches
 // for (a killed process's, charged for up to the member timeout) may

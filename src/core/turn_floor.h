@@ -50,7 +50,7 @@ uint32_t TurnFloorPermille(const std::vector<RosterEntry>& roster, const uint8_t
 
 // The share of the turn time, in permille, that `self` is owed on GPU `gpu`
 // whatever the others write on the board while it waits for turns
-// (core/gate_wait_budget.h): half its floor, as a starved verdict above
+// (core/gate_wait_budget.h): half its floor, as the starved verdict below
 // (an honest vGPU's turns fall short of its floor for a while: idle
 // holders keep their turn through short pauses, turns come in quanta),
 // less what the capped latency-critical vGPUs listed there may take (they
