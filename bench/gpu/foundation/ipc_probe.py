@@ -23,6 +23,9 @@ Cases, each a JSON line with the measurements after every step:
              library allows if the import is uncharged.
   self       one process in a vGPU imports its own export, releases the
              original, and allocates SIZE again.
+  legacy     two processes in one vGPU, legacy IPC (cuMemAlloc,
+             cuIpcGetMemHandle, cuIpcOpenMemHandle): the exporter frees,
+             allocates SIZE again, exits; the importer closes.
 
     python3 bench/gpu/foundation/ipc_probe.py            (every case)
     CASES=raw SIZE_MIB=1024 python3 bench/gpu/foundation/ipc_probe.py
@@ -125,6 +128,32 @@ class Driver:
     def release(self, handle):
         self.call("cuMemRelease", ctypes.c_ulonglong(handle))
 
+    # Legacy IPC (cuIpcGetMemHandle / cuIpcOpenMemHandle), which PyTorch's
+    # CUDA tensors use between processes: a 64-byte handle, sent as hex.
+    def alloc(self):
+        ptr = ctypes.c_ulonglong()
+        self.call("cuMemAlloc_v2", ctypes.byref(ptr), ctypes.c_size_t(self.size))
+        self.touch(ptr.value)
+        return ptr.value
+
+    def free(self, ptr):
+        self.call("cuMemFree_v2", ctypes.c_ulonglong(ptr))
+
+    def ipc_get(self, ptr):
+        handle = (ctypes.c_ubyte * 64)()
+        self.call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_ulonglong(ptr))
+        return bytes(handle).hex()
+
+    def ipc_open(self, hex_handle):
+        handle = (ctypes.c_ubyte * 64).from_buffer_copy(bytes.fromhex(hex_handle))
+        ptr = ctypes.c_ulonglong()
+        self.call("cuIpcOpenMemHandle_v2", ctypes.byref(ptr), handle, ctypes.c_uint(1))
+        self.touch(ptr.value)
+        return ptr.value
+
+    def ipc_close(self, ptr):
+        self.call("cuIpcCloseMemHandle", ctypes.c_ulonglong(ptr))
+
 
 def serve(sock):
     """A child: runs the orchestrator's commands, one message each (a
@@ -158,6 +187,17 @@ def serve(sock):
                 drv.unmap(ptrs.pop(args[0]))
             elif cmd == "release":
                 drv.release(handles.pop(args[0]))
+            elif cmd == "alloc":
+                ptrs[args[0]] = drv.alloc()
+            elif cmd == "free":
+                drv.free(ptrs.pop(args[0]))
+            elif cmd == "ipc_get":  # answers "ok HEX"
+                socket.send_fds(sock, [f"ok {drv.ipc_get(ptrs[args[0]])}".encode()], [])
+                continue
+            elif cmd == "ipc_open":
+                ptrs[args[0]] = drv.ipc_open(args[1])
+            elif cmd == "ipc_close":
+                drv.ipc_close(ptrs.pop(args[0]))
             elif cmd == "exit":
                 sock.send(b"ok")
                 return
@@ -288,6 +328,20 @@ def run_case(case):
             step("unmap and release the original", f"{a.do('unmap h1')} {a.do('release h1')}")
             step("create again (within the limit only if the import is uncharged)", a.do("create h3"))
             step("map it", a.do("map h3"))
+        elif case == "legacy":
+            a = Child("exporter", vgpu, env)
+            kids.append(a)
+            b = Child("importer", vgpu, env)
+            kids.append(b)
+            step("exporter allocates", a.do("alloc p1"))
+            answer = a.do("ipc_get p1")
+            opened = b.do(f"ipc_open q1 {answer.split()[1]}") if answer.startswith("ok ") else answer
+            step("importer opens", opened)
+            step("exporter frees", a.do("free p1"))
+            step("exporter allocates again (within the limit only if the opened memory is uncharged)",
+                 a.do("alloc p2"))
+            step("exporter exits", str(a.exit()))
+            step("importer closes", b.do("ipc_close q1"))
         else:
             a = Child("exporter", vgpu, env)
             kids.append(a)
@@ -311,7 +365,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--serve":
         serve(socket.socket(fileno=int(sys.argv[2])))
         return
-    for case in os.environ.get("CASES", "raw,vgpu,self").split(","):
+    for case in os.environ.get("CASES", "raw,vgpu,self,legacy").split(","):
         print(json.dumps(run_case(case)), flush=True)
 
 
