@@ -23,6 +23,9 @@ Cases, each a JSON line with the measurements after every step:
              library allows if the import is uncharged.
   self       one process in a vGPU imports its own export, releases the
              original, and allocates SIZE again.
+  late       two processes, no gpuslice: the exporter exports and releases
+             before anyone imports; the descriptor alone keeps the memory?
+             Then the importer imports and maps it.
   legacy     two processes in one vGPU, legacy IPC (cuMemAlloc,
              cuIpcGetMemHandle, cuIpcOpenMemHandle): the exporter frees,
              allocates SIZE again, exits; the importer closes.
@@ -65,6 +68,10 @@ class AllocationProp(ctypes.Structure):  # CUmemAllocationProp
 
 class AccessDesc(ctypes.Structure):  # CUmemAccessDesc
     _fields_ = [("location", Location), ("flags", ctypes.c_int)]
+
+
+class IpcHandle(ctypes.Structure):  # CUipcMemHandle
+    _fields_ = [("reserved", ctypes.c_ubyte * 64)]
 
 
 PINNED, POSIX_FD, ON_DEVICE, READ_WRITE = 1, 1, 1, 3
@@ -140,12 +147,12 @@ class Driver:
         self.call("cuMemFree_v2", ctypes.c_ulonglong(ptr))
 
     def ipc_get(self, ptr):
-        handle = (ctypes.c_ubyte * 64)()
+        handle = IpcHandle()
         self.call("cuIpcGetMemHandle", ctypes.byref(handle), ctypes.c_ulonglong(ptr))
-        return bytes(handle).hex()
+        return bytes(handle.reserved).hex()
 
     def ipc_open(self, hex_handle):
-        handle = (ctypes.c_ubyte * 64).from_buffer_copy(bytes.fromhex(hex_handle))
+        handle = IpcHandle.from_buffer_copy(bytes.fromhex(hex_handle))  # passed by value: a Structure
         ptr = ctypes.c_ulonglong()
         self.call("cuIpcOpenMemHandle_v2", ctypes.byref(ptr), handle, ctypes.c_uint(1))
         self.touch(ptr.value)
@@ -306,9 +313,9 @@ def run_case(case):
     env = dict(os.environ)
     env["PROBE_DIR"] = os.environ.get("PROBE_DIR", f"/tmp/ipc-probe-{os.getpid()}/{case}")
     os.makedirs(env["PROBE_DIR"], exist_ok=True)
-    if case != "raw":
+    if case not in ("raw", "late"):
         env.setdefault("GPUSLICE_STATE_DIR", f"/tmp/ipc-probe-{os.getpid()}/state")
-    vgpu = None if case == "raw" else f"ipc-{case}"
+    vgpu = None if case in ("raw", "late") else f"ipc-{case}"
     steps = []
     kids = []
 
@@ -328,6 +335,20 @@ def run_case(case):
             step("unmap and release the original", f"{a.do('unmap h1')} {a.do('release h1')}")
             step("create again (within the limit only if the import is uncharged)", a.do("create h3"))
             step("map it", a.do("map h3"))
+        elif case == "late":
+            a = Child("exporter", vgpu, env)
+            kids.append(a)
+            b = Child("importer", vgpu, env)
+            kids.append(b)
+            step("exporter creates and maps", f"{a.do('create h1')} {a.do('map h1')}")
+            answer, fds = a.send("export h1")
+            step("exporter exports (the descriptor kept by the orchestrator)", answer)
+            step("exporter unmaps and releases", f"{a.do('unmap h1')} {a.do('release h1')}")
+            late = b.send("import i1", fds)[0] if fds else "no descriptor"
+            for fd in fds:
+                os.close(fd)
+            step("importer imports the descriptor and maps", f"{late} {b.do('map i1')}")
+            step("importer unmaps and releases", f"{b.do('unmap i1')} {b.do('release i1')}")
         elif case == "legacy":
             a = Child("exporter", vgpu, env)
             kids.append(a)
@@ -365,7 +386,7 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--serve":
         serve(socket.socket(fileno=int(sys.argv[2])))
         return
-    for case in os.environ.get("CASES", "raw,vgpu,self,legacy").split(","):
+    for case in os.environ.get("CASES", "raw,late,vgpu,self,legacy").split(","):
         print(json.dumps(run_case(case)), flush=True)
 
 
