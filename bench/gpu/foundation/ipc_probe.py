@@ -342,7 +342,8 @@ def run_case(case):
             kids.append(b)
             step("exporter creates and maps", f"{a.do('create h1')} {a.do('map h1')}")
             answer, fds = a.send("export h1")
-            step("exporter exports (the descriptor kept by the orchestrator)", answer)
+            what = [f"{os.readlink(f'/proc/self/fd/{fd}')} ino={os.fstat(fd).st_ino}" for fd in fds]
+            step("exporter exports (the descriptor kept by the orchestrator)", f"{answer} {what}")
             step("exporter unmaps and releases", f"{a.do('unmap h1')} {a.do('release h1')}")
             late = b.send("import i1", fds)[0] if fds else "no descriptor"
             for fd in fds:
