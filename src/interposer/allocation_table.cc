@@ -126,8 +126,8 @@ bool AllocationTable::AdjustCounter(uint64_t key, AllocationKind kind, int field
   }
 }
 
-void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(const AllocationRecord&, void*),
-                               void* arg) {
+void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux,
+                               void (*erased)(uint64_t, const AllocationRecord&, void*), void* arg) {
   if (entries_ == nullptr) return;
   for (uint64_t i = 0; i <= mask_; ++i) {
     Entry& e = entries_[i];
@@ -138,7 +138,7 @@ void AllocationTable::EraseAll(AllocationKind kind, uint64_t aux, void (*erased)
     if (!e.key.compare_exchange_strong(cur, kTombstone, std::memory_order_acq_rel)) continue;
     AllocationRecord record = Unpack(value);
     record.aux = aux;
-    erased(record, arg);
+    erased(cur & 0x00ffffffffffffffull, record, arg);  // TaggedKey's key bits
   }
 }
 

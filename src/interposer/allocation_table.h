@@ -41,8 +41,12 @@ enum class AllocationKind : uint32_t {
   kVmmMapping,  // key = mapped address; bytes = mapping size (nothing charged), aux = handle
   kArray,
   kMipmappedArray,
-  kGraphExec,  // bytes = what the graph's memory nodes allocate per launch
+  kGraphExec,   // bytes = what the graph's memory nodes allocate per launch
   kMallocHeap,  // key = aux = the context; bytes = its malloc heap grown past the default
+  // Markers, nothing charged: this process exported the kDevice pointer or
+  // kVmmHandle handle that is the key (charge.h, "Memory exported").
+  kExportedPointer,
+  kExportedHandle,
 };
 
 class AllocationTable {
@@ -63,9 +67,9 @@ class AllocationTable {
   // counter would go below zero.
   bool AdjustCounter(uint64_t key, AllocationKind kind, int field, int delta, uint64_t* aux);
   // Erases every record of `kind` whose aux word is `aux`, passing each to
-  // erased(record, arg). Scans the whole table: a slow path (a context's
-  // teardown).
-  void EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(const AllocationRecord&, void*), void* arg);
+  // erased(key, record, arg). Scans the whole table: a slow path (a
+  // context's teardown).
+  void EraseAll(AllocationKind kind, uint64_t aux, void (*erased)(uint64_t, const AllocationRecord&, void*), void* arg);
   // Forgets everything: a forked child must not free its parent's memory.
   void Clear();
 

@@ -81,13 +81,45 @@ bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t act
 }
 
 namespace {
+AllocationKind MarkerOf(AllocationKind kind) {
+  return kind == AllocationKind::kVmmHandle ? AllocationKind::kExportedHandle : AllocationKind::kExportedPointer;
+}
+}  // namespace
+
+bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key) {
+  AllocationRecord marker;
+  if (runtime.allocations().Find(key, MarkerOf(kind), &marker)) return true;  // exported before
+  if (runtime.allocations().Insert(key, MarkerOf(kind), AllocationRecord{})) return true;
+  port::Log(port::LogLevel::kWarn,
+            "refused to export device memory: this process's allocation table is full, so gpuslice could not "
+            "keep the memory charged once it is freed; free some first");
+  return false;
+}
+
+void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const AllocationRecord& record) {
+  AllocationRecord marker;
+  if (!runtime.allocations().Erase(key, MarkerOf(kind), &marker)) {
+    runtime.ledger().Uncharge(record.device, record.bytes);
+    return;
+  }
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true, std::memory_order_relaxed)) {
+    port::Log(port::LogLevel::kWarn,
+              "freed %llu bytes of device memory that this process had exported to other processes; another "
+              "process's import or the exported descriptor can keep it on the GPU, so it stays charged to vGPU "
+              "'%s' until this process exits (said once)",
+              static_cast<unsigned long long>(record.bytes), runtime.limits().name);
+  }
+}
+
+namespace {
 
 // The context-owned kinds of record; their aux word is the owning context.
 constexpr AllocationKind kContextOwned[] = {AllocationKind::kDevice, AllocationKind::kManaged, AllocationKind::kArray,
                                             AllocationKind::kMipmappedArray, AllocationKind::kMallocHeap};
 
-void UnchargeErased(const AllocationRecord& record, void* runtime) {
-  static_cast<VgpuRuntime*>(runtime)->ledger().Uncharge(record.device, record.bytes);
+void UnchargeErased(uint64_t key, const AllocationRecord& record, void* runtime) {
+  GiveBack(*static_cast<VgpuRuntime*>(runtime), static_cast<AllocationKind>(record.kind), key, record);
 }
 
 // Called once `context` and its memory are gone.

@@ -34,6 +34,21 @@ bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t act
 
 // Pools are settled to their reservation in pool_charge.h.
 
+// --- Memory exported to other processes ---------------------------------------
+// Memory this process exported (cuMemExportToShareableHandle,
+// cuIpcGetMemHandle) outlives its own free: another process's import keeps
+// it on the GPU, and so does an exported file descriptor held by any
+// process, even one that never imports it (measured on an H200:
+// docs/benchmarks.md, "Exported device memory"). Nothing tells this process
+// when the last of those goes, so such memory stays charged until it exits.
+// MarkExported records the export of a charged object's key before the
+// driver makes it: false when the table is full, and the caller then refuses
+// the export (an export the driver then refuses stays marked). GiveBack settles a freed object's record: uncharged, or
+// kept if exported. Hot path (a free): table operations only. `kind` is the object's: kDevice (a pointer) or
+// kVmmHandle.
+bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key);
+void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const AllocationRecord& record);
+
 // --- A full GPU (memory overcommit) ------------------------------------------
 // The driver refused an allocation that the vGPU had room for: the GPU is
 // full. Where the vGPU's limits give a wait (Limits::memory_wait_ms), the

@@ -190,7 +190,7 @@ void ForgetMappings(VgpuRuntime& rt, CUdeviceptr ptr, uint64_t size) {
     if (!Forget(rt, cursor, Kind::kVmmMapping, &mapping) || mapping.bytes == 0) return;
     AllocationRecord last;
     if (DropVmmUse(rt, mapping.aux, VmmUse::kMapping, &last) == VmmDrop::kLast) {
-      rt.ledger().Uncharge(last.device, last.bytes);
+      GiveBack(rt, Kind::kVmmHandle, mapping.aux, last);
     }
     cursor += mapping.bytes;
   }
@@ -351,9 +351,27 @@ GPUSLICE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   // vGPU was joined) pass through: pools are accounted by their reservation.
   const CUresult r = GPUSLICE_REAL(cuMemFree_v2)(dptr);
   if (!known) return r;
-  if (r == CUDA_SUCCESS) rt->ledger().Uncharge(rec.device, rec.bytes);
+  if (r == CUDA_SUCCESS)
+    gi::GiveBack(*rt, kind, dptr, rec);
   else gi::Restore(*rt, dptr, kind, rec);
   return r;
+}
+
+// Legacy IPC (what PyTorch's CUDA tensors use between processes). The
+// importer's cuIpcOpenMemHandle is not charged: the exporter pays, and keeps
+// paying after its free (charge.h, "Memory exported to other processes").
+// The handle names the whole allocation around `dptr`.
+GPUSLICE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  AllocationRecord charged;
+  if (rt != nullptr && GPUSLICE_REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS &&
+      rt->allocations().Find(base, AllocationKind::kDevice, &charged) &&
+      !gi::MarkExported(*rt, AllocationKind::kDevice, base)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return GPUSLICE_REAL(cuIpcGetMemHandle)(handle, dptr);
 }
 
 // --- Virtual memory management (PyTorch expandable_segments) ---------------
@@ -397,7 +415,7 @@ GPUSLICE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   const gi::VmmDrop drop = gi::DropVmmUse(*rt, handle, gi::VmmUse::kReference, &last);
   const CUresult r = GPUSLICE_REAL(cuMemRelease)(handle);
   if (r == CUDA_SUCCESS) {
-    if (drop == gi::VmmDrop::kLast) rt->ledger().Uncharge(last.device, last.bytes);
+    if (drop == gi::VmmDrop::kLast) gi::GiveBack(*rt, AllocationKind::kVmmHandle, handle, last);
   } else if (drop == gi::VmmDrop::kLast) {
     last.aux = gi::kVmmOneReference;
     gi::Restore(*rt, handle, AllocationKind::kVmmHandle, last);
@@ -405,6 +423,20 @@ GPUSLICE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     gi::CountVmmUse(*rt, handle, gi::VmmUse::kReference, +1);
   }
   return r;
+}
+
+// An exported handle's memory lives on in imports and in the exported
+// descriptor, wherever they are: its charge is kept past its last release
+// (charge.h). Imports are not charged; their exporter pays.
+GPUSLICE_EXPORT CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                                      CUmemAllocationHandleType type, unsigned long long flags) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  AllocationRecord charged;
+  if (rt != nullptr && rt->allocations().Find(handle, AllocationKind::kVmmHandle, &charged) &&
+      !gi::MarkExported(*rt, AllocationKind::kVmmHandle, handle)) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return GPUSLICE_REAL(cuMemExportToShareableHandle)(shareable, handle, type, flags);
 }
 
 GPUSLICE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
@@ -425,7 +457,7 @@ GPUSLICE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
     GPUSLICE_REAL(cuMemUnmap)(ptr, size);
     AllocationRecord last;
     if (gi::DropVmmUse(*rt, handle, gi::VmmUse::kMapping, &last) == gi::VmmDrop::kLast) {
-      rt->ledger().Uncharge(last.device, last.bytes);
+      gi::GiveBack(*rt, AllocationKind::kVmmHandle, handle, last);
     }
     gpuslice::port::Log(gpuslice::port::LogLevel::kWarn,
               "refused a mapping of %llu bytes: this process's allocation table is full (too many live objects for "

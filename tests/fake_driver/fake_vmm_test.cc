@@ -1,5 +1,9 @@
 // Tests of the virtual memory management API: granularity, handles charged
 // at creation and freed only when released and unmapped everywhere.
+#include <unistd.h>
+
+#include <cstdint>
+
 #include "fake_driver_test_util.h"
 
 namespace fake_driver_test {
@@ -114,6 +118,32 @@ TEST_F(FakeVmmTest, UnmapOneOfTwoMappings) {
   EXPECT_EQ(PhysicalUsed(0), before);
   ASSERT_EQ(CU(cuMemAddressFree)(a, 2 * kMiB), CUDA_SUCCESS);
   ASSERT_EQ(CU(cuMemAddressFree)(b, 2 * kMiB), CUDA_SUCCESS);
+}
+
+TEST_F(FakeVmmTest, AnExportedDescriptorAndAnImportEachKeepTheMemory) {
+  const CUmemAllocationProp prop = Prop(0);
+  const uint64_t before = PhysicalUsed(0);
+  CUmemGenericAllocationHandle handle = 0;
+  ASSERT_EQ(CU(cuMemCreate)(&handle, 4 * kMiB, &prop, 0), CUDA_SUCCESS);
+  int fd = -1;
+  EXPECT_EQ(CU(cuMemExportToShareableHandle)(&fd, handle, CU_MEM_HANDLE_TYPE_FABRIC, 0), CUDA_ERROR_NOT_SUPPORTED);
+  ASSERT_EQ(CU(cuMemExportToShareableHandle)(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(CU(cuMemRelease)(handle), CUDA_SUCCESS);
+  EXPECT_EQ(PhysicalUsed(0) - before, 4 * kMiB);  // the open descriptor holds it
+
+  // An import through a duplicate of the descriptor is a new handle to it.
+  const int dup_fd = dup(fd);
+  CUmemGenericAllocationHandle imported = 0;
+  ASSERT_EQ(CU(cuMemImportFromShareableHandle)(&imported, reinterpret_cast<void*>(static_cast<intptr_t>(dup_fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+            CUDA_SUCCESS);
+  EXPECT_NE(imported, handle);
+  close(fd);
+  close(dup_fd);
+  EXPECT_EQ(PhysicalUsed(0) - before, 4 * kMiB);  // the import holds it
+  ASSERT_EQ(CU(cuMemRelease)(imported), CUDA_SUCCESS);
+  EXPECT_EQ(PhysicalUsed(0), before);
 }
 
 }  // namespace

@@ -140,6 +140,21 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   return fake_cuda::AllocateDevice(dptr, bytes, fake_cuda::AllocationKind::kManaged);
 }
 
+// Legacy IPC: the handle names the allocation by its base address. Opening
+// one is another process's business, which a per-process fake cannot play;
+// freeing the exported memory frees it here (the real driver keeps it while
+// an importer has it open: docs/benchmarks.md, "Exported device memory").
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  const fake_cuda::Allocation* a = fake_cuda::FindAllocationAt(locked, dptr);
+  if (a == nullptr || a->kind != fake_cuda::AllocationKind::kDevice) return CUDA_ERROR_INVALID_VALUE;
+  *handle = {};
+  __builtin_memcpy(handle->reserved, &dptr, sizeof(dptr));
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
   if (dptr == 0) return CUDA_SUCCESS;

@@ -1,18 +1,30 @@
 // Virtual memory management: cuMemCreate / cuMemRelease (physical handles),
 // cuMemAddressReserve / cuMemAddressFree (address ranges), cuMemMap /
-// cuMemUnmap / cuMemSetAccess, and handle queries.
+// cuMemUnmap / cuMemSetAccess, handle queries, and sharing between handles
+// (cuMemExportToShareableHandle / cuMemImportFromShareableHandle, POSIX file
+// descriptors only).
 //
 // Physical memory is taken at cuMemCreate and given back only when the handle
 // is both released and unmapped everywhere: cuMemRelease drops a reference,
 // cuMemRetainAllocationHandle adds one, and each mapping keeps the memory
-// alive on its own, as in the real driver. Granularity is 2 MiB for both
+// alive on its own, as in the real driver. An import is a new handle to
+// the same memory, and an exported descriptor keeps the memory too while it
+// is open, as measured on an H200 (docs/benchmarks.md, "Exported device
+// memory"): the memory is freed once no handle of its group has a reference
+// or a mapping and no exported descriptor of it is open. The fake notices a
+// closed descriptor only at the group's next release, unmap or import.
+// Granularity is 2 MiB for both
 // minimum and recommended. Stricter than the real driver in one place:
 // cuMemAddressFree of a range that still has mappings fails with
 // CUDA_ERROR_INVALID_VALUE, so that tests catch leaked mappings.
 #include <cuda.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <iterator>
 #include <map>
+#include <vector>
 
 #include "allocations.h"
 #include "physical.h"
@@ -29,6 +41,14 @@ struct Handle {
   CUmemAllocationProp prop{};
   int references = 1;  // cuMemCreate's own, plus each retain
   int mappings = 0;
+  CUmemGenericAllocationHandle origin = 0;  // the handle cuMemCreate made (itself, or an import's source)
+};
+
+// The memory one cuMemCreate made, shared by its handle and every import.
+struct Group {
+  Handle made;  // what cuMemCreate made
+  int handles = 1;
+  std::vector<std::pair<int, ino_t>> exports;  // descriptors handed out, and what each was
 };
 
 struct Mapping {
@@ -38,6 +58,7 @@ struct Mapping {
 
 struct Vmm {
   std::map<CUmemGenericAllocationHandle, Handle> handles;
+  std::map<CUmemGenericAllocationHandle, Group> groups;  // by origin
   CUmemGenericAllocationHandle next_handle = 0x1000;
   std::map<CUdeviceptr, uint64_t> reservations;  // base -> size
   std::map<CUdeviceptr, Mapping> mappings;       // base -> mapping
@@ -56,12 +77,31 @@ CUresult CheckProp(const CUmemAllocationProp* prop) {
   return ValidDevice(prop->location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
+bool DescriptorOpen(const std::pair<int, ino_t>& exported) {
+  struct stat st {};
+  return fstat(exported.first, &st) == 0 && st.st_ino == exported.second;
+}
+
+// Frees the group's memory once nothing holds it.
+void MaybeFreeGroup(const Locked& locked, CUmemGenericAllocationHandle origin) {
+  Vmm& vmm = GetVmm(locked);
+  auto g = vmm.groups.find(origin);
+  if (g == vmm.groups.end() || g->second.handles > 0) return;
+  for (const auto& exported : g->second.exports) {
+    if (DescriptorOpen(exported)) return;
+  }
+  ReturnPhysical(locked, g->second.made.device, g->second.made.size);
+  vmm.groups.erase(g);
+}
+
 void MaybeFreeHandle(const Locked& locked, CUmemGenericAllocationHandle id) {
   Vmm& vmm = GetVmm(locked);
   auto it = vmm.handles.find(id);
   if (it == vmm.handles.end() || it->second.references > 0 || it->second.mappings > 0) return;
-  ReturnPhysical(locked, it->second.device, it->second.size);
+  const Handle gone = it->second;
   vmm.handles.erase(it);
+  --vmm.groups[gone.origin].handles;
+  MaybeFreeGroup(locked, gone.origin);
 }
 
 // The reservation that wholly contains [ptr, ptr + size), if any.
@@ -131,7 +171,52 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
   h.device = prop->location.id;
   h.size = size;
   h.prop = *prop;
+  h.origin = *handle;
+  vmm.groups[*handle].made = h;
   return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType type, unsigned long long flags) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  fake_cuda::Locked locked;
+  fake_cuda::Vmm& vmm = fake_cuda::GetVmm(locked);
+  auto it = vmm.handles.find(handle);
+  if (it == vmm.handles.end() || it->second.references == 0) return CUDA_ERROR_INVALID_VALUE;
+  // A descriptor of a file of its own, so that an import can tell which
+  // memory it names wherever the descriptor was passed or duplicated.
+  const int fd = memfd_create("fake-cuda-export", MFD_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  vmm.groups[it->second.origin].exports.push_back({fd, st.st_ino});
+  *static_cast<int*>(shareable) = fd;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle,
+                                        CUmemAllocationHandleType type) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  struct stat st {};
+  if (fstat(static_cast<int>(reinterpret_cast<intptr_t>(os_handle)), &st) != 0) return CUDA_ERROR_INVALID_VALUE;
+  fake_cuda::Locked locked;
+  fake_cuda::Vmm& vmm = fake_cuda::GetVmm(locked);
+  for (auto& [origin, group] : vmm.groups) {
+    for (const auto& exported : group.exports) {
+      if (exported.second != st.st_ino) continue;
+      fake_cuda::Handle imported = group.made;
+      imported.references = 1;
+      imported.mappings = 0;
+      *handle = vmm.next_handle++;
+      vmm.handles[*handle] = imported;
+      ++group.handles;
+      return CUDA_SUCCESS;
+    }
+  }
+  return CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {

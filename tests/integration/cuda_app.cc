@@ -221,6 +221,7 @@ struct Mapping {
   size_t size;
 };
 std::vector<Mapping> g_mappings;  // vmmmap and map, newest last
+std::vector<int> g_exported_fds;  // export, newest last
 std::vector<CUstream> g_streams;  // stream, newest last
 CUfunction g_kernel = nullptr;  // `kernel`'s function, loaded at its first use
 
@@ -714,6 +715,30 @@ int main(int argc, char** argv) {
         break;
       }
       Report("release", r);
+    } else if (cmd == "export") {  // the newest VMM handle, as a POSIX descriptor (kept open)
+      const CUmemGenericAllocationHandle h = NewestVmmHandle();
+      int fd = -1;
+      const CUresult r =
+          h == 0 ? CUDA_ERROR_INVALID_VALUE
+                 : DRIVER(cuMemExportToShareableHandle)(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS) g_exported_fds.push_back(fd);
+      Report("export", r);
+    } else if (cmd == "import") {  // the newest exported descriptor, as a new VMM handle
+      CUmemGenericAllocationHandle h = 0;
+      const CUresult r = g_exported_fds.empty()
+                             ? CUDA_ERROR_INVALID_VALUE
+                             : DRIVER(cuMemImportFromShareableHandle)(
+                                   &h, reinterpret_cast<void*>(static_cast<intptr_t>(g_exported_fds.back())),
+                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+      if (r == CUDA_SUCCESS) g_allocations.push_back({Allocation::kVmm, h});
+      Report("import", r);
+    } else if (cmd == "ipcget") {  // a legacy IPC handle for the newest allocation
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (!g_allocations.empty()) {
+        CUipcMemHandle handle{};
+        r = DRIVER(cuIpcGetMemHandle)(&handle, g_allocations.back().handle);
+      }
+      Report("ipcget", r);
     } else if (cmd == "unmap") {
       CUresult r = CUDA_ERROR_INVALID_VALUE;
       if (!g_mappings.empty()) {

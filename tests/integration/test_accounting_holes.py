@@ -203,3 +203,52 @@ def test_growing_the_malloc_heap_is_charged_and_given_back(world):
     assert results(r, "alloc") == ["oom", "ok"]
     assert used(r) == [32 * MiB, 0, 56 * MiB, 0]
     assert value(r, "physical") == 0
+
+
+# --- 7. Memory exported to other processes --------------------------------------
+# On an H200 an exported allocation outlived its exporter's free, held by an
+# importer or by the exported descriptor alone (docs/benchmarks.md,
+# "Exported device memory"). The fake keeps it while the descriptor is open.
+
+@pytest.mark.parametrize("lookup", LOOKUPS)
+def test_an_exported_vmm_allocation_stays_charged_after_its_release(world, lookup):
+    # Export, release, allocate again: the descriptor still holds the first
+    # 32 MiB, so 40 more must not fit in 64.
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "export", "release", "meminfo", "alloc", "40M",
+                                          "alloc", "24M", "physical"], lookup=lookup)
+    assert r.returncode == 0, r.stderr
+    assert results(r, "export") == ["ok"] and results(r, "release") == ["ok"]
+    assert used(r) == [32 * MiB]
+    assert results(r, "alloc") == ["oom", "ok"]
+    assert value(r, "physical") == 56 * MiB  # within the limit: the exported 32 MiB and the 24
+    assert "stays charged to vGPU" in r.stderr
+
+
+def test_a_process_that_imports_its_own_export_cannot_release_its_way_past_the_limit(world):
+    # The import is not charged (its exporter pays); the original's release
+    # leaves the memory mapped through the import, and charged.
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "export", "import", "map", "32M", "meminfo",
+                                          "unmap", "free", "free", "meminfo", "alloc", "40M", "physical"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "import") == ["ok"] and results(r, "free") == ["ok", "ok"]
+    assert used(r) == [32 * MiB, 32 * MiB]
+    assert results(r, "alloc") == ["oom"]
+    assert value(r, "physical") == 32 * MiB
+
+
+def test_an_allocation_given_a_legacy_ipc_handle_stays_charged_after_its_free(world):
+    r = world.app(["--memory", "64MiB"], ["init", "alloc", "32M", "ipcget", "free", "meminfo", "alloc", "40M",
+                                          "alloc", "24M"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "ipcget") == ["ok"] and results(r, "free") == ["ok"]
+    assert used(r) == [32 * MiB]
+    assert results(r, "alloc") == ["ok", "oom", "ok"]
+
+
+def test_memory_never_exported_is_still_given_back_at_its_free(world):
+    # Beside an exported handle, a handle and an allocation never exported.
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "32M", "export", "vmm", "16M", "release", "alloc", "8M",
+                                          "free", "meminfo", "free", "meminfo"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "free") == ["ok", "ok"]
+    assert used(r) == [32 * MiB, 32 * MiB]
