@@ -102,13 +102,17 @@ void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const All
     runtime.ledger().Uncharge(record.device, record.bytes);
     return;
   }
+  SayKeptExported(runtime, record.bytes);
+}
+
+void SayKeptExported(VgpuRuntime& runtime, uint64_t bytes) {
   static std::atomic<bool> said{false};
   if (!said.exchange(true, std::memory_order_relaxed)) {
     port::Log(port::LogLevel::kWarn,
               "freed %llu bytes of device memory that this process had exported to other processes; another "
               "process's import or the exported descriptor can keep it on the GPU, so it stays charged to vGPU "
               "'%s' until this process exits (said once)",
-              static_cast<unsigned long long>(record.bytes), runtime.limits().name);
+              static_cast<unsigned long long>(bytes), runtime.limits().name);
   }
 }
 

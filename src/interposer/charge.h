@@ -48,6 +48,8 @@ bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t act
 // kVmmHandle.
 bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key);
 void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const AllocationRecord& record);
+// Says (once per process) that `bytes` freed stay charged for that reason.
+void SayKeptExported(VgpuRuntime& runtime, uint64_t bytes);
 
 // --- A full GPU (memory overcommit) ------------------------------------------
 // The driver refused an allocation that the vGPU had room for: the GPU is

@@ -20,6 +20,7 @@
   X(cuMemAllocAsync) X(cuMemAllocAsync_ptsz)                                    \
   X(cuMemAllocFromPoolAsync) X(cuMemAllocFromPoolAsync_ptsz)                    \
   X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemPoolTrimTo)                     \
+  X(cuMemPoolExportToShareableHandle)                                           \
   X(cuGraphInstantiate) X(cuGraphInstantiate_v2)                                \
   X(cuGraphInstantiateWithFlags) X(cuGraphInstantiateWithParams)                \
   X(cuGraphInstantiateWithParams_ptsz) X(cuGraphExecDestroy)                    \

@@ -190,12 +190,29 @@ GPUSLICE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProp
   return r;
 }
 
+// A pool shared with other processes: what they import from it outlives its
+// trims and its destruction, so its charge is kept until this process exits
+// (charge.h, "Memory exported to other processes").
+GPUSLICE_EXPORT CUresult cuMemPoolExportToShareableHandle(void* shareable, CUmemoryPool pool,
+                                                          CUmemAllocationHandleType type, unsigned long long flags) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt != nullptr) {
+    if (PoolAccount* a = rt->pools().Find(reinterpret_cast<uint64_t>(pool))) a->exported.store(true);
+  }
+  return GPUSLICE_REAL(cuMemPoolExportToShareableHandle)(shareable, pool, type, flags);
+}
+
 GPUSLICE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   const CUresult r = GPUSLICE_REAL(cuMemPoolDestroy)(pool);
   VgpuRuntime* rt = VgpuRuntime::Get();
   if (r != CUDA_SUCCESS || rt == nullptr) return r;
   if (PoolAccount* a = rt->pools().Find(reinterpret_cast<uint64_t>(pool))) {
-    if (a->slot.load() != VgpuRuntime::kUncapped) rt->ledger().Uncharge(a->slot.load(), a->charged.load());
+    if (a->slot.load() != VgpuRuntime::kUncapped) {
+      if (a->exported.load())
+        gi::SayKeptExported(*rt, a->charged.load());
+      else
+        rt->ledger().Uncharge(a->slot.load(), a->charged.load());
+    }
     rt->pools().Remove(a);
   }
   return r;

@@ -27,6 +27,9 @@ struct PoolAccount {
   std::atomic<uint64_t> pool{0};     // CUmemoryPool; 0 = free account
   std::atomic<uint64_t> charged{0};  // bytes of this pool's reservation in the ledger
   std::atomic<int32_t> slot{-1};     // ledger device slot
+  // Exported (cuMemPoolExportToShareableHandle): its charge never shrinks
+  // until the process exits, since importers keep what it held (charge.h).
+  std::atomic<bool> exported{false};
 };
 
 // Pool handles are pointers; graph pools take keys no pointer can have.
@@ -52,6 +55,7 @@ class PoolAccounts {
       if (a.pool.load(std::memory_order_relaxed) == 0 &&
           a.pool.compare_exchange_strong(expected, pool, std::memory_order_acq_rel)) {
         a.charged.store(0, std::memory_order_relaxed);
+        a.exported.store(false, std::memory_order_relaxed);
         a.slot.store(slot, std::memory_order_release);
         return &a;
       }
@@ -63,6 +67,7 @@ class PoolAccounts {
   void Remove(PoolAccount* a) {
     a->slot.store(-1, std::memory_order_relaxed);
     a->charged.store(0, std::memory_order_relaxed);
+    a->exported.store(false, std::memory_order_relaxed);
     a->pool.store(0, std::memory_order_release);
   }
 

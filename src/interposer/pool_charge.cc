@@ -30,7 +30,12 @@ bool SettlePool(VgpuRuntime& rt, PoolAccount& account, uint64_t precharged, bool
   const uint32_t slot = static_cast<uint32_t>(account.slot.load());
   const uint64_t held = before + precharged;  // what the ledger has for this pool
   if (reserved <= held) {
-    rt.ledger().Uncharge(slot, held - reserved);
+    if (account.exported.load()) {
+      account.charged.store(held);  // kept: importers may hold what the pool gave back
+      if (reserved < held) SayKeptExported(rt, held - reserved);
+    } else {
+      rt.ledger().Uncharge(slot, held - reserved);
+    }
     return true;
   }
   const uint64_t growth = reserved - held;

@@ -2,6 +2,8 @@
 // entry points. cuMemAllocAsync and friends are in stream_ordered.cc.
 #include "pools.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -206,6 +208,21 @@ CUresult cuMemPoolTrimTo(CUmemoryPool handle, size_t min_bytes_to_keep) {
   CUmemPoolHandle_st* pool = fake_cuda::FindPool(locked, handle);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   fake_cuda::TrimPool(locked, *pool, min_bytes_to_keep);
+  return CUDA_SUCCESS;
+}
+
+// A descriptor naming the pool. Unlike the real driver, the fake does not
+// keep a destroyed or trimmed pool's memory for its importers (it has none).
+CUresult cuMemPoolExportToShareableHandle(void* shareable, CUmemoryPool handle, CUmemAllocationHandleType type,
+                                          unsigned long long flags) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (shareable == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_NOT_SUPPORTED;
+  fake_cuda::Locked locked;
+  if (fake_cuda::FindPool(locked, handle) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = memfd_create("fake-cuda-pool-export", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(shareable) = fd;
   return CUDA_SUCCESS;
 }
 

@@ -814,6 +814,13 @@ int main(int argc, char** argv) {
       const CUresult r = DRIVER(cuMemPoolCreate)(&pool, &props);
       if (r == CUDA_SUCCESS) g_pools.push_back(pool);
       Report("pool", r);
+    } else if (cmd == "poolexport") {  // the newest pool, as a POSIX descriptor (kept open)
+      int fd = -1;
+      const CUresult r = g_pools.empty() ? CUDA_ERROR_INVALID_VALUE
+                                         : DRIVER(cuMemPoolExportToShareableHandle)(
+                                               &fd, g_pools.back(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+      if (r == CUDA_SUCCESS) g_exported_fds.push_back(fd);
+      Report("poolexport", r);
     } else if (cmd == "poolalloc") {
       CUdeviceptr p = 0;
       const CUresult r = g_pools.empty() ? CUDA_ERROR_INVALID_VALUE

@@ -252,3 +252,14 @@ def test_memory_never_exported_is_still_given_back_at_its_free(world):
     assert r.returncode == 0, r.stderr
     assert results(r, "free") == ["ok", "ok"]
     assert used(r) == [32 * MiB, 32 * MiB]
+
+
+def test_a_pool_shared_with_other_processes_keeps_its_charge_through_trims(world):
+    # What importers took from the pool outlives the exporter's trim. The
+    # fake's pools grow in 32 MiB chunks.
+    r = world.app(["--memory", "64MiB"], ["init", "pool", "poolexport", "poolalloc", "20M", "free", "sync", "trim",
+                                          "meminfo", "alloc", "40M", "alloc", "24M"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "poolexport") == ["ok"]
+    assert used(r) == [32 * MiB]
+    assert results(r, "alloc") == ["oom", "ok"]
