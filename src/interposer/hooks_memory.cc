@@ -357,21 +357,46 @@ GPUSLICE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return r;
 }
 
-// Legacy IPC (what PyTorch's CUDA tensors use between processes). The
-// importer's cuIpcOpenMemHandle is not charged: the exporter pays, and keeps
-// paying after its free (charge.h, "Memory exported to other processes").
-// The handle names the whole allocation around `dptr`.
-GPUSLICE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
-  VgpuRuntime* rt = VgpuRuntime::Get();
+namespace {
+// Marks the charged object that holds `dptr` as exported (charge.h, "Memory
+// exported to other processes"): a cuMemAlloc'd allocation, or the VMM
+// handle mapped at `dptr`. False when the table is full: refuse the export.
+bool MarkAddressExported(VgpuRuntime& rt, CUdeviceptr dptr) {
   CUdeviceptr base = 0;
   size_t size = 0;
-  AllocationRecord charged;
-  if (rt != nullptr && GPUSLICE_REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS &&
-      rt->allocations().Find(base, AllocationKind::kDevice, &charged) &&
-      !gi::MarkExported(*rt, AllocationKind::kDevice, base)) {
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  AllocationRecord found;
+  if (GPUSLICE_REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS &&
+      rt.allocations().Find(base, AllocationKind::kDevice, &found)) {
+    return gi::MarkExported(rt, AllocationKind::kDevice, base);
   }
+  if (rt.allocations().Find(dptr, AllocationKind::kVmmMapping, &found)) {
+    const uint64_t handle = found.aux;
+    if (rt.allocations().Find(handle, AllocationKind::kVmmHandle, &found)) {
+      return gi::MarkExported(rt, AllocationKind::kVmmHandle, handle);
+    }
+  }
+  return true;  // not memory we charged
+}
+}  // namespace
+
+// Legacy IPC (what PyTorch's CUDA tensors use between processes). The
+// importer's cuIpcOpenMemHandle is not charged: the exporter pays, and keeps
+// paying after its free. The handle names the whole allocation around
+// `dptr`.
+GPUSLICE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt != nullptr && !MarkAddressExported(*rt, dptr)) return CUDA_ERROR_OUT_OF_MEMORY;
   return GPUSLICE_REAL(cuIpcGetMemHandle)(handle, dptr);
+}
+
+// A dma-buf of device memory (RDMA registration) is a descriptor of it like
+// an export's, so it is treated as one: not measured on a GPU. Marks the
+// object at the range's start.
+GPUSLICE_EXPORT CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size,
+                                                       CUmemRangeHandleType type, unsigned long long flags) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt != nullptr && !MarkAddressExported(*rt, dptr)) return CUDA_ERROR_OUT_OF_MEMORY;
+  return GPUSLICE_REAL(cuMemGetHandleForAddressRange)(handle, dptr, size, type, flags);
 }
 
 // --- Virtual memory management (PyTorch expandable_segments) ---------------

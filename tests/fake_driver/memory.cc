@@ -7,6 +7,7 @@
 // the current context's device in full at allocation (the real driver pages
 // it in lazily; charging up front is what a per-vGPU limit has to assume).
 #include <cuda.h>
+#include <sys/mman.h>
 
 #include <cstdlib>
 
@@ -152,6 +153,22 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   if (a == nullptr || a->kind != fake_cuda::AllocationKind::kDevice) return CUDA_ERROR_INVALID_VALUE;
   *handle = {};
   __builtin_memcpy(handle->reserved, &dptr, sizeof(dptr));
+  return CUDA_SUCCESS;
+}
+
+// A dma-buf descriptor of a range of one allocation or mapping. The fake's
+// memory does not outlive its free for it.
+CUresult cuMemGetHandleForAddressRange(void* handle, CUdeviceptr dptr, size_t size, CUmemRangeHandleType type,
+                                       unsigned long long flags) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr || size == 0 || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD) return CUDA_ERROR_NOT_SUPPORTED;
+  fake_cuda::Locked locked;
+  const fake_cuda::Allocation* a = fake_cuda::FindAllocation(locked, dptr);
+  if (a == nullptr || size > a->base + a->size - dptr) return CUDA_ERROR_INVALID_VALUE;
+  const int fd = memfd_create("fake-cuda-dmabuf", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+  *static_cast<int*>(handle) = fd;
   return CUDA_SUCCESS;
 }
 

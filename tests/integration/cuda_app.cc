@@ -739,6 +739,22 @@ int main(int argc, char** argv) {
         r = DRIVER(cuIpcGetMemHandle)(&handle, g_allocations.back().handle);
       }
       Report("ipcget", r);
+    } else if (cmd == "dmabuf") {  // a dma-buf of the newest mapping, or else the newest allocation (kept open)
+      CUdeviceptr ptr = 0;
+      uint64_t size = 0;
+      if (!g_mappings.empty()) {
+        ptr = g_mappings.back().ptr;
+        size = g_mappings.back().size;
+      } else if (!g_allocations.empty()) {
+        ptr = g_allocations.back().handle;
+        size = 1;
+      }
+      int fd = -1;
+      const CUresult r =
+          ptr == 0 ? CUDA_ERROR_INVALID_VALUE
+                   : DRIVER(cuMemGetHandleForAddressRange)(&fd, ptr, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
+      if (r == CUDA_SUCCESS) g_exported_fds.push_back(fd);
+      Report("dmabuf", r);
     } else if (cmd == "unmap") {
       CUresult r = CUDA_ERROR_INVALID_VALUE;
       if (!g_mappings.empty()) {

@@ -263,3 +263,13 @@ def test_a_pool_shared_with_other_processes_keeps_its_charge_through_trims(world
     assert results(r, "poolexport") == ["ok"]
     assert used(r) == [32 * MiB]
     assert results(r, "alloc") == ["oom", "ok"]
+
+
+def test_memory_given_a_dma_buf_descriptor_stays_charged_after_its_free(world):
+    # A mapped VMM handle and a plain allocation, each with a dma-buf (RDMA).
+    r = world.app(["--memory", "64MiB"], ["init", "vmm", "16M", "map", "16M", "dmabuf", "unmap", "release",
+                                          "alloc", "16M", "dmabuf", "free", "meminfo", "alloc", "40M"])
+    assert r.returncode == 0, r.stderr
+    assert results(r, "dmabuf") == ["ok", "ok"]
+    assert used(r) == [32 * MiB]
+    assert results(r, "alloc") == ["ok", "oom"]
