@@ -1,5 +1,7 @@
 // The time gpuslice's interposer adds to cuLaunchKernel and to a
-// cuMemAlloc_v2 + cuMemFree_v2 pair, measured in one process.
+// cuMemAlloc_v2 + cuMemFree_v2 pair, measured in one process, and what one
+// cuEventRecord after each launch costs on the direct path (the paced
+// launch's marker).
 //
 // The real driver and libgpuslice-cuda.so are both dlopen'ed, and the same calls
 // are timed through each. Batches of the arms are interleaved round by round,
@@ -70,6 +72,8 @@ struct Api {
   decltype(&cuLaunchKernel) launch_kernel = nullptr;
   decltype(&cuMemAlloc_v2) mem_alloc = nullptr;
   decltype(&cuMemFree_v2) mem_free = nullptr;
+  decltype(&cuEventCreate) event_create = nullptr;
+  decltype(&cuEventRecord) event_record = nullptr;
 };
 
 template <typename Fn>
@@ -97,7 +101,9 @@ bool Open(const std::string& path, Api* api, std::string* error) {
          Resolve(*api, "cuStreamSynchronize", &api->stream_synchronize, error) &&
          Resolve(*api, "cuLaunchKernel", &api->launch_kernel, error) &&
          Resolve(*api, "cuMemAlloc_v2", &api->mem_alloc, error) &&
-         Resolve(*api, "cuMemFree_v2", &api->mem_free, error);
+         Resolve(*api, "cuMemFree_v2", &api->mem_free, error) &&
+         Resolve(*api, "cuEventCreate", &api->event_create, error) &&
+         Resolve(*api, "cuEventRecord", &api->event_record, error);
 }
 
 bool Ok(CUresult r, const char* what, std::string* error) {
@@ -275,6 +281,25 @@ int Run(const Options& o, std::string* error) {
         if (api.stream_synchronize(stream) != CUDA_SUCCESS) ++*failures;
         return std::chrono::duration<double, std::nano>(t1 - t0).count() / o.launch_batch;
       });
+  // What a paced launch's marker costs by itself (pacer.h: one cuEventRecord
+  // after each launch): direct launches, and direct launches each followed by
+  // a record of one event, in the arms' places of direct and gpuslice.
+  CUevent marker = nullptr;
+  if (!Ok(direct.event_create(&marker, CU_EVENT_DISABLE_TIMING), "cuEventCreate", error)) return 1;
+  const auto records =
+      Interleave(direct, gpuslice, o.warmup_rounds, o.launch_batches, [&](const Api& api, int* failures) {
+        const bool record = &api == &gpuslice;
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.launch_batch; ++i) {
+          if (direct.launch_kernel(kernel, 1, 1, 1, 1, 1, 1, 0, stream, nullptr, nullptr) != CUDA_SUCCESS) {
+            ++*failures;
+          }
+          if (record && direct.event_record(marker, stream) != CUDA_SUCCESS) ++*failures;
+        }
+        const auto t1 = Clock::now();
+        if (direct.stream_synchronize(stream) != CUDA_SUCCESS) ++*failures;
+        return std::chrono::duration<double, std::nano>(t1 - t0).count() / o.launch_batch;
+      });
   const auto allocs =
       Interleave(direct, gpuslice, o.warmup_rounds, o.alloc_batches, [&](const Api& api, int* failures) {
         const auto t0 = Clock::now();
@@ -297,6 +322,8 @@ int Run(const Options& o, std::string* error) {
   std::printf("\"vgpu_dir\": %s, \"gpuslice_env\": [%s], \"same_driver_instance\": true, ",
               vgpu != nullptr ? JsonString(vgpu).c_str() : "null", GpusliceEnvNames().c_str());
   PrintSection("launch", launches, o.launch_batch);
+  std::printf(", ");
+  PrintSection("launch_then_event_record_direct", records, o.launch_batch);
   std::printf(", \"alloc_bytes\": %zu, ", o.alloc_bytes);
   PrintSection("alloc_free", allocs, o.alloc_batch);
   std::printf("}\n");
