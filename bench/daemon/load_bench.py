@@ -40,7 +40,7 @@ import time
 MiB = 1 << 20
 # struct Ledger / ProcessSlot offsets (src/core/vgpu_layout.h), as the
 # integration tests read them.
-LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 320, 24  # vgpu_layout.h v2: slots at 256
+LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 576, 24  # vgpu_layout.h v2: slots at 256
 
 
 def parse_ledger(data):

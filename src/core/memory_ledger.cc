@@ -21,6 +21,7 @@ void ZeroCounters(ProcessSlot& slot) {
     StoreRelaxed(g.where, 0);
     StoreRelaxed(g.what, 0);
   }
+  for (uint64_t& open : slot.open_ipc_handles) StoreSeqCst(open, 0);
 }
 
 }  // namespace
@@ -103,6 +104,37 @@ uint64_t MemoryLedger::UsedBytes(uint32_t device) const {
     total += LoadSeqCst(ledger_->slots[i].used_bytes[device]);
   }
   return total;
+}
+
+void MemoryLedger::RecordIpcOpen(uint64_t hash) {
+  if (mine_ == nullptr) return;
+  constexpr uint32_t kLast = ProcessSlot::kOpenIpcHandles - 1;
+  for (uint32_t i = 0; i < kLast; ++i) {
+    uint64_t expected = 0;
+    if (CompareExchangeSeqCst(mine_->open_ipc_handles[i], expected, hash)) return;
+  }
+  // Full: the last entry says so for good, and every exporter of the vGPU
+  // then keeps what it frees (an over-charge, never an escape).
+  StoreSeqCst(mine_->open_ipc_handles[kLast], kIpcOpenOverflow);
+}
+
+void MemoryLedger::ForgetIpcOpen(uint64_t hash) {
+  if (mine_ == nullptr) return;
+  for (uint32_t i = 0; i + 1 < ProcessSlot::kOpenIpcHandles; ++i) {
+    uint64_t expected = hash;
+    if (CompareExchangeSeqCst(mine_->open_ipc_handles[i], expected, uint64_t{0})) return;
+  }
+}
+
+bool MemoryLedger::IpcHandleOpen(uint64_t hash) const {
+  const uint32_t hw = LoadSeqCst(ledger_->slot_high_water);
+  for (uint32_t i = 0; i < hw && i < kMaxProcesses; ++i) {
+    for (const uint64_t& open : ledger_->slots[i].open_ipc_handles) {
+      const uint64_t word = LoadSeqCst(open);
+      if (word == hash || word == kIpcOpenOverflow) return true;
+    }
+  }
+  return false;
 }
 
 uint64_t MemoryLedger::MyUsedBytes(uint32_t device) const {

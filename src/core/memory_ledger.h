@@ -59,6 +59,14 @@ class MemoryLedger {
   uint64_t LimitBytes(uint32_t device) const;      // kUnlimited when uncapped
   uint32_t LiveProcessCount() const;
 
+  // Legacy IPC handles this process has open (ProcessSlot::open_ipc_handles),
+  // by IpcHandleHash. IpcHandleOpen: whether any process of the vGPU has that
+  // handle open, or had more open than its slot keeps (a scan of every slot:
+  // a slow path, at the free of exported memory).
+  void RecordIpcOpen(uint64_t hash);
+  void ForgetIpcOpen(uint64_t hash);
+  bool IpcHandleOpen(uint64_t hash) const;
+
   // What this process last set as its compute channel groups' timeslice on
   // `device` (shown by `ls`); devices past ProcessSlot::kApplied are not kept.
   void RecordAppliedTimeslice(uint32_t device, uint64_t timeslice_us);

@@ -214,6 +214,52 @@ TEST(MemoryLedgerTest, RacingChargesNeverOvercommit) {
   EXPECT_GE(granted.load(), kLimit - 13);  // filled: no lasting false refusals
 }
 
+TEST(MemoryLedgerTest, AnOpenIpcHandleIsSeenByEveryProcessUntilClosedOrReaped) {
+  ScriptedProbe probe;
+  Vgpu vgpu(1000);
+  MemoryLedger exporter = vgpu.Process(10, probe);
+  MemoryLedger importer = vgpu.Process(11, probe);
+  EXPECT_FALSE(exporter.IpcHandleOpen(42));
+  importer.RecordIpcOpen(42);
+  importer.RecordIpcOpen(42);  // opened twice
+  EXPECT_TRUE(exporter.IpcHandleOpen(42));
+  EXPECT_FALSE(exporter.IpcHandleOpen(43));
+  importer.ForgetIpcOpen(42);
+  EXPECT_TRUE(exporter.IpcHandleOpen(42));  // once more open
+  importer.ForgetIpcOpen(42);
+  EXPECT_FALSE(exporter.IpcHandleOpen(42));
+
+  // A dead importer's handles count until its slot is reaped.
+  importer.RecordIpcOpen(7);
+  probe.dead.insert(11);
+  EXPECT_TRUE(exporter.IpcHandleOpen(7));
+  EXPECT_EQ(exporter.ReapDeadProcesses(probe), 1u);
+  EXPECT_FALSE(exporter.IpcHandleOpen(7));
+}
+
+TEST(MemoryLedgerTest, MoreOpenIpcHandlesThanASlotKeepsCountAsAnyHandleOpen) {
+  ScriptedProbe probe;
+  Vgpu vgpu(1000);
+  MemoryLedger exporter = vgpu.Process(10, probe);
+  MemoryLedger importer = vgpu.Process(11, probe);
+  for (uint64_t h = 1; h < ProcessSlot::kOpenIpcHandles; ++h) importer.RecordIpcOpen(h);
+  EXPECT_FALSE(exporter.IpcHandleOpen(999));
+  importer.RecordIpcOpen(1000);  // no entry left for it
+  EXPECT_TRUE(exporter.IpcHandleOpen(999));
+  importer.Detach();
+  EXPECT_FALSE(exporter.IpcHandleOpen(999));
+}
+
+TEST(MemoryLedgerTest, IpcHandleHashIsNeverAFreeOrOverflowWord) {
+  unsigned char a[kIpcHandleBytes] = {}, b[kIpcHandleBytes] = {};
+  b[63] = 1;
+  EXPECT_NE(IpcHandleHash(a), IpcHandleHash(b));
+  for (const unsigned char* h : {a, b}) {
+    EXPECT_NE(IpcHandleHash(h), 0u);
+    EXPECT_NE(IpcHandleHash(h), kIpcOpenOverflow);
+  }
+}
+
 TEST(ReapSpacingTest, GrowsWithTheProcessesThatEachReapTheWholeLedger) {
   constexpr uint64_t kInterval = 200'000'000;
   EXPECT_EQ(ReapSpacingNs(kInterval, 0), kInterval);

@@ -30,7 +30,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
-inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 328.75 KiB at this size
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is about 585 KiB at this size
 inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
@@ -39,8 +39,9 @@ inline constexpr uint64_t kLedgerMagic = 0x5244474c53504721ull;  // "!GPSLGDR"
 // device's slice beside a latency-critical vGPU, slots their applied slices.
 // 4: the ledger gained the task API's per-level rows (after the slots).
 // 5: slots gained their process's channel groups, for the daemon's slice audit.
+// 6: slots gained their process's open legacy IPC handles.
 // (A vGPU of an older version must be deleted and made again by this gpuslice.)
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 
 // A memory limit of this value means "no limit": the device is visible but the
 // vGPU does not cap it.
@@ -186,7 +187,24 @@ struct alignas(64) ProcessSlot {
   // write them: the daemon trusts only what RM answers for them.
   static constexpr uint32_t kPublishedGroups = 8;
   PublishedChannelGroup channel_groups[kPublishedGroups];
+  // The legacy IPC handles (cuIpcOpenMemHandle) this process has open, each
+  // as IpcHandleHash of its 64 bytes, 0 in a free entry, kIpcOpenOverflow
+  // once more were open than there are entries. An exporter of the vGPU
+  // reads them at its free (interposer/charge.h): memory open here lives on
+  // after it, and stays charged. Atomic; written only by the slot's owner.
+  static constexpr uint32_t kOpenIpcHandles = 32;
+  uint64_t open_ipc_handles[kOpenIpcHandles];
 };
+inline constexpr uint64_t kIpcOpenOverflow = ~0ull;
+// A legacy IPC handle's 64 bytes (CUipcMemHandle) as a word that is neither
+// 0 nor kIpcOpenOverflow (FNV-1a).
+inline constexpr uint32_t kIpcHandleBytes = 64;
+inline uint64_t IpcHandleHash(const void* handle) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint32_t i = 0; i < kIpcHandleBytes; ++i)
+    h = (h ^ static_cast<const unsigned char*>(handle)[i]) * 0x100000001b3ull;
+  return h == 0 || h == kIpcOpenOverflow ? 1 : h;
+}
 inline constexpr uint64_t kSlotBusyBit = 1ull << 63;
 constexpr uint64_t BusyWord(uint32_t pid, uint64_t pid_namespace) {
   return kSlotBusyBit | static_cast<uint64_t>(pid & 0x7fffffffu) << 32 | (pid_namespace & 0xffffffffu);
@@ -259,7 +277,7 @@ struct Ledger {
   TaskLevelRow task_levels_other;  // every name once the rows are taken; its name is "other"
 };
 
-static_assert(sizeof(ProcessSlot) == 320);
+static_assert(sizeof(ProcessSlot) == 576);
 static_assert(sizeof(DeviceLimit) == 56);
 static_assert(offsetof(Ledger, lc_latency_count) % 64 == 0, "the LC histogram starts a cache line");
 static_assert(offsetof(Ledger, slots) % 64 == 0);

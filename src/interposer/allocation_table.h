@@ -45,8 +45,10 @@ enum class AllocationKind : uint32_t {
   kMallocHeap,  // key = aux = the context; bytes = its malloc heap grown past the default
   // Markers, nothing charged: this process exported the kDevice pointer or
   // kVmmHandle handle that is the key (charge.h, "Memory exported").
+  // aux = the legacy IPC handle's hash, when one was made (charge.h).
   kExportedPointer,
   kExportedHandle,
+  kIpcOpened,  // key = the pointer cuIpcOpenMemHandle returned; aux = its handle's hash; nothing charged
 };
 
 class AllocationTable {

@@ -86,10 +86,14 @@ AllocationKind MarkerOf(AllocationKind kind) {
 }
 }  // namespace
 
-bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key) {
+bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, uint64_t ipc_hash) {
   AllocationRecord marker;
-  if (runtime.allocations().Find(key, MarkerOf(kind), &marker)) return true;  // exported before
-  if (runtime.allocations().Insert(key, MarkerOf(kind), AllocationRecord{})) return true;
+  if (runtime.allocations().Find(key, MarkerOf(kind), &marker)) {
+    if (marker.aux == 0 || marker.aux == ipc_hash) return true;  // kept already, or this handle again
+    runtime.allocations().Erase(key, MarkerOf(kind), &marker);   // kept from now on
+    ipc_hash = 0;
+  }
+  if (runtime.allocations().Insert(key, MarkerOf(kind), AllocationRecord{0, 0, 0, ipc_hash})) return true;
   port::Log(port::LogLevel::kWarn,
             "refused to export device memory: this process's allocation table is full, so gpuslice could not "
             "keep the memory charged once it is freed; free some first");
@@ -98,7 +102,9 @@ bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key) {
 
 void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const AllocationRecord& record) {
   AllocationRecord marker;
-  if (!runtime.allocations().Erase(key, MarkerOf(kind), &marker)) {
+  // A legacy handle that no process of the vGPU has open holds nothing.
+  if (!runtime.allocations().Erase(key, MarkerOf(kind), &marker) ||
+      (marker.aux != 0 && !runtime.ledger().IpcHandleOpen(marker.aux))) {
     runtime.ledger().Uncharge(record.device, record.bytes);
     return;
   }

@@ -36,17 +36,25 @@ bool SettleCharge(VgpuRuntime& runtime, int slot, uint64_t charged, uint64_t act
 
 // --- Memory exported to other processes ---------------------------------------
 // Memory this process exported (cuMemExportToShareableHandle,
-// cuIpcGetMemHandle) outlives its own free: another process's import keeps
-// it on the GPU, and so does an exported file descriptor held by any
-// process, even one that never imports it (measured on an H200:
+// cuIpcGetMemHandle, a dma-buf) outlives its own free: another process's
+// import keeps it on the GPU, and so does an exported file descriptor held
+// by any process, even one that never imports it (measured on an H200:
 // docs/benchmarks.md, "Exported device memory"). Nothing tells this process
 // when the last of those goes, so such memory stays charged until it exits.
-// MarkExported records the export of a charged object's key before the
-// driver makes it: false when the table is full, and the caller then refuses
-// the export (an export the driver then refuses stays marked). GiveBack settles a freed object's record: uncharged, or
-// kept if exported. Hot path (a free): table operations only. `kind` is the object's: kDevice (a pointer) or
-// kVmmHandle.
-bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key);
+// A legacy IPC handle (`ipc_hash`, core::IpcHandleHash) holds nothing by
+// itself, unlike a descriptor: memory exported only so is kept at its free
+// only while a process of the vGPU has the handle open
+// (MemoryLedger::IpcHandleOpen); once exported otherwise too, or under
+// another handle, it is kept.
+//
+// MarkExported records the export of a charged object (`kind` kDevice, a
+// pointer, or kVmmHandle) before the driver makes a descriptor, or once a
+// legacy handle is made: false when the table is full, and the caller then
+// refuses the export (an export the driver then refuses stays marked).
+// GiveBack settles a freed object's record: uncharged, or kept if exported.
+// Hot path (a free): table operations only, and a scan of the ledger's
+// slots for memory exported by legacy handle.
+bool MarkExported(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, uint64_t ipc_hash = 0);
 void GiveBack(VgpuRuntime& runtime, AllocationKind kind, uint64_t key, const AllocationRecord& record);
 // Says (once per process) that `bytes` freed stay charged for that reason.
 void SayKeptExported(VgpuRuntime& runtime, uint64_t bytes);

@@ -14,6 +14,7 @@
   X(cuMemAlloc_v2) X(cuMemAllocPitch_v2) X(cuMemAllocManaged) X(cuMemFree_v2)   \
   X(cuMemCreate) X(cuMemRelease) X(cuMemRetainAllocationHandle)                 \
   X(cuMemExportToShareableHandle) X(cuIpcGetMemHandle)                          \
+  X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)         \
   X(cuMemGetHandleForAddressRange)                                              \
   X(cuMemMap) X(cuMemUnmap) X(cuCtxSetLimit)                                    \
   X(cuArrayCreate_v2) X(cuArray3DCreate_v2) X(cuMipmappedArrayCreate)           \

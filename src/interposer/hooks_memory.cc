@@ -22,6 +22,7 @@
 
 #include <type_traits>
 
+#include "core/vgpu_layout.h"
 #include "interposer/charge.h"
 #include "interposer/driver_table.h"
 #include "interposer/export.h"
@@ -35,7 +36,9 @@
 #undef cuDevicePrimaryCtxRelease
 #undef cuDevicePrimaryCtxReset
 #undef cuCtxDestroy
+#undef cuIpcOpenMemHandle
 extern "C" {
+CUresult CUDAAPI cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags);
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev);
 CUresult CUDAAPI cuCtxDestroy(CUcontext ctx);
@@ -361,18 +364,18 @@ namespace {
 // Marks the charged object that holds `dptr` as exported (charge.h, "Memory
 // exported to other processes"): a cuMemAlloc'd allocation, or the VMM
 // handle mapped at `dptr`. False when the table is full: refuse the export.
-bool MarkAddressExported(VgpuRuntime& rt, CUdeviceptr dptr) {
+bool MarkAddressExported(VgpuRuntime& rt, CUdeviceptr dptr, uint64_t ipc_hash = 0) {
   CUdeviceptr base = 0;
   size_t size = 0;
   AllocationRecord found;
   if (GPUSLICE_REAL(cuMemGetAddressRange_v2)(&base, &size, dptr) == CUDA_SUCCESS &&
       rt.allocations().Find(base, AllocationKind::kDevice, &found)) {
-    return gi::MarkExported(rt, AllocationKind::kDevice, base);
+    return gi::MarkExported(rt, AllocationKind::kDevice, base, ipc_hash);
   }
   if (rt.allocations().Find(dptr, AllocationKind::kVmmMapping, &found)) {
     const uint64_t handle = found.aux;
     if (rt.allocations().Find(handle, AllocationKind::kVmmHandle, &found)) {
-      return gi::MarkExported(rt, AllocationKind::kVmmHandle, handle);
+      return gi::MarkExported(rt, AllocationKind::kVmmHandle, handle, ipc_hash);
     }
   }
   return true;  // not memory we charged
@@ -381,12 +384,57 @@ bool MarkAddressExported(VgpuRuntime& rt, CUdeviceptr dptr) {
 
 // Legacy IPC (what PyTorch's CUDA tensors use between processes). The
 // importer's cuIpcOpenMemHandle is not charged: the exporter pays, and keeps
-// paying after its free. The handle names the whole allocation around
-// `dptr`.
+// paying after its free while a process of the vGPU has the handle open
+// (charge.h). The handle names the whole allocation around `dptr`; it holds
+// nothing itself, so it is marked once made, and a refusal leaves the
+// application none.
 GPUSLICE_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  const CUresult r = GPUSLICE_REAL(cuIpcGetMemHandle)(handle, dptr);
   VgpuRuntime* rt = VgpuRuntime::Get();
-  if (rt != nullptr && !MarkAddressExported(*rt, dptr)) return CUDA_ERROR_OUT_OF_MEMORY;
-  return GPUSLICE_REAL(cuIpcGetMemHandle)(handle, dptr);
+  if (r != CUDA_SUCCESS || rt == nullptr || handle == nullptr) return r;
+  if (!MarkAddressExported(*rt, dptr, gpuslice::core::IpcHandleHash(handle->reserved))) {
+    *handle = CUipcMemHandle{};
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  return r;
+}
+
+namespace {
+// The handle is in this process's slot before the driver opens it, so that
+// its exporter, freeing meanwhile, keeps the memory charged.
+template <typename Open>
+CUresult OpenIpcHandle(CUdeviceptr* pdptr, const CUipcMemHandle& handle, Open open) {
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  if (rt == nullptr || pdptr == nullptr) return open();
+  const uint64_t hash = gpuslice::core::IpcHandleHash(handle.reserved);
+  rt->ledger().RecordIpcOpen(hash);
+  const CUresult r = open();
+  if (r != CUDA_SUCCESS) {
+    rt->ledger().ForgetIpcOpen(hash);
+  } else {
+    // Unrecorded (a full table), the handle stays in the slot until exit.
+    (void)rt->allocations().Insert(*pdptr, AllocationKind::kIpcOpened, AllocationRecord{0, 0, 0, hash});
+  }
+  return r;
+}
+}  // namespace
+
+GPUSLICE_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return OpenIpcHandle(pdptr, handle, [&] { return GPUSLICE_REAL(cuIpcOpenMemHandle_v2)(pdptr, handle, flags); });
+}
+
+GPUSLICE_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int flags) {
+  return OpenIpcHandle(pdptr, handle, [&] { return GPUSLICE_REAL(cuIpcOpenMemHandle)(pdptr, handle, flags); });
+}
+
+GPUSLICE_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  const CUresult r = GPUSLICE_REAL(cuIpcCloseMemHandle)(dptr);
+  VgpuRuntime* rt = VgpuRuntime::Get();
+  AllocationRecord opened;
+  if (r == CUDA_SUCCESS && rt != nullptr && rt->allocations().Erase(dptr, AllocationKind::kIpcOpened, &opened)) {
+    rt->ledger().ForgetIpcOpen(opened.aux);
+  }
+  return r;
 }
 
 // A dma-buf of device memory (RDMA registration) is a descriptor of it like

@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
+#include <map>
 
 #include "allocations.h"
 #include "contexts.h"
@@ -141,8 +142,9 @@ CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsigned int flags) 
   return fake_cuda::AllocateDevice(dptr, bytes, fake_cuda::AllocationKind::kManaged);
 }
 
-// Legacy IPC: the handle names the allocation by its base address. Opening
-// one is another process's business, which a per-process fake cannot play;
+// Legacy IPC: the handle names the allocation by its base address, device
+// and size. A per-process fake cannot share memory with another process, so
+// an opened handle is a fresh address on that device that holds nothing, and
 // freeing the exported memory frees it here (the real driver keeps it while
 // an importer has it open: docs/benchmarks.md, "Exported device memory").
 CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
@@ -152,8 +154,37 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
   const fake_cuda::Allocation* a = fake_cuda::FindAllocationAt(locked, dptr);
   if (a == nullptr || a->kind != fake_cuda::AllocationKind::kDevice) return CUDA_ERROR_INVALID_VALUE;
   *handle = {};
-  __builtin_memcpy(handle->reserved, &dptr, sizeof(dptr));
+  const uint64_t words[3] = {dptr, static_cast<uint64_t>(a->device), a->size};
+  __builtin_memcpy(handle->reserved, words, sizeof(words));
   return CUDA_SUCCESS;
+}
+
+namespace fake_cuda {
+namespace {
+std::map<CUdeviceptr, bool>& OpenedIpcHandles(const Locked&) {
+  static auto* opened = new std::map<CUdeviceptr, bool>;
+  return *opened;
+}
+}  // namespace
+}  // namespace fake_cuda
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned int /*flags*/) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  uint64_t words[3];
+  __builtin_memcpy(words, handle.reserved, sizeof(words));
+  if (pdptr == nullptr || words[0] == 0 || !fake_cuda::ValidDevice(static_cast<int>(words[1]))) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  fake_cuda::Locked locked;
+  *pdptr = fake_cuda::NewDeviceAddress(locked, static_cast<int>(words[1]), words[2], 512);
+  fake_cuda::OpenedIpcHandles(locked)[*pdptr] = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr) {
+  if (CUresult r = Enter(__func__); r != CUDA_SUCCESS) return r;
+  fake_cuda::Locked locked;
+  return fake_cuda::OpenedIpcHandles(locked).erase(dptr) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 // A dma-buf descriptor of a range of one allocation or mapping. The fake's

@@ -222,6 +222,7 @@ struct Mapping {
 };
 std::vector<Mapping> g_mappings;  // vmmmap and map, newest last
 std::vector<int> g_exported_fds;  // export, newest last
+std::vector<CUdeviceptr> g_ipc_opened;  // ipcopen, newest last
 std::vector<CUstream> g_streams;  // stream, newest last
 CUfunction g_kernel = nullptr;  // `kernel`'s function, loaded at its first use
 
@@ -755,6 +756,43 @@ int main(int argc, char** argv) {
                    : DRIVER(cuMemGetHandleForAddressRange)(&fd, ptr, size, CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, 0);
       if (r == CUDA_SUCCESS) g_exported_fds.push_back(fd);
       Report("dmabuf", r);
+    } else if (cmd == "ipcsave") {  // ipcget, its handle written to FILE as hex (whole, by rename)
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      CUipcMemHandle handle{};
+      if (!g_allocations.empty()) r = DRIVER(cuIpcGetMemHandle)(&handle, g_allocations.back().handle);
+      if (r == CUDA_SUCCESS) {
+        const std::string tmp = std::string(arg(1)) + ".tmp";
+        if (FILE* f = fopen(tmp.c_str(), "w")) {
+          for (unsigned char b : handle.reserved) fprintf(f, "%02x", b);
+          fclose(f);
+          rename(tmp.c_str(), arg(1));
+        }
+      }
+      Report("ipcsave", r);
+      ++i;
+    } else if (cmd == "ipcopen") {  // the handle in FILE (ipcsave's), opened
+      CUipcMemHandle handle{};
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (FILE* f = fopen(arg(1), "r")) {
+        unsigned int byte = 0;
+        size_t n = 0;
+        while (n < sizeof(handle.reserved) && fscanf(f, "%2x", &byte) == 1)
+          handle.reserved[n++] = static_cast<char>(byte);
+        fclose(f);
+        CUdeviceptr p = 0;
+        if (n == sizeof(handle.reserved))
+          r = DRIVER(cuIpcOpenMemHandle_v2)(&p, handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (r == CUDA_SUCCESS) g_ipc_opened.push_back(p);
+      }
+      Report("ipcopen", r);
+      ++i;
+    } else if (cmd == "ipcclose") {  // the newest opened handle
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (!g_ipc_opened.empty()) {
+        r = DRIVER(cuIpcCloseMemHandle)(g_ipc_opened.back());
+        g_ipc_opened.pop_back();
+      }
+      Report("ipcclose", r);
     } else if (cmd == "unmap") {
       CUresult r = CUDA_ERROR_INVALID_VALUE;
       if (!g_mappings.empty()) {

@@ -236,13 +236,21 @@ def test_a_process_that_imports_its_own_export_cannot_release_its_way_past_the_l
     assert value(r, "physical") == 32 * MiB
 
 
-def test_an_allocation_given_a_legacy_ipc_handle_stays_charged_after_its_free(world):
-    r = world.app(["--memory", "64MiB"], ["init", "alloc", "32M", "ipcget", "free", "meminfo", "alloc", "40M",
-                                          "alloc", "24M"])
+def test_a_legacy_ipc_handle_nobody_opened_holds_nothing_after_the_free(world):
+    r = world.app(["--memory", "64MiB"], ["init", "alloc", "32M", "ipcget", "ipcget", "free", "meminfo", "alloc",
+                                          "40M", "alloc", "24M"])
     assert r.returncode == 0, r.stderr
-    assert results(r, "ipcget") == ["ok"] and results(r, "free") == ["ok"]
+    assert results(r, "ipcget") == ["ok", "ok"] and results(r, "free") == ["ok"]
+    assert used(r) == [0]
+    assert results(r, "alloc") == ["ok", "ok", "ok"]
+
+
+def test_memory_given_a_legacy_handle_and_a_descriptor_stays_charged_after_its_free(world):
+    r = world.app(["--memory", "64MiB"], ["init", "alloc", "32M", "ipcget", "dmabuf", "ipcget", "free", "meminfo",
+                                          "alloc", "40M"])
+    assert r.returncode == 0, r.stderr
     assert used(r) == [32 * MiB]
-    assert results(r, "alloc") == ["ok", "oom", "ok"]
+    assert results(r, "alloc") == ["ok", "oom"]
 
 
 def test_memory_never_exported_is_still_given_back_at_its_free(world):
@@ -273,3 +281,42 @@ def test_memory_given_a_dma_buf_descriptor_stays_charged_after_its_free(world):
     assert results(r, "dmabuf") == ["ok", "ok"]
     assert used(r) == [32 * MiB]
     assert results(r, "alloc") == ["ok", "oom"]
+
+
+# Legacy IPC handles hold nothing themselves: only an open one keeps the
+# memory, so the exporter's charge is kept only while a process of the vGPU
+# has it open.
+
+def app_args(args):
+    return [CUDA_APP, "--lookup=dlsym", *args]
+
+
+def test_memory_a_sibling_has_open_by_legacy_ipc_stays_charged_after_its_free(world):
+    handle, opened, freed = world.path("handle"), world.path("opened"), world.path("freed")
+    exporter = world.start("run", "--name", "ipc", "--memory", "64MiB", "--", *app_args(
+        ["init", "alloc", "32M", "ipcsave", handle, "await", opened, "free", "meminfo", "alloc", "40M",
+         "ready", freed]))
+    importer = world.app(["--name", "ipc"], ["init", "await", handle, "ipcopen", handle, "ready", opened,
+                                             "await", freed, "ipcclose"])
+    out, err = exporter.communicate(timeout=30)
+    assert exporter.returncode == 0 and importer.returncode == 0, err + importer.stderr
+    assert results(importer, "ipcopen") == ["ok"] and results(importer, "ipcclose") == ["ok"]
+    assert [l.split() for l in out.splitlines() if l.startswith("alloc")] == [["alloc", "ok"], ["alloc", "oom"]]
+    meminfo = [l.split() for l in out.splitlines() if l.startswith("meminfo")]
+    assert int(meminfo[0][2]) - int(meminfo[0][1]) == 32 * MiB
+    assert "stays charged to vGPU" in err
+
+
+def test_memory_whose_legacy_ipc_handle_was_closed_is_given_back_at_its_free(world):
+    # The consumer has let go first, as torch.multiprocessing's does.
+    handle, closed = world.path("handle"), world.path("closed")
+    exporter = world.start("run", "--name", "ipc", "--memory", "64MiB", "--", *app_args(
+        ["init", "alloc", "32M", "ipcsave", handle, "await", closed, "free", "meminfo", "alloc", "40M"]))
+    importer = world.app(["--name", "ipc"], ["init", "await", handle, "ipcopen", handle, "ipcclose",
+                                             "ready", closed])
+    out, err = exporter.communicate(timeout=30)
+    assert exporter.returncode == 0 and importer.returncode == 0, err + importer.stderr
+    assert results(importer, "ipcclose") == ["ok"]
+    meminfo = [l.split() for l in out.splitlines() if l.startswith("meminfo")]
+    assert int(meminfo[0][2]) - int(meminfo[0][1]) == 0
+    assert [l.split() for l in out.splitlines() if l.startswith("alloc")] == [["alloc", "ok"], ["alloc", "ok"]]

@@ -12,7 +12,7 @@ import time
 from conftest import CUDA_APP, FAKE_DIR, MiB, lines
 
 # Offsets from src/core/vgpu_layout.h (struct Ledger / ProcessSlot).
-LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE = 16, 256, 320
+LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE = 16, 256, 576
 SLOT_OWNER, SLOT_START, SLOT_NS, SLOT_USED = 0, 8, 16, 24
 MAX_PROCESSES = 1024
 LIBRARY = os.path.join(os.path.dirname(CUDA_APP), "..", "lib", "libgpuslice-cuda.so")

@@ -74,7 +74,7 @@ def app_args(commands):
 
 # Offsets from src/core/vgpu_layout.h (struct Ledger / ProcessSlot; layout 2,
 # where the slots follow the LC latency histogram).
-LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 320, 24
+LEDGER_HIGH_WATER, LEDGER_SLOTS, SLOT_SIZE, SLOT_USED = 16, 256, 576, 24
 
 
 def ledger_used(world, name):

@@ -5,10 +5,12 @@ descriptors with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), run
 inside one vGPU: does it still work, and what does the vGPU charge for
 memory it exported and then freed?
 
-Memory a process exports stays charged to it until it exits
-(docs/design.md, "Known limits"), so a producer that frees its shared
-segments (empty_cache) and runs on is charged for them: this measures that
-over-charge, and whether the consumer reads every tensor right.
+Memory a process exports stays charged to it past its free while it may
+live on (docs/design.md, "Known limits"): until the process exits for a
+descriptor (expandable segments), while a process of the vGPU has the handle
+open for legacy IPC. This measures what a producer that frees its shared
+segments (empty_cache) is charged, and whether the consumer reads every
+tensor right.
 
     gpuslice run --memory 8GiB -- python3 bench/gpu/foundation/torch_ipc.py
     ROUNDS=4 TENSOR_MIB=512 EMPTY_CACHE=1 (defaults)
@@ -30,8 +32,9 @@ def consumer(tensors, acks):
         t = tensors.get()
         if t is None:
             return
-        acks.put((float(t[0].item()), float(t[-1].item()), t.numel()))
-        del t
+        seen = (float(t[0].item()), float(t[-1].item()), t.numel())
+        del t  # lets go of the producer's memory before saying so
+        acks.put(seen)
 
 
 def main():
