@@ -30,7 +30,7 @@
 namespace gpuslice::core {
 
 inline constexpr uint32_t kMaxDevices = 16;      // per node; NVIDIA ships at most 16 per host today
-inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is about 585 KiB at this size
+inline constexpr uint32_t kMaxProcesses = 1024;  // per vGPU; the ledger is 584.5 KiB at this size
 inline constexpr size_t kMaxNameLength = 63;     // vGPU names: [A-Za-z0-9_.-]{1,63}
 
 inline constexpr uint64_t kLimitsMagic = 0x53544d4c53504721ull;  // "!GPSLMTS"
