@@ -354,9 +354,11 @@ GPUSLICE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
   // vGPU was joined) pass through: pools are accounted by their reservation.
   const CUresult r = GPUSLICE_REAL(cuMemFree_v2)(dptr);
   if (!known) return r;
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS) {
     gi::GiveBack(*rt, kind, dptr, rec);
-  else gi::Restore(*rt, dptr, kind, rec);
+  } else {
+    gi::Restore(*rt, dptr, kind, rec);
+  }
   return r;
 }
 

@@ -208,10 +208,11 @@ GPUSLICE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   if (r != CUDA_SUCCESS || rt == nullptr) return r;
   if (PoolAccount* a = rt->pools().Find(reinterpret_cast<uint64_t>(pool))) {
     if (a->slot.load() != VgpuRuntime::kUncapped) {
-      if (a->exported.load())
+      if (a->exported.load()) {
         gi::SayKeptExported(*rt, a->charged.load());
-      else
+      } else {
         rt->ledger().Uncharge(a->slot.load(), a->charged.load());
+      }
     }
     rt->pools().Remove(a);
   }

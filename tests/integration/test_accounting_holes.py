@@ -296,8 +296,8 @@ def test_memory_a_sibling_has_open_by_legacy_ipc_stays_charged_after_its_free(wo
     exporter = world.start("run", "--name", "ipc", "--memory", "64MiB", "--", *app_args(
         ["init", "alloc", "32M", "ipcsave", handle, "await", opened, "free", "meminfo", "alloc", "40M",
          "ready", freed]))
-    importer = world.app(["--name", "ipc"], ["init", "await", handle, "ipcopen", handle, "ready", opened,
-                                             "await", freed, "ipcclose"])
+    world.wait_for_file(handle)  # the vGPU exists, with its limit: the importer joins it
+    importer = world.app(["--name", "ipc"], ["init", "ipcopen", handle, "ready", opened, "await", freed, "ipcclose"])
     out, err = exporter.communicate(timeout=30)
     assert exporter.returncode == 0 and importer.returncode == 0, err + importer.stderr
     assert results(importer, "ipcopen") == ["ok"] and results(importer, "ipcclose") == ["ok"]
@@ -312,8 +312,8 @@ def test_memory_whose_legacy_ipc_handle_was_closed_is_given_back_at_its_free(wor
     handle, closed = world.path("handle"), world.path("closed")
     exporter = world.start("run", "--name", "ipc", "--memory", "64MiB", "--", *app_args(
         ["init", "alloc", "32M", "ipcsave", handle, "await", closed, "free", "meminfo", "alloc", "40M"]))
-    importer = world.app(["--name", "ipc"], ["init", "await", handle, "ipcopen", handle, "ipcclose",
-                                             "ready", closed])
+    world.wait_for_file(handle)
+    importer = world.app(["--name", "ipc"], ["init", "ipcopen", handle, "ipcclose", "ready", closed])
     out, err = exporter.communicate(timeout=30)
     assert exporter.returncode == 0 and importer.returncode == 0, err + importer.stderr
     assert results(importer, "ipcclose") == ["ok"]
