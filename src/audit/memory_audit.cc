@@ -95,6 +95,8 @@ const char* ViolationKindName(Violation::Kind kind) {
     case Violation::Kind::kUnaccounted: return "unaccounted";
     case Violation::Kind::kOverLimit: return "over_limit";
     case Violation::Kind::kUnmanaged: return "unmanaged";
+    case Violation::Kind::kUnattributed:
+      return "unattributed";
   }
   return "?";
 }
@@ -113,6 +115,12 @@ std::string What(const Violation& v) {
     case Violation::Kind::kUnmanaged:
       return "process " + std::to_string(v.pid) + " holds " + Mib(v.used_bytes) + " on GPU " +
              std::to_string(v.gpu_index) + " and belongs to no vGPU";
+    case Violation::Kind::kUnattributed:
+      return "GPU " + std::to_string(v.gpu_index) + " holds " + Mib(v.used_bytes) +
+             " that NVML bills to no process, over the allowance of " + Mib(v.allowed_bytes) +
+             ": memory kept by an exported file descriptor (cuMemExportToShareableHandle) after the processes "
+             "that made it exited; no vGPU is charged for it. The descriptor's holders have /dev/nvidiactl open "
+             "(ls -l /proc/*/fd); the memory goes when they close it";
   }
   return "";
 }
@@ -150,7 +158,8 @@ std::optional<size_t> MemoryAudit::SessionOf(uint32_t pid, const std::map<uint32
 }
 
 std::vector<Violation> MemoryAudit::Check(const std::vector<GpuProcess>& processes,
-                                          const std::vector<AuditedVgpu>& vgpus, uint64_t now_ns) {
+                                          const std::vector<AuditedVgpu>& vgpus, uint64_t now_ns,
+                                          const std::map<uint32_t, uint64_t>& device_used) {
   std::map<uint32_t, size_t> roots;
   std::map<uint32_t, size_t> in_ledger;
   for (size_t i = 0; i < vgpus.size(); ++i) {
@@ -205,6 +214,15 @@ std::vector<Violation> MemoryAudit::Check(const std::vector<GpuProcess>& process
     if (u.used > allowed) open({Violation::Kind::kOverLimit, v.name, where.second, u.worst_pid, u.used, allowed});
   }
 
+  std::map<uint32_t, uint64_t> billed;  // per GPU: what NVML bills its processes
+  for (const GpuProcess& p : processes) billed[p.gpu_index] += p.used_bytes;
+  for (const auto& [gpu, used] : device_used) {
+    const uint64_t beyond = used > billed[gpu] ? used - billed[gpu] : 0;
+    if (beyond > config_.unattributed_allowance_bytes) {
+      open({Violation::Kind::kUnattributed, "", gpu, 0, beyond, config_.unattributed_allowance_bytes});
+    }
+  }
+
   std::vector<Violation> now_open;
   std::map<Key, Violation> kept;
   for (auto& [key, v] : found) {
@@ -216,7 +234,9 @@ std::vector<Violation> MemoryAudit::Check(const std::vector<GpuProcess>& process
       v.first_seen_ns = now_ns;
       v.found = true;
     }
-    v.action = v.kind == Violation::Kind::kUnmanaged ? config_.unmanaged_action : config_.action;
+    v.action = v.kind == Violation::Kind::kUnattributed ? AuditAction::kReport
+               : v.kind == Violation::Kind::kUnmanaged  ? config_.unmanaged_action
+                                                        : config_.action;
     if (!v.acted && now_ns - v.first_seen_ns >= config_.grace_ns) {
       v.acted = true;
       ++acted_totals_[v.vgpu];

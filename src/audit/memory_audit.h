@@ -19,7 +19,12 @@
 //     the process acted on is the one with the most memory its slot has not
 //     charged;
 //   - kUnmanaged: a GPU process in no vGPU at all (its session root is gone,
-//     or it never had one), on a GPU the owner manages.
+//     or it never had one), on a GPU the owner manages;
+//   - kUnattributed: a GPU whose used memory exceeds what NVML bills its
+//     processes by more than an allowance: memory that outlived every
+//     process that made it, held by an exported file descriptor alone
+//     (docs/benchmarks.md, "Exported device memory"). No process or vGPU
+//     can be named, so it is only ever reported.
 // A violation is acted on once it has lasted `grace_ns`: NVML and the
 // ledgers are read at different moments, and a process starting up is
 // briefly in neither. Actions: report (a log line, a count), deny (SIGSTOP:
@@ -54,6 +59,9 @@ struct AuditConfig {
   // What the driver keeps per context beyond the allocations a ledger sees
   // (docs/benchmarks.md, "Memory audit", measured it on an H100).
   uint64_t context_allowance_bytes = 1ull << 30;
+  // What a GPU may hold beyond its processes' memory before kUnattributed:
+  // the driver's own (9-15 MiB on an H200 with two contexts), with room.
+  uint64_t unattributed_allowance_bytes = 1ull << 30;
 };
 
 // One process's memory on one GPU, as the driver reports it.
@@ -97,13 +105,15 @@ class ProcessActions {
 ProcessActions& SystemProcessActions();
 
 struct Violation {
-  enum class Kind { kUnaccounted, kOverLimit, kUnmanaged };
+  enum class Kind { kUnaccounted, kOverLimit, kUnmanaged, kUnattributed };
   Kind kind = Kind::kUnaccounted;
-  std::string vgpu;  // "" for kUnmanaged
+  std::string vgpu;  // "" for kUnmanaged and kUnattributed
   uint32_t gpu_index = 0;
-  uint32_t pid = 0;
-  uint64_t used_bytes = 0;     // the process's (kUnaccounted, kUnmanaged) or the vGPU's (kOverLimit) on that GPU
-  uint64_t allowed_bytes = 0;  // kOverLimit: limit + allowance per process
+  uint32_t pid = 0;  // 0 for kUnattributed
+  // The process's (kUnaccounted, kUnmanaged), the vGPU's (kOverLimit) or the
+  // GPU's beyond its processes' (kUnattributed) on that GPU.
+  uint64_t used_bytes = 0;
+  uint64_t allowed_bytes = 0;  // kOverLimit: limit + allowance per process; kUnattributed: its allowance
   uint64_t first_seen_ns = 0;
   bool acted = false;  // acted on in this pass (each violation is acted on once, when its grace is over)
   bool found = false;  // first seen in this pass: its grace starts now
@@ -124,9 +134,11 @@ class MemoryAudit {
 
   // One pass over every GPU process. Returns the violations open now, those
   // acted on in this pass with acted = true. A violation that is gone (the
-  // process exited or came within its limit) is forgotten.
+  // process exited or came within its limit) is forgotten. `device_used`:
+  // each GPU's used memory (NVML), for kUnattributed; GPUs it lacks are not
+  // judged so.
   std::vector<Violation> Check(const std::vector<GpuProcess>& processes, const std::vector<AuditedVgpu>& vgpus,
-                               uint64_t now_ns);
+                               uint64_t now_ns, const std::map<uint32_t, uint64_t>& device_used = {});
 
   const AuditConfig& config() const { return config_; }
   // Violations acted on so far, per vGPU ("" = unmanaged processes).

@@ -145,6 +145,30 @@ TEST(MemoryAuditTest, ProcessesOfNoVgpuGetTheUnmanagedAction) {
   EXPECT_NE(Describe(v[0]).find("belongs to no vGPU"), std::string::npos);
 }
 
+TEST(MemoryAuditTest, MemoryNoProcessHoldsIsReportedAndNothingIsActedOn) {
+  Fixture f;
+  MemoryAudit audit = f.Audit(AuditAction::kKill);
+  const std::vector<GpuProcess> gpu = {{0, 101, 512 * kMiB}, {0, 201, 100 * kMiB}};
+  // GPU 0 holds 3 GiB more than its processes; GPU 1 only the driver's own.
+  const std::map<uint32_t, uint64_t> used = {{0, 612 * kMiB + 3072 * kMiB}, {1, 15 * kMiB}};
+  auto first = audit.Check(gpu, f.vgpus, 10 * kSec, used);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].kind, Violation::Kind::kUnattributed);
+  EXPECT_EQ(first[0].gpu_index, 0u);
+  EXPECT_EQ(first[0].used_bytes, 3072 * kMiB);
+  EXPECT_EQ(first[0].action, AuditAction::kReport) << "no process to act on";
+  EXPECT_TRUE(first[0].found);
+  EXPECT_NE(Describe(first[0]).find("exported file descriptor"), std::string::npos);
+  auto later = audit.Check(gpu, f.vgpus, 12 * kSec, used);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_TRUE(later[0].acted) << "reported once its grace is over";
+  EXPECT_FALSE(later[0].found);
+  EXPECT_TRUE(f.actions.killed.empty());
+  EXPECT_TRUE(f.actions.stopped.empty());
+  // Back within the allowance: forgotten.
+  EXPECT_TRUE(audit.Check(gpu, f.vgpus, 13 * kSec, {{0, 612 * kMiB + 900 * kMiB}}).empty());
+}
+
 TEST(MemoryAuditTest, AnAncestryLoopDoesNotHang) {
   Fixture f;
   f.table.parent[400] = 401;

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <optional>
+
 #include "daemon/audit_inputs.h"
 
 namespace gpuslice::daemon {
@@ -26,7 +29,13 @@ void NodeAudit::Pass(uint64_t now_ns) {
   std::vector<node::VgpuView> views;
   if (!manager_->List("", &views).ok()) return;
   const std::vector<audit::AuditedVgpu> vgpus = AuditedVgpusOf(views, processes.value(), *table_);
-  for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns)) {
+  // Each GPU's used memory, for memory that no process holds any longer.
+  std::map<uint32_t, uint64_t> device_used;
+  for (const auto& g : manager_->devices().gpus) {
+    const std::optional<uint64_t> free = nvml_->FreeMemoryBytes(g.index);
+    if (free && g.memory_total_bytes >= *free) device_used[g.index] = g.memory_total_bytes - *free;
+  }
+  for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns, device_used)) {
     if (v.found && !v.acted) spdlog::warn("memory audit: {}", audit::DescribeFound(v, audit_.config().grace_ns));
     if (!v.acted) continue;
     spdlog::warn("memory audit: {}", audit::Describe(v));

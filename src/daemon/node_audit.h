@@ -6,7 +6,9 @@
 // own session, cli/session_audit.h); it finds vGPUs over their limits (a
 // process that rewrote its own ledger slot), and GPU processes in no vGPU's
 // ledger, containers' included (matched by pid namespace): `unmanaged`,
-// whose action is its own (config audit.unmanaged, report by default).
+// whose action is its own (config audit.unmanaged, report by default); and
+// GPUs holding memory that no process holds (`unattributed`, always only
+// reported: an exported descriptor that outlived its exporter).
 // Each violation acted on is logged as a warning and counted in
 // gpuslice_vgpu_violations_total.
 //
