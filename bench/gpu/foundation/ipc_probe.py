@@ -26,6 +26,10 @@ Cases, each a JSON line with the measurements after every step:
   late       two processes, no gpuslice: the exporter exports and releases
              before anyone imports; the descriptor alone keeps the memory?
              Then the importer imports and maps it.
+  orphan     one process in a vGPU exports (the orchestrator keeps the
+             descriptor), releases and exits; then the descriptor is closed.
+             Under with_daemon.sh, the daemon's log says whether its memory
+             audit reported the memory that no process holds.
   legacy     two processes in one vGPU, legacy IPC (cuMemAlloc,
              cuIpcGetMemHandle, cuIpcOpenMemHandle): the exporter frees,
              allocates SIZE again, exits; the importer closes.
@@ -350,6 +354,19 @@ def run_case(case):
                 os.close(fd)
             step("importer imports the descriptor and maps", f"{late} {b.do('map i1')}")
             step("importer unmaps and releases", f"{b.do('unmap i1')} {b.do('release i1')}")
+        elif case == "orphan":
+            a = Child("exporter", vgpu, env)
+            kids.append(a)
+            step("exporter creates and maps", f"{a.do('create h1')} {a.do('map h1')}")
+            answer, fds = a.send("export h1")
+            step("exporter exports (the descriptor kept by the orchestrator)", answer)
+            step("exporter unmaps and releases", f"{a.do('unmap h1')} {a.do('release h1')}")
+            step("exporter exits", str(a.exit()))
+            time.sleep(3)  # the daemon's audit: 1 s passes and a 1 s grace
+            step("3 s later", "")
+            for fd in fds:
+                os.close(fd)
+            step("the descriptor closed", "")
         elif case == "legacy":
             a = Child("exporter", vgpu, env)
             kids.append(a)
