@@ -32,8 +32,7 @@ void NodeAudit::Pass(uint64_t now_ns) {
   // Each GPU's used memory, for memory that no process holds any longer.
   std::map<uint32_t, uint64_t> device_used;
   for (const auto& g : manager_->devices().gpus) {
-    const std::optional<uint64_t> free = nvml_->FreeMemoryBytes(g.index);
-    if (free && g.memory_total_bytes >= *free) device_used[g.index] = g.memory_total_bytes - *free;
+    if (const std::optional<uint64_t> used = nvml_->UsedMemoryBytes(g.index)) device_used[g.index] = *used;
   }
   for (const audit::Violation& v : audit_.Check(processes.value(), vgpus, now_ns, device_used)) {
     if (v.found && !v.acted) spdlog::warn("memory audit: {}", audit::DescribeFound(v, audit_.config().grace_ns));

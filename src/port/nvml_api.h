@@ -54,6 +54,8 @@ typedef struct {
   unsigned long long free;
   unsigned long long used;
 } nvmlMemory_v2_t;
+// nvml.h's nvmlMemory_v2: the struct's size and version 2, in its version word.
+inline constexpr unsigned int kNvmlMemoryV2 = static_cast<unsigned int>(sizeof(nvmlMemory_v2_t)) | (2u << 24);
 
 typedef struct {
   char busIdLegacy[16];

@@ -392,6 +392,22 @@ std::optional<uint64_t> NvmlLibrary::FreeMemoryBytes(uint32_t index) {
   return memory.free;
 }
 
+std::optional<uint64_t> NvmlLibrary::UsedMemoryBytes(uint32_t index) {
+  auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
+  nvmlDevice_t device = nullptr;
+  if (handle_fn == nullptr || handle_fn(index, &device) != NVML_SUCCESS) return std::nullopt;
+  using MemoryV2Fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
+  if (auto v2 = reinterpret_cast<MemoryV2Fn>(Symbol("nvmlDeviceGetMemoryInfo_v2"))) {
+    nvmlMemory_v2_t memory{};
+    memory.version = kNvmlMemoryV2;
+    if (v2(device, &memory) == NVML_SUCCESS) return memory.used;
+  }
+  auto v1 = reinterpret_cast<MemoryFn>(Symbol("nvmlDeviceGetMemoryInfo"));
+  nvmlMemory_t memory{};
+  if (v1 == nullptr || v1(device, &memory) != NVML_SUCCESS) return std::nullopt;
+  return memory.used;
+}
+
 StatusOr<std::vector<ProcessMemory>> NvmlLibrary::ComputeProcesses(uint32_t index) {
   auto handle_fn = reinterpret_cast<HandleFn>(Symbol("nvmlDeviceGetHandleByIndex_v2"));
   auto fn = reinterpret_cast<RunningProcessesFn>(Symbol("nvmlDeviceGetComputeRunningProcesses_v3"));

@@ -107,6 +107,11 @@ class NvmlLibrary {
   // The GPU's free memory now (nvmlDeviceGetMemoryInfo), bytes; nullopt
   // where NVML cannot tell.
   std::optional<uint64_t> FreeMemoryBytes(uint32_t index);
+  // The GPU's memory that processes and the driver's allocations hold now,
+  // bytes, without what the driver reserves for itself where NVML tells the
+  // two apart (nvmlDeviceGetMemoryInfo_v2; 615 MiB reserved on an H200);
+  // nullopt where NVML cannot tell.
+  std::optional<uint64_t> UsedMemoryBytes(uint32_t index);
   // Every process with a compute context on GPU `index`, and its memory
   // there (nvmlDeviceGetComputeRunningProcesses_v3).
   StatusOr<std::vector<ProcessMemory>> ComputeProcesses(uint32_t index);
