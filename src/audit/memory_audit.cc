@@ -117,10 +117,10 @@ std::string What(const Violation& v) {
              std::to_string(v.gpu_index) + " and belongs to no vGPU";
     case Violation::Kind::kUnattributed:
       return "GPU " + std::to_string(v.gpu_index) + " holds " + Mib(v.used_bytes) +
-             " that NVML bills to no process, over the allowance of " + Mib(v.allowed_bytes) +
-             ": memory kept by an exported file descriptor (cuMemExportToShareableHandle) after the processes "
-             "that made it exited; no vGPU is charged for it. The descriptor's holders have /dev/nvidiactl open "
-             "(ls -l /proc/*/fd); the memory goes when they close it";
+             " that NVML bills to no compute process, over the allowance of " + Mib(v.allowed_bytes) +
+             ": most likely memory an exported file descriptor (cuMemExportToShareableHandle) keeps after the "
+             "processes that made it exited (or a graphics process's), for which no vGPU is charged. The "
+             "descriptor's holders have /dev/nvidiactl open (ls -l /proc/*/fd); the memory goes when they close it";
   }
   return "";
 }

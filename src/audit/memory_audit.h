@@ -60,7 +60,8 @@ struct AuditConfig {
   // (docs/benchmarks.md, "Memory audit", measured it on an H100).
   uint64_t context_allowance_bytes = 1ull << 30;
   // What a GPU may hold beyond its processes' memory before kUnattributed:
-  // the driver's own (9-15 MiB on an H200 with two contexts), with room.
+  // the driver's own, with room (8 MiB on an H200, its 615 MiB reservation
+  // apart: docs/benchmarks.md, "Exported device memory").
   uint64_t unattributed_allowance_bytes = 1ull << 30;
 };
 
