@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
-#include <map>
+#include <set>
 
 #include "allocations.h"
 #include "contexts.h"
@@ -161,8 +161,8 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
 
 namespace fake_cuda {
 namespace {
-std::map<CUdeviceptr, bool>& OpenedIpcHandles(const Locked&) {
-  static auto* opened = new std::map<CUdeviceptr, bool>;
+std::set<CUdeviceptr>& OpenedIpcHandles(const Locked&) {
+  static auto* opened = new std::set<CUdeviceptr>;
   return *opened;
 }
 }  // namespace
@@ -177,7 +177,7 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandle handle, unsign
   }
   fake_cuda::Locked locked;
   *pdptr = fake_cuda::NewDeviceAddress(locked, static_cast<int>(words[1]), words[2], 512);
-  fake_cuda::OpenedIpcHandles(locked)[*pdptr] = true;
+  fake_cuda::OpenedIpcHandles(locked).insert(*pdptr);
   return CUDA_SUCCESS;
 }
 

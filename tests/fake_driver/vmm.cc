@@ -11,9 +11,9 @@
 // the same memory, and an exported descriptor keeps the memory too while it
 // is open, as measured on an H200 (docs/benchmarks.md, "Exported device
 // memory"): the memory is freed once no handle of its group has a reference
-// or a mapping and no exported descriptor of it is open. The fake notices a
-// closed descriptor only at the group's next release, unmap or import.
-// Granularity is 2 MiB for both
+// or a mapping and no exported descriptor of it is open. The fake looks at
+// the descriptors only when the group's last handle goes: one closed after
+// that keeps the fake's memory taken for good. Granularity is 2 MiB for both
 // minimum and recommended. Stricter than the real driver in one place:
 // cuMemAddressFree of a range that still has mappings fails with
 // CUDA_ERROR_INVALID_VALUE, so that tests catch leaked mappings.
@@ -98,10 +98,10 @@ void MaybeFreeHandle(const Locked& locked, CUmemGenericAllocationHandle id) {
   Vmm& vmm = GetVmm(locked);
   auto it = vmm.handles.find(id);
   if (it == vmm.handles.end() || it->second.references > 0 || it->second.mappings > 0) return;
-  const Handle gone = it->second;
+  const CUmemGenericAllocationHandle origin = it->second.origin;
   vmm.handles.erase(it);
-  --vmm.groups[gone.origin].handles;
-  MaybeFreeGroup(locked, gone.origin);
+  --vmm.groups[origin].handles;
+  MaybeFreeGroup(locked, origin);
 }
 
 // The reservation that wholly contains [ptr, ptr + size), if any.
