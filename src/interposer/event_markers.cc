@@ -20,11 +20,18 @@ struct Marker {
   std::atomic<uint32_t> state{kFree};
   CUevent event = nullptr;
   CUcontext context = nullptr;
+  CUstream stream = nullptr;  // as the launches named it
   CUdevice device = -1;
   int slot = -1;
+  // Whether `event`, re-recorded by the launching thread (a per-thread
+  // stream, which no other thread can name) or once at the stream's
+  // destruction, says when the work is done; else cuStreamQuery does. Written
+  // at the claim, or with every poll stopped (StreamDestroyed).
+  std::atomic<bool> by_event{false};
   std::atomic<uint32_t> epoch{0};  // bumped at each claim: stale thread caches notice
-  std::atomic<uint64_t> records{0};
-  std::atomic<uint64_t> completed{0};
+  // Launches (or, by event, records) so far; written by the launching thread only.
+  std::atomic<uint64_t> submitted{0};
+  std::atomic<uint64_t> completed{0};  // of `submitted`, those seen done (the poller's)
 };
 Marker g_markers[kMaxMarkers];
 std::atomic<int> g_marker_high{0};
@@ -60,7 +67,10 @@ struct ThreadMarkers {
 };
 thread_local ThreadMarkers t_markers;
 
-int ClaimMarker(CUcontext context, int slot) {
+bool IsPerThread(CUstream stream) { return stream == CU_STREAM_PER_THREAD; }
+bool IsDestroyable(CUstream stream) { return stream != nullptr && stream != CU_STREAM_LEGACY && !IsPerThread(stream); }
+
+int ClaimMarker(CUcontext context, CUstream stream, int slot) {
   CUevent event = nullptr;
   if (GPUSLICE_REAL(cuEventCreate)(&event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) return -1;
   CUdevice device = -1;
@@ -71,9 +81,11 @@ int ClaimMarker(CUcontext context, int slot) {
     Marker& m = g_markers[i];
     m.event = event;
     m.context = context;
+    m.stream = stream;
     m.device = device;
     m.slot = slot;
-    m.records.store(0, std::memory_order_relaxed);
+    m.by_event.store(IsPerThread(stream), std::memory_order_relaxed);
+    m.submitted.store(0, std::memory_order_relaxed);
     m.completed.store(0, std::memory_order_relaxed);
     m.epoch.fetch_add(1, std::memory_order_relaxed);
     m.state.store(kLive, std::memory_order_release);
@@ -101,13 +113,13 @@ Marker* MarkerFor(CUstream stream, int slot) {
           g_markers[e.marker].epoch.load(std::memory_order_relaxed) == e.epoch) {
         return &g_markers[e.marker];
       }
-      e.marker = ClaimMarker(context, slot);  // its context went away and came back
+      e.marker = ClaimMarker(context, stream, slot);  // its context went away and came back
       if (e.marker < 0) return nullptr;
       e.epoch = g_markers[e.marker].epoch.load(std::memory_order_relaxed);
       return &g_markers[e.marker];
     }
   }
-  const int marker = ClaimMarker(context, slot);
+  const int marker = ClaimMarker(context, stream, slot);
   if (marker < 0) return nullptr;
   int at = t.count;
   if (t.count == kThreadStreams) {
@@ -123,13 +135,34 @@ Marker* MarkerFor(CUstream stream, int slot) {
 
 }  // namespace
 
-void Record(CUstream stream, int slot) {
-  if (Marker* m = MarkerFor(stream, slot)) {
-    if (GPUSLICE_REAL(cuEventRecord)(m->event, stream) == CUDA_SUCCESS) {
-      m->records.fetch_add(1, std::memory_order_acq_rel);
-    }
-  }
+int MarkerBefore(CUstream stream, int slot) {
+  const Marker* m = MarkerFor(stream, slot);
+  return m == nullptr ? -1 : static_cast<int>(m - g_markers);
 }
+
+void NoteLaunch(int marker, CUstream stream) {
+  if (marker < 0) return;
+  Marker& m = g_markers[marker];
+  // By the stream's kind, not `by_event`: a stream destroyed since the
+  // lookup flips that, and this thread must not record on a dead stream.
+  if (IsPerThread(stream) && GPUSLICE_REAL(cuEventRecord)(m.event, stream) != CUDA_SUCCESS) return;
+  // This thread is the only writer: no read-modify-write on the hot path.
+  m.submitted.store(m.submitted.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+namespace {
+// Whether the work `m`'s launches queued is done: CUDA_ERROR_NOT_READY while
+// it is queued. A stream is queried in the marker's context, which its
+// legacy stream (nullptr, CU_STREAM_LEGACY) stands for.
+CUresult QueryWork(const Marker& m) {
+  if (m.by_event.load(std::memory_order_relaxed)) return GPUSLICE_REAL(cuEventQuery)(m.event);
+  if (GPUSLICE_REAL(cuCtxPushCurrent_v2)(m.context) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_CONTEXT;
+  const CUresult r = GPUSLICE_REAL(cuStreamQuery)(m.stream);
+  CUcontext popped = nullptr;
+  GPUSLICE_REAL(cuCtxPopCurrent_v2)(&popped);
+  return r;
+}
+}  // namespace
 
 bool Poll(int slot) {
   // Sequentially consistent with CaptureBegin: either the capture sees this
@@ -145,14 +178,15 @@ bool Poll(int slot) {
     Marker& m = g_markers[i];
     const uint32_t state = m.state.load(std::memory_order_acquire);
     if ((state != kLive && state != kOrphaned) || m.slot != slot) continue;
-    const uint64_t records = m.records.load(std::memory_order_acquire);
-    if (records != m.completed.load(std::memory_order_relaxed)) {
-      const CUresult r = GPUSLICE_REAL(cuEventQuery)(m.event);
-      if (r == CUDA_ERROR_NOT_READY) {
+    // Read before the query: the launches it counts were submitted before
+    // it, so a query that finds the work done covers them.
+    const uint64_t submitted = m.submitted.load(std::memory_order_acquire);
+    if (submitted != m.completed.load(std::memory_order_relaxed)) {
+      if (QueryWork(m) == CUDA_ERROR_NOT_READY) {
         all_done = false;
         continue;
       }
-      m.completed.store(records, std::memory_order_release);  // done, or an error: nothing to wait for
+      m.completed.store(submitted, std::memory_order_release);  // done, or an error: nothing to wait for
     }
     if (state == kOrphaned) {
       GPUSLICE_REAL(cuEventDestroy_v2)(m.event);
@@ -167,7 +201,7 @@ int Pending() {
   int pending = 0;
   const int high = g_marker_high.load(std::memory_order_acquire);
   for (int i = 0; i < high; ++i) {
-    pending += g_markers[i].state.load() == kLive && g_markers[i].records.load() != g_markers[i].completed.load();
+    pending += g_markers[i].state.load() == kLive && g_markers[i].submitted.load() != g_markers[i].completed.load();
   }
   return pending;
 }
@@ -205,6 +239,30 @@ void ForgetContext(CUcontext context) {
 
 void ForgetDevice(CUdevice device) {
   Forget([&](const Marker& m) { return m.device == device; });
+}
+
+void StreamDestroyed(CUstream stream) {
+  if (!IsDestroyable(stream)) return;
+  const int high = g_marker_high.load(std::memory_order_acquire);
+  for (int i = 0; i < high; ++i) {
+    Marker& m = g_markers[i];
+    uint32_t state = m.state.load(std::memory_order_acquire);
+    if ((state != kLive && state != kOrphaned) || m.stream != stream) continue;
+    // Queued work outlives the stream: one last record, which the poller
+    // queries instead of the stream, covers it. A thread launching on a new
+    // stream of the same handle claims another marker.
+    if (!m.by_event.load(std::memory_order_relaxed) && m.submitted.load(std::memory_order_acquire) != m.completed.load(std::memory_order_relaxed)) {
+      CUresult r = GPUSLICE_REAL(cuCtxPushCurrent_v2)(m.context);
+      if (r == CUDA_SUCCESS) {
+        r = GPUSLICE_REAL(cuEventRecord)(m.event, stream);
+        CUcontext popped = nullptr;
+        GPUSLICE_REAL(cuCtxPopCurrent_v2)(&popped);
+      }
+      if (r != CUDA_SUCCESS) m.completed.store(m.submitted.load(std::memory_order_acquire), std::memory_order_release);
+    }
+    m.by_event.store(true, std::memory_order_relaxed);
+    if (state == kLive) m.state.compare_exchange_strong(state, kOrphaned, std::memory_order_acq_rel);
+  }
 }
 
 void AfterFork() {

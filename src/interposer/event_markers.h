@@ -1,25 +1,39 @@
-// event_markers.h — the pool of marker events that tells the pacer (pacer.h)
-// whether this process still has work queued on a GPU.
+// event_markers.h — the markers that tell the pacer (pacer.h) whether this
+// process still has work queued on a GPU.
 //
-// A marker is one CUevent, re-recorded after each paced launch on one
-// stream by one thread: one per (thread, context, stream), created at the
-// first such launch and kept. A marker not yet complete means work is
-// queued; when every marker of a device slot is complete the process has
-// drained there. Slots of the pool (512) are claimed once and never move; a
-// thread that exits, or evicts one of its 8 cached streams, orphans its
-// marker, and the next poll destroys the orphan's event once it completes.
+// A marker stands for one (thread, context, stream) that launches paced
+// work: the launching thread counts its launches on it, and a poll asks the
+// driver whether the stream has run dry (cuStreamQuery, in the marker's
+// context); a launch counted before the query is covered by its answer.
+// A per-thread stream names the calling thread's own stream, which no
+// poller can query, so its launches re-record the marker's event instead
+// and the poll queries that. Slots of the pool (512) are claimed once and
+// never move; a thread that exits, or evicts one of its 8 cached streams,
+// orphans its marker, and the next poll frees an orphan once its work is
+// done.
 //
-// Stream capture forbids recording or querying events (in global capture
-// mode any thread's query invalidates the capture), so no marker is touched
-// while a capture is open: CaptureBegin waits for a running poll to finish,
-// and Poll does nothing while one is open.
+// A destroyed stream's handle must never be queried (StreamDestroyed): its
+// queued work gets one last event recorded, and the poll queries that.
+// The lookup comes before the launch (MarkerBefore), so a stream destroyed
+// right after a launch of another thread still finds that launch's marker.
 //
-// Threads: Record runs on the application's launching thread (hot path of a
-// paced launch: no lock, no allocation, no syscall; one cuCtxGetCurrent and
-// one cuEventRecord, a cuEventCreate the first time a thread launches on a
+// Why not an event recorded after every launch (what this was before): a
+// cuEventRecord was 188-330 ns of the 560-850 ns a paced launch cost on an
+// H200 (docs/benchmarks.md, "What a paced launch costs"); a poll runs at
+// most every millisecond per marker.
+//
+// Stream capture forbids recording or querying (in global capture mode any
+// thread's query invalidates the capture), so no marker is touched while a
+// capture is open: CaptureBegin waits for a running poll to finish, and
+// Poll does nothing while one is open.
+//
+// Threads: MarkerBefore and NoteLaunch run on the application's launching
+// thread (hot path of a paced launch: no lock, no allocation, no syscall;
+// one cuCtxGetCurrent and a store, plus a cuEventRecord on a per-thread
+// stream, and a cuEventCreate the first time a thread launches on a
 // stream). Poll runs on the compute thread or a launch waiting at the gate;
-// the caller allows one poll per device slot at a time. Forget* run at
-// context teardown, with every poll stopped by the caller.
+// the caller allows one poll per device slot at a time. Forget* and
+// StreamDestroyed run with every poll stopped by the caller.
 #ifndef GPUSLICE_INTERPOSER_EVENT_MARKERS_H_
 #define GPUSLICE_INTERPOSER_EVENT_MARKERS_H_
 
@@ -31,13 +45,15 @@ namespace gpuslice::interposer::markers {
 
 extern std::atomic<int> g_captures;  // stream captures open in this process
 
-// Records the calling thread's marker for `stream` after a launch on device
-// slot `slot`. A pool with no free slot leaves the launch untracked (logged
-// once).
-void Record(CUstream stream, int slot);
+// The calling thread's marker for a launch on `stream` (CU_STREAM_PER_THREAD
+// for the per-thread stream) on device slot `slot`, looked up before the
+// launch; -1 leaves the launch untracked (a pool with no free slot, logged
+// once). NoteLaunch counts the launch on it, once submitted.
+int MarkerBefore(CUstream stream, int slot);
+void NoteLaunch(int marker, CUstream stream);
 
-// Queries `slot`'s markers: true when every one has completed (errors count
-// as complete), false while work is queued or a capture is open.
+// Queries `slot`'s markers: true when the work of every one is done (errors
+// count as done), false while work is queued or a capture is open.
 bool Poll(int slot);
 
 // Markers recorded but not yet seen complete, for the log.
@@ -52,6 +68,9 @@ inline bool Capturing() { return g_captures.load(std::memory_order_acquire) > 0;
 // events die with the context).
 void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);
+// `stream` is about to be destroyed (a no-op for the legacy and per-thread
+// streams); the calling thread's context may be any.
+void StreamDestroyed(CUstream stream);
 
 // In a forked child: nothing of the parent's CUDA state is valid.
 void AfterFork();

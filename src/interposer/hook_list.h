@@ -38,6 +38,7 @@
   X(cuStreamBeginCapture_ptsz) X(cuStreamBeginCapture_v2_ptsz)                  \
   X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)            \
   X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                              \
+  X(cuStreamDestroy) X(cuStreamDestroy_v2)                                      \
   X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
   X(cuCtxDestroy) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)      \
   GPUSLICE_HOLDER_HOOKS(X)

@@ -6,10 +6,11 @@
 // launches. Graph launches are paced in hooks_graphs.cc. When no device of
 // the process is paced, each hook is one relaxed load and the real call.
 //
-// Capture begin/end are counted so that the pacer never queries or records
+// Capture begin/end are counted so that the pacer never queries a stream or
 // an event while a capture is open; context teardown drops the pacer's
 // markers (and tells the optional observers, observers.h) before they die
-// with the context, and uncharges the context's memory (charge.h).
+// with the context, and uncharges the context's memory (charge.h); a stream's
+// destruction stops its markers querying it.
 #include <cuda.h>
 
 #include "interposer/charge.h"
@@ -19,9 +20,10 @@
 #include "interposer/observers.h"
 #include "interposer/pacer.h"
 
-// cuda.h maps cuStreamBeginCapture to _v2; the driver still exports the
-// original (no mode argument), which this file hooks under its own name.
+// cuda.h maps cuStreamBeginCapture and cuStreamDestroy to _v2; the driver
+// still exports the originals, which this file hooks under their own names.
 #undef cuStreamBeginCapture
+#undef cuStreamDestroy
 
 // Per-thread-stream and legacy names that cuda.h declares only in other
 // modes; the driver exports them all.
@@ -34,6 +36,7 @@ CUresult CUDAAPI cuStreamBeginCapture_ptsz(CUstream stream);
 decltype(cuStreamBeginCaptureToGraph) cuStreamBeginCaptureToGraph_ptsz;
 decltype(cuStreamEndCapture) cuStreamEndCapture_ptsz;
 CUresult CUDAAPI cuStreamBeginCapture(CUstream stream);
+CUresult CUDAAPI cuStreamDestroy(CUstream stream);
 CUresult CUDAAPI cuCtxDestroy_v2(CUcontext ctx);
 CUresult CUDAAPI cuDevicePrimaryCtxRelease_v2(CUdevice dev);
 CUresult CUDAAPI cuDevicePrimaryCtxReset_v2(CUdevice dev);
@@ -136,7 +139,16 @@ GPUSLICE_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph
   return EndingCapture([&] { return GPUSLICE_REAL(cuStreamEndCapture_ptsz)(stream, graph); });
 }
 
-// --- context teardown --------------------------------------------------------
+// --- stream and context teardown --------------------------------------------
+
+GPUSLICE_EXPORT CUresult cuStreamDestroy(CUstream stream) {
+  pacer::ForgetStream(stream);
+  return GPUSLICE_REAL(cuStreamDestroy)(stream);
+}
+GPUSLICE_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
+  pacer::ForgetStream(stream);
+  return GPUSLICE_REAL(cuStreamDestroy_v2)(stream);
+}
 
 GPUSLICE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
   gpuslice::interposer::OnContextGone(ctx);

@@ -88,8 +88,8 @@ struct Device {
   // or a launch on its way (`launching`). Set only once the board counts
   // this process busy (MarkLaunching).
   std::atomic<uint64_t> work{0};
-  // Launches between their mark at the gate and their marker: not yet
-  // seen by a drain poll, so none may report a drain meanwhile.
+  // Launches between their mark at the gate and their count on a marker:
+  // not yet seen by a drain poll, so none may report a drain meanwhile.
   std::atomic<uint32_t> launching{0};
   std::atomic<bool> polling{false};  // one drain poll at a time
   std::atomic<uint64_t> go_until_ns{0};    // see kDecisionReuseNs
@@ -158,7 +158,7 @@ port::WakeWord g_tick_wake;
 std::atomic<int> g_gate_waiters{0};  // launches of this process waiting at the gate
 bool g_quiet = false;                // the compute thread's last tick found it quiet
 
-// Queries `slot`'s markers (event_markers.h); when all are complete, no
+// Queries `slot`'s markers (event_markers.h); when all have run dry, no
 // launch is on its way and nothing was launched meanwhile, tells the board
 // this process has drained. Any thread; one poll per slot at a time.
 void PollDrain(int slot) {
@@ -166,7 +166,7 @@ void PollDrain(int slot) {
   if (d.polling.exchange(true, std::memory_order_acquire)) return;
   // `work` before `launching`, as a launch marks them in the other order
   // (MarkLaunching): a launch whose mark this load saw is counted in
-  // `launching` until its marker is recorded, and one it missed changes
+  // `launching` until it is counted on its marker, and one it missed changes
   // `work`'s sequence, so the exchange below fails.
   const uint64_t work = d.work.load(std::memory_order_seq_cst);
   uint64_t expected = work;
@@ -726,13 +726,10 @@ int EnterGate() {
   return tracked ? slot : -1;
 }
 
-void AfterLaunch(int slot, CUstream stream, bool per_thread_stream, bool launched) {
+void AfterLaunch(int slot, int marker, CUstream stream, bool launched) {
   Device& d = g_devices[slot];
-  if (launched) {
-    if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
-    markers::Record(stream, slot);
-  }
-  // After the marker: a drain poll that sees this is over sees the marker.
+  if (launched) markers::NoteLaunch(marker, stream);
+  // After the count: a drain poll that sees this is over sees the count.
   d.launching.fetch_sub(1, std::memory_order_seq_cst);
   if (!launched) return;
   const uint64_t now = port::MonotonicNanos();
@@ -830,6 +827,10 @@ void AfterFork() {
 
 void ForgetContext(CUcontext context) {
   WithPollsStopped([&] { markers::ForgetContext(context); });
+}
+
+void ForgetStream(CUstream stream) {
+  WithPollsStopped([&] { markers::StreamDestroyed(stream); });
 }
 
 void ForgetDevice(CUdevice device) {

@@ -19,11 +19,11 @@
 //      handed over only while its holder's processes are all drained, and
 //      a launch that passed the gate counts as queued work before it looks;
 //   3. launches;
-//   4. records a marker event on the launch's stream, one event per
-//      (thread, context, stream), re-recorded, created once
-//      (event_markers.h, which also owns the stream-capture rule below).
-// A marker not yet complete means the process has work queued on the GPU.
-// When all are complete the process has drained; the board then knows when
+//   4. counts the launch on its marker, one per (thread, context, stream),
+//      looked up before the launch (event_markers.h, which also owns the
+//      stream-capture rule below).
+// A marker whose stream has not run dry means the process has work queued on
+// the GPU. When none has, the process has drained; the board then knows when
 // the holder's GPU time ended, and hands the turn over (see the board for
 // why turns are charged from their start to the holder's drain).
 //
@@ -35,10 +35,10 @@
 // paced itself.
 //
 // Hot path: no lock, no allocation, no syscall until the launch must wait;
-// while paced, one cuCtxGetCurrent and one cuEventRecord per launch, and a
-// cuEventCreate the first time a thread launches on a stream: 470-920 ns a
-// launch on an H200, likely most of it the record (docs/benchmarks.md,
-// "What a paced launch costs"). The one exception: the first launch after
+// while paced, one cuCtxGetCurrent, two clock reads and the gate's atomics
+// per launch (a cuEventRecord too on a per-thread stream), and a
+// cuEventCreate the first time a thread launches on a stream
+// (docs/benchmarks.md, "What a paced launch costs"). The one exception: the first launch after
 // the compute thread went to sleep quietly wakes it (a futex wake), at most
 // once per quiet spell.
 #ifndef GPUSLICE_INTERPOSER_PACER_H_
@@ -49,8 +49,9 @@
 #include <atomic>
 #include <cstdint>
 
-#include "interposer/observers.h"
+#include "interposer/event_markers.h"
 #include "interposer/lc_activity.h"
+#include "interposer/observers.h"
 
 namespace gpuslice::core {
 struct Board;
@@ -80,10 +81,11 @@ void SleepBetweenTicks(uint64_t ns);
 // Launch path (paced only): EnterGate returns the device slot it waited for,
 // or -1 when this launch is not paced or not tracked (an uncapped LC vGPU's). A
 // tracked launch is marked on its way from before the gate's last look at
-// the turn until AfterLaunch, which records the marker if it `launched`
+// the turn until AfterLaunch, which counts it on its marker
+// (markers::MarkerBefore, looked up before the launch) if it `launched`,
 // and must follow every EnterGate that returned a slot.
 int EnterGate();
-void AfterLaunch(int slot, CUstream stream, bool per_thread_stream, bool launched);
+void AfterLaunch(int slot, int marker, CUstream stream, bool launched);
 
 // Also where a latency-critical process publishes its activity
 // (lc_activity.h), paced or not, and where the launch's
@@ -97,8 +99,10 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
     return r;
   }
   const int slot = EnterGate();
+  if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
+  const int marker = slot >= 0 ? markers::MarkerBefore(stream, slot) : -1;
   const CUresult r = launch();
-  if (slot >= 0) AfterLaunch(slot, stream, per_thread_stream, r == CUDA_SUCCESS);
+  if (slot >= 0) AfterLaunch(slot, marker, stream, r == CUDA_SUCCESS);
   lc_activity::AfterLaunch();
   AfterEveryLaunch();
   return r;
@@ -107,6 +111,8 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
 // A context is going away: forget its markers before their events die.
 void ForgetContext(CUcontext context);
 void ForgetDevice(CUdevice device);
+// A stream is about to be destroyed: its markers stop querying it.
+void ForgetStream(CUstream stream);
 // This (latency-critical) vGPU holds best-effort launches on its GPUs until
 // `until_ns` (CLOCK_MONOTONIC; bounded by core::kMaxHoldNs), or releases
 // them. No-op in a best-effort vGPU or before the pacer started.

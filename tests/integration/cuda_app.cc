@@ -57,6 +57,11 @@
 //   hint USEC           gpuslice_hint(USEC) via dlsym -> "hint STATUS"
 //   kernel              one 1-block cuLaunchKernel on stream 0 (the module is
 //                       loaded at the first) -> "kernel ok"
+//   kernelon | kernelpt the same on the newest `stream` | on CU_STREAM_PER_THREAD
+//                       -> "kernelon ok" | "kernelpt ok"
+//   streamdestroy       cuStreamDestroy_v2 of the newest `stream` -> "streamdestroy ok"
+//   calls NAME...       how often this process called each exported NAME of the
+//                       fake driver (fake_cuda_call_count) -> "calls NAME N" each
 //   ctxsync             cuCtxSynchronize -> "ctxsync ok"
 //   rmcontrol WHAT V    a tenant's own RM control on its compute channel group,
 //                       through libc's ioctl (handles from fake_cuda_rm_handles):
@@ -1113,15 +1118,33 @@ int main(int argc, char** argv) {
       if (fn == nullptr) printf("hint missing\n");
       else printf("hint %d\n", fn(static_cast<unsigned>(strtoul(arg(1), nullptr, 10))));
       ++i;
-    } else if (cmd == "kernel") {
+    } else if (cmd == "kernel" || cmd == "kernelon" || cmd == "kernelpt") {
       CUresult r = CUDA_SUCCESS;
       if (g_kernel == nullptr) {
         CUmodule module = nullptr;
         r = DRIVER(cuModuleLoadData)(&module, "kernel");
         if (r == CUDA_SUCCESS) r = DRIVER(cuModuleGetFunction)(&g_kernel, module, "kernel");
       }
-      if (r == CUDA_SUCCESS) r = DRIVER(cuLaunchKernel)(g_kernel, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
-      Report("kernel", r);
+      CUstream stream = nullptr;
+      if (cmd == "kernelpt") stream = CU_STREAM_PER_THREAD;
+      if (cmd == "kernelon") {
+        if (g_streams.empty()) r = CUDA_ERROR_INVALID_VALUE;
+        else stream = g_streams.back();
+      }
+      if (r == CUDA_SUCCESS) r = DRIVER(cuLaunchKernel)(g_kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
+      Report(cmd.c_str(), r);
+    } else if (cmd == "streamdestroy") {
+      CUresult r = CUDA_ERROR_INVALID_VALUE;
+      if (!g_streams.empty()) {
+        r = DRIVER(cuStreamDestroy_v2)(g_streams.back());
+        g_streams.pop_back();
+      }
+      Report("streamdestroy", r);
+    } else if (cmd == "calls") {
+      auto count = reinterpret_cast<uint64_t (*)(const char*)>(FakeDriverSymbol("fake_cuda_call_count"));
+      for (; i + 1 < argc && strncmp(argv[i + 1], "cu", 2) == 0; ++i) {
+        printf("calls %s %llu\n", argv[i + 1], count == nullptr ? 0ull : (unsigned long long)count(argv[i + 1]));
+      }
     } else if (cmd == "ctxsync") {
       Report("ctxsync", DRIVER(cuCtxSynchronize)());
     } else if (cmd == "rmcontrol") {

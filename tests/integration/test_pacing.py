@@ -413,6 +413,48 @@ def test_a_capped_queue_that_runs_on_for_seconds_is_charged_all_its_gpu_time(wor
             f"charged {charged / 1e6:.0f} ms for {gpu / 1e6:.0f} ms of GPU work: {snaps}"
 
 
+def test_a_capped_queue_on_a_stream_destroyed_under_it_is_charged_all_its_gpu_time(world):
+    """The drain poll asks each stream whether it has run dry
+    (event_markers.h). A stream destroyed with work queued must not be asked
+    again (its handle is dead: the fake answers CUDA_ERROR_INVALID_HANDLE,
+    which a poll counts as done), so its destruction records one last event
+    for that work. Without it the turn ended at the destruction and the
+    queue ran on uncharged."""
+    kernels, kernel_ns = 24, 30_000_000
+    batch = ["stream", "0", *["kernelon"] * kernels, "streamdestroy", "ctxsync", "board"]
+    p = world.start("run", "--name", "capped", "--compute-cap", "30", "--", CUDA_APP, "init", "board", *batch,
+                    env={"FAKE_KERNEL_US": str(kernel_ns // 1000)})
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and len(lines_of(out, "kernelon")) == kernels, err
+    assert all(w[1] == "ok" for w in lines_of(out, "kernelon") + lines_of(out, "streamdestroy")), out
+    first, last = boards(out)
+    charged = row(last, self=True)["charged"] - row(first, self=True)["charged"]
+    gpu = kernels * kernel_ns
+    assert 0.8 * gpu <= charged <= 1.25 * gpu, f"charged {charged / 1e6:.0f} ms for {gpu / 1e6:.0f} ms of GPU work"
+
+
+def test_a_paced_launch_records_no_event_but_on_a_per_thread_stream(world):
+    """A paced launch only counts itself on its stream's marker; the drain
+    poll asks the driver whether the stream ran dry. An event recorded after
+    every launch cost 188-330 ns of a paced launch on an H200
+    (docs/benchmarks.md, "What a paced launch costs"). A per-thread stream
+    names the launching thread's own, which the poll cannot ask about, so
+    its launches still record."""
+    n = 200
+    p = world.start("run", "--name", "capped", "--compute-cap", "30", "--", CUDA_APP, "init", "stream", "0",
+                    *["kernel", "kernelon"] * n, "ctxsync", "calls", "cuEventRecord", "cuStreamQuery",
+                    *["kernelpt"] * n, "ctxsync", "calls", "cuEventRecord", "gate_waits",
+                    env={"FAKE_KERNEL_US": "100"})
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert all(w[1] == "ok" for w in lines_of(out, "kernel") + lines_of(out, "kernelon") + lines_of(out, "kernelpt"))
+    calls = [(w[1], int(w[2])) for w in lines_of(out, "calls")]
+    assert calls[0] == ("cuEventRecord", 0), calls
+    assert calls[1][0] == "cuStreamQuery" and calls[1][1] > 0, "no drain poll asked a stream: was it paced?"
+    assert calls[2] == ("cuEventRecord", n), calls
+    assert int(lines_of(out, "gate_waits")[-1][1]) > 0, "the capped vGPU was not paced"
+
+
 def test_a_vgpu_alone_is_not_paced_whatever_its_share(world):
     result = spin_together(world, [("alone", ["--compute", "30"])])
     assert result["alone"] == 0, "the lone vGPU was paced"
