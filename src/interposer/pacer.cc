@@ -636,7 +636,7 @@ void GoAhead(Device& d, int member, uint64_t now, bool tracked) {
 }
 }  // namespace
 
-int EnterGate() {
+int EnterGate(uint64_t* gate_ns) {
   if (markers::Capturing()) return -1;  // captured work runs when the graph does
   int slot = 0;
   if (!g_single_device) {
@@ -655,7 +655,11 @@ int EnterGate() {
   const uint64_t start = port::MonotonicNanos();
   if (start < d.go_until_ns.load(std::memory_order_relaxed)) {
     if (!tracked) return -1;
-    if (MarkedAndStillMayGo(d, member, start)) return slot;  // else the turn passed: look at the board again
+    if (MarkedAndStillMayGo(d, member, start)) {
+      *gate_ns = start;
+      return slot;
+    }
+    // Else the turn passed: look at the board again.
   }
   uint64_t now = start;
   uint64_t cap_waited = 0;  // of now - start, spent waiting for our own cap's tokens
@@ -723,16 +727,17 @@ int EnterGate() {
   }
   if (counted) g_gate_waiters.fetch_sub(1, std::memory_order_seq_cst);
   d.go_until_ns.store(now + kDecisionReuseNs, std::memory_order_relaxed);
+  *gate_ns = now;
   return tracked ? slot : -1;
 }
 
-void AfterLaunch(int slot, int marker, CUstream stream, bool launched) {
+void AfterLaunch(int slot, int marker, CUstream stream, bool launched, uint64_t gate_ns) {
   Device& d = g_devices[slot];
   if (launched) markers::NoteLaunch(marker, stream);
   // After the count: a drain poll that sees this is over sees the count.
   d.launching.fetch_sub(1, std::memory_order_seq_cst);
   if (!launched) return;
-  const uint64_t now = port::MonotonicNanos();
+  const uint64_t now = gate_ns;  // the launch itself took microseconds: no second clock read
   const int member = d.member.load(std::memory_order_relaxed);
   // A latency-critical row's launch times are its activity's
   // (core::NoteLcLaunch), whose bursts a launch noted here would run together.

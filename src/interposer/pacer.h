@@ -35,7 +35,7 @@
 // paced itself.
 //
 // Hot path: no lock, no allocation, no syscall until the launch must wait;
-// while paced, one cuCtxGetCurrent, two clock reads and the gate's atomics
+// while paced, one cuCtxGetCurrent, one clock read and the gate's atomics
 // per launch (a cuEventRecord too on a per-thread stream), and a
 // cuEventCreate the first time a thread launches on a stream
 // (docs/benchmarks.md, "What a paced launch costs"). The one exception: the first launch after
@@ -83,9 +83,10 @@ void SleepBetweenTicks(uint64_t ns);
 // tracked launch is marked on its way from before the gate's last look at
 // the turn until AfterLaunch, which counts it on its marker
 // (markers::MarkerBefore, looked up before the launch) if it `launched`,
-// and must follow every EnterGate that returned a slot.
-int EnterGate();
-void AfterLaunch(int slot, int marker, CUstream stream, bool launched);
+// and must follow every EnterGate that returned a slot, with the time the
+// gate let it go (`*gate_ns`).
+int EnterGate(uint64_t* gate_ns);
+void AfterLaunch(int slot, int marker, CUstream stream, bool launched, uint64_t gate_ns);
 
 // Also where a latency-critical process publishes its activity
 // (lc_activity.h), paced or not, and where the launch's
@@ -98,11 +99,12 @@ CUresult Paced(CUstream stream, bool per_thread_stream, Launch launch) {
     AfterEveryLaunch();
     return r;
   }
-  const int slot = EnterGate();
+  uint64_t gate_ns = 0;
+  const int slot = EnterGate(&gate_ns);
   if (per_thread_stream && stream == nullptr) stream = CU_STREAM_PER_THREAD;
   const int marker = slot >= 0 ? markers::MarkerBefore(stream, slot) : -1;
   const CUresult r = launch();
-  if (slot >= 0) AfterLaunch(slot, marker, stream, r == CUDA_SUCCESS);
+  if (slot >= 0) AfterLaunch(slot, marker, stream, r == CUDA_SUCCESS, gate_ns);
   lc_activity::AfterLaunch();
   AfterEveryLaunch();
   return r;
