@@ -18,6 +18,11 @@ Cases, each on a fresh daemon (audit.over_cap in its config), CAP_PCT (30):
               the cap (the spin's GPU time is its kernels' length)
   honest_spin_report
               the same, the audit only reporting: what the library alone does
+  honest_spin_stream
+              honest_spin_report on a stream created for each batch and
+              destroyed with the batch still queued, before the
+              synchronisation: the drain poll queries streams, and must never
+              query a dead one (interposer/event_markers.h)
   escape_off  the escaping tenant, the audit off: what the hole gives it
   escape      the same, the default (throttle): held to its cap from outside
   escape_kill the same, audit.over_cap: kill
@@ -151,6 +156,11 @@ def spinner(private):
     launch = fn("cuLaunchKernel", P, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                 ctypes.c_uint, ctypes.c_uint, P, P, P)
     sync = fn("cuCtxSynchronize")
+    # SPIN_STREAM=destroyed: each batch on a new non-blocking stream,
+    # destroyed with the batch queued; else the legacy stream.
+    per_batch_stream = os.environ.get("SPIN_STREAM") == "destroyed"
+    stream_create = fn("cuStreamCreate", P, ctypes.c_uint)
+    stream_destroy = fn("cuStreamDestroy_v2", P)
     launch_in = mapping_of(lookup("cuLaunchKernel"))
     per_batch = int(os.environ.get("BATCH", "10"))
     ns = ctypes.c_uint64(SPIN_US * 1000)
@@ -159,8 +169,13 @@ def spinner(private):
     ends = []
     ready.write_text(str(os.getpid()))
     while not stop.exists():
+        stream = P()
+        if per_batch_stream:
+            stream_create(ctypes.byref(stream), 1)  # CU_STREAM_NON_BLOCKING
         for _ in range(per_batch):
-            launch(func, 132, 1, 1, 32, 1, 1, 0, None, params, None)
+            launch(func, 132, 1, 1, 32, 1, 1, 0, stream, params, None)
+        if per_batch_stream:
+            stream_destroy(stream)
         sync()
         ends.append(time.monotonic())
     Path(os.environ["RESULT_FILE"]).write_text(json.dumps({"batch_ends": ends, "kernels_per_batch": per_batch,
@@ -183,7 +198,8 @@ def run_case(case):
     work.mkdir(parents=True, exist_ok=True)
     state = tempfile.mkdtemp(prefix="gpuslice-cap-escape-")
     cfg = work / "config.yaml"
-    action = {"escape_off": "off", "escape_kill": "kill", "honest_spin_report": "report"}.get(case, "throttle")
+    action = {"escape_off": "off", "escape_kill": "kill", "honest_spin_report": "report",
+              "honest_spin_stream": "report"}.get(case, "throttle")
     sibling_done = threading.Event()
     cfg.write_text(f"version: 1\naudit:\n  over_cap: {action}\n")
     denv = {**os.environ, "GPUSLICE_STATE_DIR": state + "/state"}
@@ -227,6 +243,8 @@ def run_case(case):
             tenv["SPINNER"] = "library" if spin_library else "private"
             if case.startswith("honest_spin"):
                 tenv["SPIN_US"], tenv["BATCH"] = str(SPIN_LONG_US), str(BATCH_LONG)
+            if case == "honest_spin_stream":
+                tenv["SPIN_STREAM"] = "destroyed"
             cmd = [sys.executable, __file__]
         tenant = subprocess.Popen([*GPUSLICE.split(), "run", "--name", "t", "--compute-cap", str(CAP_PCT), "--",
                                    *cmd], env=tenv, stdout=open(work / "tenant.out", "w"),
