@@ -251,7 +251,8 @@ void StreamDestroyed(CUstream stream) {
     // Queued work outlives the stream: one last record, which the poller
     // queries instead of the stream, covers it. A thread launching on a new
     // stream of the same handle claims another marker.
-    if (!m.by_event.load(std::memory_order_relaxed) && m.submitted.load(std::memory_order_acquire) != m.completed.load(std::memory_order_relaxed)) {
+    if (!m.by_event.load(std::memory_order_relaxed) &&
+        m.submitted.load(std::memory_order_acquire) != m.completed.load(std::memory_order_relaxed)) {
       CUresult r = GPUSLICE_REAL(cuCtxPushCurrent_v2)(m.context);
       if (r == CUDA_SUCCESS) {
         r = GPUSLICE_REAL(cuEventRecord)(m.event, stream);

@@ -1128,8 +1128,10 @@ int main(int argc, char** argv) {
       CUstream stream = nullptr;
       if (cmd == "kernelpt") stream = CU_STREAM_PER_THREAD;
       if (cmd == "kernelon") {
-        if (g_streams.empty()) r = CUDA_ERROR_INVALID_VALUE;
-        else stream = g_streams.back();
+        if (g_streams.empty())
+          r = CUDA_ERROR_INVALID_VALUE;
+        else
+          stream = g_streams.back();
       }
       if (r == CUDA_SUCCESS) r = DRIVER(cuLaunchKernel)(g_kernel, 1, 1, 1, 32, 1, 1, 0, stream, nullptr, nullptr);
       Report(cmd.c_str(), r);
