@@ -441,17 +441,23 @@ def test_a_paced_launch_records_no_event_but_on_a_per_thread_stream(world):
     names the launching thread's own, which the poll cannot ask about, so
     its launches still record."""
     n = 200
-    p = world.start("run", "--name", "capped", "--compute-cap", "30", "--", CUDA_APP, "init", "stream", "0",
-                    *["kernel", "kernelon"] * n, "ctxsync", "calls", "cuEventRecord", "cuStreamQuery",
+    # Paced before anything is counted: on its board, and past a spin.
+    p = world.start("run", "--name", "capped", "--compute-cap", "30", "--", CUDA_APP, "init", "board",
+                    "spin", "0.3", world.path("warm.runs"), "ctxsync", "calls", "cuEventRecord", "cuStreamQuery",
+                    "stream", "0", *["kernel", "kernelon"] * n, "ctxsync", "calls", "cuEventRecord", "cuStreamQuery",
                     *["kernelpt"] * n, "ctxsync", "calls", "cuEventRecord", "gate_waits",
                     env={"FAKE_KERNEL_US": "100"})
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     assert all(w[1] == "ok" for w in lines_of(out, "kernel") + lines_of(out, "kernelon") + lines_of(out, "kernelpt"))
     calls = [(w[1], int(w[2])) for w in lines_of(out, "calls")]
-    assert calls[0] == ("cuEventRecord", 0), calls
-    assert calls[1][0] == "cuStreamQuery" and calls[1][1] > 0, "no drain poll asked a stream: was it paced?"
-    assert calls[2] == ("cuEventRecord", n), calls
+    names = [name for name, _ in calls]
+    assert names == ["cuEventRecord", "cuStreamQuery"] * 2 + ["cuEventRecord"], calls
+    records = [count for name, count in calls if name == "cuEventRecord"]
+    queries = [count for name, count in calls if name == "cuStreamQuery"]
+    assert records[:2] == [0, 0], f"events recorded on the legacy or a created stream: {calls}"
+    assert queries[1] > queries[0], "no drain poll asked a stream while the launches were queued"
+    assert records[2] - records[1] == n, calls
     assert int(lines_of(out, "gate_waits")[-1][1]) > 0, "the capped vGPU was not paced"
 
 
