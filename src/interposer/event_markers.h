@@ -56,7 +56,7 @@ void NoteLaunch(int marker, CUstream stream);
 // count as done), false while work is queued or a capture is open.
 bool Poll(int slot);
 
-// Markers recorded but not yet seen complete, for the log.
+// Live markers with launches not yet seen done, for the log.
 int Pending();
 
 // Stream capture begins/ends (hooks_launch.cc); whether one is open.
