@@ -8,7 +8,6 @@
 
 #include "interposer/driver_table.h"
 #include "interposer/event_markers.h"
-#include "interposer/export.h"
 #include "port/clock.h"
 #include "port/log.h"
 
@@ -267,14 +266,3 @@ void AfterFork() {
 }
 
 }  // namespace gpuslice::interposer::holder
-
-// A synchronising application must not wait for a holder's bound. Hooked
-// only in a library built with the holder (hook_list.h).
-GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
-  gpuslice::interposer::holder::Release();
-  return GPUSLICE_REAL(cuCtxSynchronize)();
-}
-GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  gpuslice::interposer::holder::Release();
-  return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
-}

@@ -31,8 +31,8 @@
 // Without the build option every function below is an empty inline and
 // nothing of the holder is compiled. Only the task API (task_api.cc) and the
 // observer hook points (observers.h: launches, the compute tick, teardown,
-// fork) name it; the launch path reaches it only through observers.h. The
-// cuCtxSynchronize hooks that release holders first live in holder.cc.
+// fork, cuCtxSynchronize) name it; the launch path reaches it only through
+// observers.h.
 //
 // Why release *after* submitting (docs/gpu-facts.md): a holder released only once
 // the LC's kernel had started never saw it start (the TSG does not serve its

@@ -41,17 +41,9 @@
   X(cuStreamDestroy) X(cuStreamDestroy_v2)                                      \
   X(cuCtxDestroy_v2) X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset_v2) \
   X(cuCtxDestroy) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset)      \
-  GPUSLICE_HOLDER_HOOKS(X)
+  X(cuCtxSynchronize) X(cuCtxSynchronize_v2) X(cuStreamSynchronize)             \
+  X(cuStreamSynchronize_ptsz) X(cuEventSynchronize)
 // clang-format on
-
-// Hooked only to release the experimental holder's kernels first
-// (holder.cc); without -DGPUSLICE_EXPERIMENTAL_HOLDER=ON the generated
-// forwarders stand for them.
-#if GPUSLICE_EXPERIMENTAL_HOLDER
-#define GPUSLICE_HOLDER_HOOKS(X) X(cuCtxSynchronize) X(cuCtxSynchronize_v2)
-#else
-#define GPUSLICE_HOLDER_HOOKS(X)
-#endif
 
 #define GPUSLICE_NVML_HOOKS(X) X(nvmlDeviceGetMemoryInfo) X(nvmlDeviceGetMemoryInfo_v2)
 

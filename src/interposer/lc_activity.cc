@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 
+#include "core/hold_trial.h"
 #include "core/pacing_board.h"
 #include "interposer/pacer.h"
 #include "interposer/vgpu_runtime.h"
@@ -23,7 +24,35 @@ std::atomic<uint64_t> g_last_launch_ns{0};
 std::atomic<uint64_t> g_last_stamp_ns{0};
 std::atomic<uint32_t> g_linger_us{0};
 
-enum class Mode { kAuto, kOff, kFixed };
+// Requests, as the hold's trial measures them: from a burst's first launch to
+// the end of the last synchronisation before the next burst began. The
+// launch that starts a burst finishes the request before it into a ring,
+// which the compute thread empties at its ticks (a request lasts more than
+// the 2 ms between bursts, a tick at most 20 ms: the ring holds 16).
+std::atomic<uint64_t> g_burst_start_ns{0};
+std::atomic<uint32_t> g_burst_generation{0};  // the trial's arm when it began
+std::atomic<uint64_t> g_last_sync_ns{0};
+std::atomic<uint32_t> g_generation{0};  // published by the compute thread
+constexpr uint32_t kRequestRing = 16;
+constexpr uint64_t kMaxRequestNs = 1'000'000'000;  // longer: not a request
+std::atomic<uint64_t> g_requests[kRequestRing];    // generation << 32 | µs
+std::atomic<uint64_t> g_requests_written{0};
+
+// Only one launch sees a gap long enough to start a burst, so one writer.
+void FinishRequest(uint64_t burst_start_ns) {
+  const uint64_t start = g_burst_start_ns.load(std::memory_order_relaxed);
+  const uint64_t sync = g_last_sync_ns.load(std::memory_order_relaxed);
+  if (start != 0 && sync > start && sync - start < kMaxRequestNs) {
+    const uint64_t n = g_requests_written.load(std::memory_order_relaxed);
+    const uint64_t generation = g_burst_generation.load(std::memory_order_relaxed);
+    g_requests[n % kRequestRing].store(generation << 32 | (sync - start) / 1000, std::memory_order_relaxed);
+    g_requests_written.store(n + 1, std::memory_order_release);
+  }
+  g_burst_generation.store(g_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  g_burst_start_ns.store(burst_start_ns, std::memory_order_relaxed);
+}
+
+enum class Mode { kAuto, kOn, kOff, kFixed };
 struct Config {
   Mode mode = Mode::kAuto;
   uint32_t fixed_us = 0;
@@ -37,10 +66,14 @@ Config ReadConfig() {
     c.mode = Mode::kOff;
     return c;
   }
+  if (__builtin_strcmp(v, "on") == 0) {
+    c.mode = Mode::kOn;
+    return c;
+  }
   char* end = nullptr;
   const unsigned long us = strtoul(v, &end, 10);
   if (end == v || *end != '\0') {
-    port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_HOLD=%s is not auto, off or a number of microseconds; using "
+    port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_HOLD=%s is not auto, on, off or a number of microseconds; using "
               "auto", v);
     return c;
   }
@@ -84,6 +117,7 @@ void NoteLaunch() {
   // Launches of two threads may stamp out of order: a gap of 0.
   const uint64_t gap_us = prev == 0 ? UINT64_MAX : now > prev ? (now - prev) / 1000 : 0;
   const bool starts_burst = gap_us >= (1ull << kBuckets);
+  if (starts_burst) FinishRequest(now);
   if (!starts_burst) g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
   // Publish at most every kStampIntervalNs: far below any linger, so the
   // board's burst never ends early; races between threads only stamp twice.
@@ -103,6 +137,39 @@ void NoteLaunch() {
   }
 }
 
+void NoteSync() { g_last_sync_ns.store(port::MonotonicNanos(), std::memory_order_relaxed); }
+
+namespace {
+
+// The compute thread's: the trial, and how far it has read the ring.
+core::HoldTrial g_trial;
+uint64_t g_requests_read = 0;
+bool g_was_shared = false;
+
+void LogVerdict() {
+  const core::HoldTrial::Verdict& v = g_trial.last_verdict();
+  port::Log(port::LogLevel::kInfo,
+            "automatic hold tried: p50 %llu us held, %llu us not held (median ratio %.2f over %u pairs of epochs); "
+            "%s for the next %u requests",
+            static_cast<unsigned long long>(v.held_p50_ns / 1000),
+            static_cast<unsigned long long>(v.unheld_p50_ns / 1000), v.ratio, v.pairs,
+            g_trial.HoldOn() ? "holding" : "not holding", core::HoldTrial::Options{}.verdict_bursts);
+}
+
+// Feeds the requests finished since the last tick to the trial, and
+// publishes its arm for the requests to come.
+void FeedTrial() {
+  const uint64_t written = g_requests_written.load(std::memory_order_acquire);
+  if (written - g_requests_read > kRequestRing) g_requests_read = written - kRequestRing;  // the oldest are lost
+  for (; g_requests_read < written; ++g_requests_read) {
+    const uint64_t r = g_requests[g_requests_read % kRequestRing].load(std::memory_order_relaxed);
+    if (g_trial.NoteRequest(static_cast<uint32_t>(r >> 32), (r & 0xffffffffu) * 1000)) LogVerdict();
+  }
+  g_generation.store(g_trial.arm_generation(), std::memory_order_relaxed);
+}
+
+}  // namespace
+
 void Tick(VgpuRuntime* rt) {
   static const Config config = ReadConfig();
   bool shared = false;
@@ -113,8 +180,22 @@ void Tick(VgpuRuntime* rt) {
       shared = seat.board != nullptr && core::OthersLive(*seat.board, seat.member, now);
     }
   }
-  const uint32_t linger = !shared ? 0 : config.mode == Mode::kFixed ? config.fixed_us : LearnLinger();
-  if (linger != g_linger_us.load(std::memory_order_relaxed) && port::LogEnabled(port::LogLevel::kInfo)) {
+  uint32_t linger = 0;
+  if (shared) {
+    linger = config.mode == Mode::kFixed ? config.fixed_us : LearnLinger();
+    if (config.mode == Mode::kAuto) {
+      if (!g_was_shared) {
+        g_trial.Restart();  // new neighbours: what the hold is worth may have changed
+        port::Log(port::LogLevel::kInfo, "automatic hold: trying it on and off, in epochs of requests");
+      }
+      FeedTrial();
+      if (!g_trial.HoldOn()) linger = 0;
+    }
+  }
+  g_was_shared = shared;
+  // While a trial switches the hold every epoch, only its verdict is said.
+  const bool trying = config.mode == Mode::kAuto && g_trial.phase() == core::HoldTrial::Phase::kTrying;
+  if (!trying && linger != g_linger_us.load(std::memory_order_relaxed) && port::LogEnabled(port::LogLevel::kInfo)) {
     static uint32_t logged = ~0u;
     // Say when holding starts or stops, and when the linger moves by 2x.
     if (logged == ~0u || (linger == 0) != (logged == 0) || linger >= 2 * logged || 2 * linger <= logged) {
@@ -136,6 +217,11 @@ void AfterFork() {
   for (auto& b : g_gaps) b.store(0);
   for (double& d : g_smoothed) d = 0;
   g_learnt_us = kInitialLingerUs;
+  g_burst_start_ns.store(0);
+  g_last_sync_ns.store(0);
+  g_requests_read = g_requests_written.load();
+  g_was_shared = false;
+  g_trial.Restart();
 }
 
 }  // namespace gpuslice::interposer::lc_activity

@@ -24,13 +24,26 @@
 // the LC's *next* launch. So an LC whose requests are one launch each (a
 // single kernel, a CUDA graph replay) costs best-effort vGPUs nothing.
 //
-// GPUSLICE_LC_HOLD, read once by the LC process: `auto` (default), `off`, or
-// a fixed linger in µs (clamped to core::kMaxLingerUs).
+// Whether to hold at all is tried, not assumed (core/hold_trial.h): what the
+// hold buys an LC depends on the GPU and the neighbour (on an H100 about 30%
+// of the eager LC's p50, on an H200 nothing, while it always costs the
+// neighbour). So the process measures its requests, each from a burst's
+// first launch to the end of the last synchronisation (cuCtxSynchronize,
+// cuStreamSynchronize, cuEventSynchronize: hooks_sync.cc) before the next
+// burst, in alternating epochs with the hold on and off, and keeps the hold
+// only where it shortened them. An LC whose requests are never measured
+// (it never synchronises) keeps holding.
+//
+// GPUSLICE_LC_HOLD, read once by the LC process: `auto` (default: tried),
+// `on` (always, with the learnt linger), `off`, or a fixed linger in µs
+// (clamped to core::kMaxLingerUs).
 //
 // Hot path (AfterLaunch): one relaxed load unless this is an LC process that
 // shares a GPU; then a clock read, one relaxed add to a process-local
-// histogram, and a store to the board at most every kStampIntervalNs. No
-// lock, no allocation, no syscall.
+// histogram, and a store to the board at most every kStampIntervalNs; at a
+// burst's first launch, a few stores for the request it ends. AfterSync: one
+// relaxed load, and in such a process one clock read and a store. No lock,
+// no allocation, no syscall.
 #ifndef GPUSLICE_INTERPOSER_LC_ACTIVITY_H_
 #define GPUSLICE_INTERPOSER_LC_ACTIVITY_H_
 
@@ -54,6 +67,12 @@ extern std::atomic<bool> g_on;
 void NoteLaunch();
 inline void AfterLaunch() {
   if (__builtin_expect(g_on.load(std::memory_order_relaxed), 0)) NoteLaunch();
+}
+
+// After an application's synchronisation returned (hooks_sync.cc).
+void NoteSync();
+inline void AfterSync() {
+  if (__builtin_expect(g_on.load(std::memory_order_relaxed), 0)) NoteSync();
 }
 
 // The compute thread's periodic work: whether to publish, and the linger

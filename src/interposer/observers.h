@@ -18,6 +18,9 @@
 //   - OnComputeTick: the compute thread (compute_thread.cc), every tick;
 //   - OnContextGone/OnDeviceGone: the teardown hooks (hooks_launch.cc,
 //     hooks_memory.cc), before the driver's call;
+//   - BeforeContextSynchronize: cuCtxSynchronize (hooks_sync.cc), before the
+//     driver's call: a synchronising application must not wait for a
+//     holder's bound;
 //   - AfterFork: the compute thread's fork handler, in the child.
 #ifndef GPUSLICE_INTERPOSER_OBSERVERS_H_
 #define GPUSLICE_INTERPOSER_OBSERVERS_H_
@@ -38,6 +41,7 @@ inline void AfterEveryLaunch() { holder::AfterLaunch(); }
 inline void OnComputeTick(bool latency_critical, bool paced) { holder::Tick(latency_critical, paced); }
 inline void OnContextGone(CUcontext context) { holder::ForgetContext(context); }
 inline void OnDeviceGone(CUdevice device) { holder::ForgetDevice(device); }
+inline void BeforeContextSynchronize() { holder::Release(); }
 inline void ObserversAfterFork() { holder::AfterFork(); }
 
 #else  // !GPUSLICE_EXPERIMENTAL_HOLDER: no observer.
@@ -46,6 +50,7 @@ inline void AfterEveryLaunch() {}
 inline void OnComputeTick(bool, bool) {}
 inline void OnContextGone(CUcontext) {}
 inline void OnDeviceGone(CUdevice) {}
+inline void BeforeContextSynchronize() {}
 inline void ObserversAfterFork() {}
 
 #endif  // GPUSLICE_EXPERIMENTAL_HOLDER

@@ -1081,11 +1081,13 @@ int main(int argc, char** argv) {
       snprintf(extra, sizeof extra, " %llu", static_cast<unsigned long long>(launches));
       Report("spin", r, extra);
       i += 2;
-    } else if (cmd == "bursts") {
+    } else if (cmd == "bursts" || cmd == "syncbursts") {
       // An LC's requests: N bursts of K launches, GAP_US apart within a
       // burst (busy-waited), and PERIOD_US of sleep after each burst (from
       // its end, so a late burst never runs into the next). K = 1 is a
-      // request of one kernel or one CUDA graph replay.
+      // request of one kernel or one CUDA graph replay. syncbursts ends
+      // each burst with cuCtxSynchronize, as a server does before it
+      // answers.
       const long n = atol(arg(1)), k = atol(arg(2));
       const uint64_t gap_ns = strtoull(arg(3), nullptr, 10) * 1000;
       const long period_us = atol(arg(4));
@@ -1100,12 +1102,13 @@ int main(int argc, char** argv) {
           r = DRIVER(cuLaunchKernel)(function, 1, 1, 1, 32, 1, 1, 0, nullptr, nullptr, nullptr);
           launched += r == CUDA_SUCCESS;
         }
+        if (cmd == "syncbursts" && r == CUDA_SUCCESS) r = DRIVER(cuCtxSynchronize)();
         timespec ts{period_us / 1000000, (period_us % 1000000) * 1000};
         nanosleep(&ts, nullptr);
       }
       char extra[32];
       snprintf(extra, sizeof extra, " %ld", launched);
-      Report("bursts", r, extra);
+      Report(cmd.c_str(), r, extra);
       i += 4;
     } else if (cmd == "span_begin" || cmd == "span_end" || cmd == "hint_begin" || cmd == "hint_end") {
       // The task API, found the way applications find it.

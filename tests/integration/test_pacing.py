@@ -18,6 +18,7 @@ board's own unit tests (src/core/pacing_board_test.cc) check shares to the
 percent on a fake clock; the margins here are wider."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -609,6 +610,41 @@ def test_an_lc_of_one_launch_per_request_holds_nobody(world):
 
 def test_an_lc_whose_requests_are_bursts_of_launches_holds_the_be(world):
     assert be_waits_beside_lc_bursts(world, 8, 100) > 0, "an eager-like LC held nothing"
+
+
+def test_an_lc_tries_its_automatic_hold_on_its_own_requests(world):
+    """Whether the automatic hold pays is tried (core/hold_trial.h): the LC
+    measures each request from its first launch to the end of the
+    synchronisation that ends it, in alternating epochs with the hold on and
+    off, and says its verdict. Each request here is 8 kernels of 400 us
+    launched 50 us apart: its launches take 0.35 ms, its GPU work 3.2 ms
+    (the fake GPU's timeline), so a p50 of 3.2 ms or more was measured to
+    the synchronisation's end, not to the last launch."""
+    err = {}
+    out = run_together(world, [
+        ("be", ["--priority", "be"], ["spin", "6", world.path("be.runs"), "gate_waits"]),
+        ("lc", ["--priority", "lc"], ["syncbursts", "420", "8", "50", "3000", "gate_waits"]),
+    ], env={"lc": {"GPUSLICE_LOG": "info", "FAKE_KERNEL_US": "400"}}, stderr=err)
+    assert int(lines_of(out["lc"], "gate_waits")[-1][1]) == 0, "LC waited at the gate"
+    verdicts = re.findall(r"automatic hold tried: p50 (\d+) us held, (\d+) us not held \(median ratio ([\d.]+) "
+                          r"over (\d+) pairs of epochs\); (holding|not holding)", err["lc"])
+    # 2 x 8 epochs of 18 requests: 288 of the 420 (some may straddle an arm).
+    assert verdicts, f"no verdict in the LC's log:\n{err['lc'][-3000:]}"
+    held, unheld, _, pairs, _ = verdicts[0]
+    assert int(pairs) == 8
+    assert int(held) >= 3200 and int(unheld) >= 3200, verdicts
+
+
+def test_an_lc_whose_requests_are_never_measured_keeps_holding(world):
+    # Bursts without a synchronisation (the LC reads its results some other
+    # way): no request is measured, no trial ends, and the hold stays on.
+    err = {}
+    out = run_together(world, [
+        ("be", ["--priority", "be"], ["spin", str(SECONDS), world.path("be.runs"), "gate_waits"]),
+        ("lc", ["--priority", "lc"], ["bursts", "300", "8", "100", "3000", "gate_waits"]),
+    ], env={"lc": {"GPUSLICE_LOG": "info"}}, stderr=err)
+    assert "automatic hold tried" not in err["lc"]
+    assert int(lines_of(out["be"], "gate_waits")[-1][1]) > 0, "the LC held nothing"
 
 
 def test_an_lc_request_span_holds_best_effort_launches_and_is_timed(world):

@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
-# Is the automatic hold (interposer/lc_activity.h) still worth what it costs
-# best-effort work? The eager LC beside each BE kind, with the LC's default
-# hold and with GPUSLICE_LC_HOLD=off, interleaved twice in one device call
-# against one measurement alone and under stock (the eager cells move more
-# between calls than between builds: docs/benchmarks.md, runs 10 and 14).
+# Is the automatic hold (interposer/lc_activity.h) worth what it costs
+# best-effort work, and does its trial (core/hold_trial.h) find out? The
+# eager LC beside each BE kind under each GPUSLICE_LC_HOLD setting of ARMS
+# (default: auto, the trial; on, always; off), interleaved ROUNDS times in
+# one device call against one measurement alone and under stock (the eager
+# cells move more between calls than between builds: docs/benchmarks.md,
+# runs 10 and 14).
 #   bash bench/gpu/with_bundle.sh env OUT=$OUT/hold bash bench/gpu/matrix/eager_hold_ab.sh
-# Knobs: BE_KINDS (gpu,launch), MATRIX_SECONDS (10).
-# Results: $OUT/{auto,off}-{1,2}/matrix.{json,md}, $OUT/summary.txt and the
-# hold's decisions from the LC's log, $OUT/hold-log.txt.
+# Knobs: BE_KINDS (gpu,launch), ARMS (auto,on,off), ROUNDS (2),
+# MATRIX_SECONDS (10).
+# Results: $OUT/<arm>-<round>/matrix.{json,md}, $OUT/summary.txt and the
+# hold's decisions and verdicts from the LC's log, $OUT/hold-log.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 out=${OUT:-/tmp/gpuslice-eager-hold}
 mkdir -p "$out"
 export BE_KINDS=${BE_KINDS:-gpu,launch} LC_KINDS=eager MATRIX_GROUPS=lc LC_ALONE_END=0 BE_ALONE_END=
 cells=$(python3 -c "import os; print(','.join(f'lcbe_{b}_gpuslice' for b in os.environ['BE_KINDS'].split(',')))")
-env OUT="$out/auto-1" python3 bench/gpu/matrix/run_matrix.py
-prior=$out/auto-1/matrix.json
-env OUT="$out/off-1" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" GPUSLICE_LC_HOLD=off python3 bench/gpu/matrix/run_matrix.py
-env OUT="$out/auto-2" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" python3 bench/gpu/matrix/run_matrix.py
-env OUT="$out/off-2" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" GPUSLICE_LC_HOLD=off python3 bench/gpu/matrix/run_matrix.py
-for run in auto-1 off-1 auto-2 off-2; do
+arms=${ARMS:-auto,on,off}
+rounds=${ROUNDS:-2}
+runs=()
+prior=
+for round in $(seq 1 "$rounds"); do
+  for arm in ${arms//,/ }; do
+    run=$arm-$round
+    if [ -z "$prior" ]; then
+      env OUT="$out/$run" GPUSLICE_LC_HOLD="$arm" python3 bench/gpu/matrix/run_matrix.py
+      prior=$out/$run/matrix.json
+    else
+      env OUT="$out/$run" PRIOR="$prior" REUSE_ALONE=1 CELLS="$cells" GPUSLICE_LC_HOLD="$arm" \
+        python3 bench/gpu/matrix/run_matrix.py
+    fi
+    runs+=("$run")
+  done
+done
+for run in "${runs[@]}"; do
   python3 - "$out/$run/matrix.json" "$run" <<'PY'
 import json, sys
 cells = json.load(open(sys.argv[1]))["cells"]
@@ -30,7 +45,11 @@ for name, c in sorted(cells.items()):
 PY
 done | tee "$out/summary.txt"
 # What the LC's automatic hold did (lc_activity.h logs when it starts and stops
-# holding, and its linger).
+# holding, its linger, and each trial's verdict), by run.
+for run in "${runs[@]}"; do
+  grep -rh "automatic hold tried" "$out/$run"/logs 2>/dev/null | sed "s/^.*automatic hold tried/$run: tried/" || true
+done > "$out/hold-verdicts.txt"
+cat "$out/hold-verdicts.txt"
 grep -rh "automatic hold" "$out"/*/logs 2>/dev/null | sed 's/^.*automatic hold/automatic hold/' | sort | uniq -c \
   | sort -rn | head -40 > "$out/hold-log.txt" || true
 cat "$out/hold-log.txt"
