@@ -88,9 +88,9 @@ class HoldTrial {
   Phase phase_ = Phase::kTrying;
   bool hold_on_ = true;
   uint32_t generation_ = 0;
-  uint32_t epoch_ = 0;       // in this trial; even epochs hold
-  uint32_t seen_ = 0;        // requests noted this epoch, settling ones included
-  uint32_t count_ = 0;       // of them kept in epoch_samples_
+  uint32_t epoch_ = 0;  // in this trial; even epochs hold
+  uint32_t seen_ = 0;   // requests noted this epoch, settling ones included
+  uint32_t count_ = 0;  // of them kept in epoch_samples_
   uint32_t verdict_left_ = 0;
   uint64_t epoch_samples_[kMaxEpochBursts] = {};
   uint64_t held_p50_[kMaxPairs] = {};

@@ -90,7 +90,8 @@ TEST(HoldTrialTest, OutliersInsideAnEpochDoNotDecide) {
 TEST(HoldTrialTest, ARequestBegunUnderTheOtherArmIsNotCounted) {
   HoldTrial trial;
   const uint32_t stale = trial.arm_generation();
-  RunUntilVerdict(trial, [](bool, int) { return 2000 * kUs; }, 18);  // one epoch: now unheld
+  RunUntilVerdict(
+      trial, [](bool, int) { return 2000 * kUs; }, 18);  // one epoch: now unheld
   ASSERT_FALSE(trial.HoldOn());
   // Requests begun while the hold was on keep arriving; they must not make
   // the unheld epoch look fast.

@@ -1,4 +1,3 @@
-#include "core/shared_word.h"
 #include "interposer/holder.h"
 
 #include <stdlib.h>
@@ -6,6 +5,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "core/shared_word.h"
 #include "interposer/driver_table.h"
 #include "interposer/event_markers.h"
 #include "port/clock.h"

@@ -73,8 +73,10 @@ Config ReadConfig() {
   char* end = nullptr;
   const unsigned long us = strtoul(v, &end, 10);
   if (end == v || *end != '\0') {
-    port::Log(port::LogLevel::kWarn, "GPUSLICE_LC_HOLD=%s is not auto, on, off or a number of microseconds; using "
-              "auto", v);
+    port::Log(port::LogLevel::kWarn,
+              "GPUSLICE_LC_HOLD=%s is not auto, on, off or a number of microseconds; using "
+              "auto",
+              v);
     return c;
   }
   c.mode = us == 0 ? Mode::kOff : Mode::kFixed;
