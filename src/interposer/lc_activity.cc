@@ -28,8 +28,14 @@ std::atomic<uint32_t> g_linger_us{0};
 // the end of the last synchronisation before the next burst began. The
 // launch that starts a burst finishes the request before it into a ring,
 // which the compute thread empties at its ticks (a request lasts more than
-// the 2 ms between bursts, a tick at most 20 ms: the ring holds 16).
+// the 2 ms between bursts, a tick at most 20 ms: the ring holds 16). Only
+// requests of two launches or more are measured: a request's first launch
+// holds nobody, so the hold cannot change a one-launch request (a kernel, a
+// CUDA graph replay), and a verdict drawn from those would stand for the
+// process's next, burstier requests (the matrix's LC runs graph requests,
+// then eager ones).
 std::atomic<uint64_t> g_burst_start_ns{0};
+std::atomic<bool> g_burst_has_more{false};  // a second launch came
 std::atomic<uint32_t> g_burst_generation{0};  // the trial's arm when it began
 std::atomic<uint64_t> g_last_sync_ns{0};
 std::atomic<uint32_t> g_generation{0};  // published by the compute thread
@@ -42,7 +48,8 @@ std::atomic<uint64_t> g_requests_written{0};
 void FinishRequest(uint64_t burst_start_ns) {
   const uint64_t start = g_burst_start_ns.load(std::memory_order_relaxed);
   const uint64_t sync = g_last_sync_ns.load(std::memory_order_relaxed);
-  if (start != 0 && sync > start && sync - start < kMaxRequestNs) {
+  if (start != 0 && g_burst_has_more.load(std::memory_order_relaxed) && sync > start &&
+      sync - start < kMaxRequestNs) {
     const uint64_t n = g_requests_written.load(std::memory_order_relaxed);
     const uint64_t generation = g_burst_generation.load(std::memory_order_relaxed);
     g_requests[n % kRequestRing].store(generation << 32 | (sync - start) / 1000, std::memory_order_relaxed);
@@ -50,6 +57,7 @@ void FinishRequest(uint64_t burst_start_ns) {
   }
   g_burst_generation.store(g_generation.load(std::memory_order_relaxed), std::memory_order_relaxed);
   g_burst_start_ns.store(burst_start_ns, std::memory_order_relaxed);
+  g_burst_has_more.store(false, std::memory_order_relaxed);
 }
 
 enum class Mode { kAuto, kOn, kOff, kFixed };
@@ -119,7 +127,11 @@ void NoteLaunch() {
   // Launches of two threads may stamp out of order: a gap of 0.
   const uint64_t gap_us = prev == 0 ? UINT64_MAX : now > prev ? (now - prev) / 1000 : 0;
   const bool starts_burst = gap_us >= (1ull << kBuckets);
-  if (starts_burst) FinishRequest(now);
+  if (starts_burst) {
+    FinishRequest(now);
+  } else if (!g_burst_has_more.load(std::memory_order_relaxed)) {
+    g_burst_has_more.store(true, std::memory_order_relaxed);
+  }
   if (!starts_burst) g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
   // Publish at most every kStampIntervalNs: far below any linger, so the
   // board's burst never ends early; races between threads only stamp twice.
@@ -220,6 +232,7 @@ void AfterFork() {
   for (double& d : g_smoothed) d = 0;
   g_learnt_us = kInitialLingerUs;
   g_burst_start_ns.store(0);
+  g_burst_has_more.store(false);
   g_last_sync_ns.store(0);
   g_requests_read = g_requests_written.load();
   g_was_shared = false;

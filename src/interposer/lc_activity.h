@@ -27,8 +27,9 @@
 // Whether to hold at all is tried, not assumed (core/hold_trial.h): what the
 // hold buys an LC depends on the GPU and the neighbour (on an H100 about 30%
 // of the eager LC's p50, on an H200 nothing, while it always costs the
-// neighbour). So the process measures its requests, each from a burst's
-// first launch to the end of the last synchronisation (cuCtxSynchronize,
+// neighbour). So the process measures its requests of two launches or more
+// (the hold cannot change a one-launch request), each from a burst's first
+// launch to the end of the last synchronisation (cuCtxSynchronize,
 // cuStreamSynchronize, cuEventSynchronize: hooks_sync.cc) before the next
 // burst, in alternating epochs with the hold on and off, and keeps the hold
 // only where it shortened them. An LC whose requests are never measured
