@@ -35,7 +35,7 @@ std::atomic<uint32_t> g_linger_us{0};
 // process's next, burstier requests (the matrix's LC runs graph requests,
 // then eager ones).
 std::atomic<uint64_t> g_burst_start_ns{0};
-std::atomic<bool> g_burst_has_more{false};  // a second launch came
+std::atomic<bool> g_burst_has_more{false};    // a second launch came
 std::atomic<uint32_t> g_burst_generation{0};  // the trial's arm when it began
 std::atomic<uint64_t> g_last_sync_ns{0};
 std::atomic<uint32_t> g_generation{0};  // published by the compute thread
@@ -48,8 +48,7 @@ std::atomic<uint64_t> g_requests_written{0};
 void FinishRequest(uint64_t burst_start_ns) {
   const uint64_t start = g_burst_start_ns.load(std::memory_order_relaxed);
   const uint64_t sync = g_last_sync_ns.load(std::memory_order_relaxed);
-  if (start != 0 && g_burst_has_more.load(std::memory_order_relaxed) && sync > start &&
-      sync - start < kMaxRequestNs) {
+  if (start != 0 && g_burst_has_more.load(std::memory_order_relaxed) && sync > start && sync - start < kMaxRequestNs) {
     const uint64_t n = g_requests_written.load(std::memory_order_relaxed);
     const uint64_t generation = g_burst_generation.load(std::memory_order_relaxed);
     g_requests[n % kRequestRing].store(generation << 32 | (sync - start) / 1000, std::memory_order_relaxed);
