@@ -5,11 +5,11 @@
 // bursts, so that the LC's gaps do not hand the GPU to a busy neighbour.
 // What it buys the LC depends on the GPU and the neighbour, and it always
 // costs the neighbour. On an H100 it bought the matrix's eager LC about 30%
-// of its p50; on an H200, over eight runs, nothing, while the best-effort
-// job beside it lost 3-24 points of its rate (docs/benchmarks.md, runs 2,
-// 15 and 56). No constant serves both, so each LC process measures its own
-// requests with the hold on and off, in alternating epochs, and keeps the
-// hold only where it shortens them.
+// of its p50; on an H200, over ten runs, nothing, while a launch-bound
+// best-effort job beside it lost 10-24 points of its rate
+// (docs/benchmarks.md, runs 2, 15, 56 and 57). No constant serves both, so
+// each LC process measures its own requests with the hold on and off, in
+// alternating epochs, and keeps the hold only where it shortens them.
 //
 // A trial: epochs of `epoch_bursts` requests (bursts of launches with a
 // synchronisation, as lc_activity measures them), the hold on in even
