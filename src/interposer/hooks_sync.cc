@@ -18,32 +18,32 @@ extern "C" {
 decltype(cuStreamSynchronize) cuStreamSynchronize_ptsz;
 }
 
-namespace lc_activity = gpuslice::interposer::lc_activity;
+namespace {
+
+// The application's wait, then what ends a request there.
+template <typename Wait>
+CUresult Synchronising(Wait wait) {
+  const CUresult r = wait();
+  gpuslice::interposer::lc_activity::AfterSync();
+  return r;
+}
+
+}  // namespace
 
 GPUSLICE_EXPORT CUresult cuCtxSynchronize(void) {
   gpuslice::interposer::BeforeContextSynchronize();
-  const CUresult r = GPUSLICE_REAL(cuCtxSynchronize)();
-  lc_activity::AfterSync();
-  return r;
+  return Synchronising([] { return GPUSLICE_REAL(cuCtxSynchronize)(); });
 }
 GPUSLICE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
   gpuslice::interposer::BeforeContextSynchronize();
-  const CUresult r = GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx);
-  lc_activity::AfterSync();
-  return r;
+  return Synchronising([&] { return GPUSLICE_REAL(cuCtxSynchronize_v2)(ctx); });
 }
 GPUSLICE_EXPORT CUresult cuStreamSynchronize(CUstream stream) {
-  const CUresult r = GPUSLICE_REAL(cuStreamSynchronize)(stream);
-  lc_activity::AfterSync();
-  return r;
+  return Synchronising([&] { return GPUSLICE_REAL(cuStreamSynchronize)(stream); });
 }
 GPUSLICE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream stream) {
-  const CUresult r = GPUSLICE_REAL(cuStreamSynchronize_ptsz)(stream);
-  lc_activity::AfterSync();
-  return r;
+  return Synchronising([&] { return GPUSLICE_REAL(cuStreamSynchronize_ptsz)(stream); });
 }
 GPUSLICE_EXPORT CUresult cuEventSynchronize(CUevent event) {
-  const CUresult r = GPUSLICE_REAL(cuEventSynchronize)(event);
-  lc_activity::AfterSync();
-  return r;
+  return Synchronising([&] { return GPUSLICE_REAL(cuEventSynchronize)(event); });
 }
