@@ -128,10 +128,10 @@ void NoteLaunch() {
   const bool starts_burst = gap_us >= (1ull << kBuckets);
   if (starts_burst) {
     FinishRequest(now);
-  } else if (!g_burst_has_more.load(std::memory_order_relaxed)) {
-    g_burst_has_more.store(true, std::memory_order_relaxed);
+  } else {
+    if (!g_burst_has_more.load(std::memory_order_relaxed)) g_burst_has_more.store(true, std::memory_order_relaxed);
+    g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
   }
-  if (!starts_burst) g_gaps[gap_us == 0 ? 0 : 63 - __builtin_clzll(gap_us)].fetch_add(1, std::memory_order_relaxed);
   // Publish at most every kStampIntervalNs: far below any linger, so the
   // board's burst never ends early; races between threads only stamp twice.
   // A burst's first launch always publishes, since it publishes no hold.
